@@ -1,0 +1,170 @@
+# bulkhead: plain GNU make. Sources are found by directory, so adding a file
+# to sentry/, oci/, supervisor/ or tests/ needs no edit here.
+#
+#   make                 all binaries into build/
+#   make SANITIZE=address,undefined   the same objects instrumented, into build/san/
+#   make test            unit tests, end-to-end tests, leak check
+#   make demo            Python and Node run in a sandbox on the embedded default
+#   make bench [BENCH_ARGS=--quick]
+#   make install PREFIX=/usr/local
+#   make deps            the Debian packages the build and tests need
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+SANITIZE ?=
+PKGS     := libseccomp libcap libnl-3.0 libnl-route-3.0 libprotobuf-c jansson
+
+ifeq ($(SANITIZE),)
+BUILD    ?= build
+SANFLAGS :=
+else
+BUILD    ?= build/san
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing \
+            -Isentry -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP
+LDFLAGS  += $(SANFLAGS)
+LDLIBS   += $(PKG_LIBS) -lpthread
+
+# The sentry program and the probe have their own main; everything else in
+# sentry/ is the core library every front end links.
+SENTRY_MAINS := sentry/sentry-main.c sentry/probe-main.c
+LIB_SRC      := $(filter-out $(SENTRY_MAINS),$(wildcard sentry/*.c))
+OCI_SRC      := $(wildcard oci/*.c)
+SUP_SRC      := $(wildcard supervisor/*.c)
+PROTO        := $(wildcard supervisor/*.proto)
+PROTO_C      := $(patsubst supervisor/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
+PROTO_H      := $(PROTO_C:.c=.h)
+UNIT_SRC     := $(wildcard tests/unit/*.c)
+E2E_SRC      := $(wildcard tests/e2e/*.c)
+BENCH_SRC    := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIB      := $(BUILD)/libsentry.a
+BINS     := $(BUILD)/bulkhead $(BUILD)/bulkheadd $(BUILD)/bulkhead-sentry $(BUILD)/bulkhead-probe
+POLICIES := $(patsubst seccomp-policies/%,$(BUILD)/seccomp-policies/%,$(wildcard seccomp-policies/*.policy))
+RUNNERS  := $(patsubst supervisor/runners/%,$(BUILD)/runners/%,$(wildcard supervisor/runners/*.py supervisor/runners/*.js))
+
+.PHONY: all test unit e2e leakcheck demo bench fuzz install clean deps format lint
+.DEFAULT_GOAL := all
+
+all: $(BINS) $(POLICIES) $(RUNNERS)
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: supervisor/%.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=supervisor --c_out=$(BUILD)/gen $<
+
+# Generated headers must exist before any object that may include them.
+$(call obj,$(LIB_SRC) $(OCI_SRC) $(SUP_SRC) $(UNIT_SRC) $(E2E_SRC) $(BENCH_SRC) $(SENTRY_MAINS)): | $(PROTO_H)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<
+
+PROTO_OBJ := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
+
+$(LIB): $(call obj,$(LIB_SRC)) $(PROTO_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bulkhead: $(call obj,$(OCI_SRC)) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bulkheadd: $(call obj,$(SUP_SRC)) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bulkhead-sentry: $(call obj,sentry/sentry-main.c) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The probe runs inside any rootfs, so it carries its own libc. It is never
+# instrumented: sanitizer runtimes make syscalls the probe must not.
+$(BUILD)/bulkhead-probe: sentry/probe-main.c sentry/probe-report.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isentry -static -o $@ $<
+
+$(BUILD)/seccomp-policies/%: seccomp-policies/%
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(BUILD)/runners/%: supervisor/runners/%
+	@mkdir -p $(@D)
+	cp $< $@
+
+# ---- tests ---------------------------------------------------------------
+$(BUILD)/tests/unit: $(call obj,$(UNIT_SRC)) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+$(BUILD)/tests/e2e: $(call obj,$(E2E_SRC)) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
+
+# Criterion runs each test in its own process; -j2 matches the machine.
+CRITERION_ARGS ?= --jobs 2
+export BULKHEAD_BUILD := $(abspath $(BUILD))
+
+test: all $(BUILD)/tests/unit $(BUILD)/tests/e2e
+	tests/run-tests $(BUILD) $(CRITERION_ARGS)
+
+unit: all $(BUILD)/tests/unit
+	$(BUILD)/tests/unit $(CRITERION_ARGS)
+
+e2e: all $(BUILD)/tests/e2e
+	$(BUILD)/tests/e2e $(CRITERION_ARGS)
+
+leakcheck:
+	tests/leakcheck
+
+demo: all
+	tests/demo $(BUILD)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: all $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+	bench/run $(BENCH_ARGS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/bulkhead/seccomp-policies \
+	    $(DESTDIR)$(PREFIX)/lib/bulkhead/runners
+	install -m 0755 $(BUILD)/bulkhead $(BUILD)/bulkheadd $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bulkhead-sentry $(BUILD)/bulkhead-probe $(DESTDIR)$(PREFIX)/lib/bulkhead/
+	install -m 0644 seccomp-policies/*.policy $(DESTDIR)$(PREFIX)/lib/bulkhead/seccomp-policies/
+	if ls supervisor/runners/*.* >/dev/null 2>&1; then \
+	    install -m 0644 supervisor/runners/*.* $(DESTDIR)$(PREFIX)/lib/bulkhead/runners/; fi
+
+clean:
+	rm -rf build
+
+# Exactly what building and testing need; tests/deps-e2e adds docker and friends.
+DEB_PACKAGES := build-essential pkg-config libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev \
+    protobuf-c-compiler libprotobuf-c-dev libcriterion-dev libjansson-dev python3 nodejs iproute2
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	    | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	    --inline-suppr -D_GNU_SOURCE -Isentry -I$(BUILD)/gen --suppress=missingIncludeSystem \
+	    sentry oci supervisor
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

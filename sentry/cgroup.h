@@ -1,0 +1,63 @@
+/* Per-sandbox cgroups on v2, v1 and the v1+v2 hybrid layout (one backend per
+ * layout behind a table of functions). Host side: called by the front end
+ * (as host root) before the sandbox's first process runs. */
+#ifndef BH_CGROUP_H
+#define BH_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "sandbox.h"
+
+enum bh_cgroup_layout {
+    BH_CGROUP_UNKNOWN = 0,
+    BH_CGROUP_V1,     /* only v1 hierarchies (a named systemd one may exist) */
+    BH_CGROUP_V2,     /* unified hierarchy at the root */
+    BH_CGROUP_HYBRID, /* v1 controllers plus a v2 hierarchy without controllers */
+};
+
+struct bh_cgroup;
+
+/* Layout of the cgroup root (default /sys/fs/cgroup; env BULKHEAD_CGROUP_ROOT
+ * overrides it, which tests use with a fake tree). */
+enum bh_cgroup_layout bh_cgroup_detect(void);
+const char *bh_cgroup_layout_name(enum bh_cgroup_layout layout);
+
+/* Creates path (relative, e.g. "bulkhead/ID" or OCI "/docker/ID") in every
+ * hierarchy the layout needs and writes the limits. Fails closed: a limit that
+ * is set but cannot be applied is an error, and what was made is removed. */
+int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh_cgroup **out,
+                     struct bh_error *err);
+/* Opens an existing sandbox cgroup (OCI: later commands of the same container). */
+int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *err);
+int bh_cgroup_attach(struct bh_cgroup *cg, pid_t pid, struct bh_error *err);
+int bh_cgroup_update(struct bh_cgroup *cg, const struct bh_limits *limits, struct bh_error *err);
+int bh_cgroup_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
+/* Host pids of every process in the cgroup; *pids is malloc'd. */
+int bh_cgroup_pids(struct bh_cgroup *cg, pid_t **pids, size_t *n, struct bh_error *err);
+/* SIGKILLs every process and waits (bounded) until the cgroup is empty. */
+int bh_cgroup_kill(struct bh_cgroup *cg, struct bh_error *err);
+
+struct bh_cgroup_stats {
+    uint64_t memory_usage;
+    uint64_t memory_limit; /* UINT64_MAX: none */
+    uint64_t memory_max_usage;
+    uint64_t pids_current;
+    uint64_t pids_limit;   /* UINT64_MAX: none */
+    uint64_t cpu_usage_ns;
+    uint64_t oom_kills;
+};
+int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
+
+/* Path of the cgroup for a controller ("memory", "pids", "cpu", "freezer")
+ * or NULL for the v2 one; used by checks that read limits back. */
+const char *bh_cgroup_dir(const struct bh_cgroup *cg, const char *controller);
+
+/* Kills what remains, removes every directory made by create, frees cg. */
+int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err);
+/* Frees without touching the kernel state (the cgroup lives on). */
+void bh_cgroup_free(struct bh_cgroup *cg);
+
+#endif

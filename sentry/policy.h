@@ -1,0 +1,35 @@
+/* Seccomp policies: text files in seccomp-policies/ compiled with libseccomp
+ * into a BPF program that the guest (or the sentry) loads last. */
+#ifndef BH_POLICY_H
+#define BH_POLICY_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+
+#include "error.h"
+
+struct bh_policy;
+
+/* Parses a policy file (following @include relative to its directory).
+ * Errors name the file and line. */
+int bh_policy_load(const char *path, struct bh_policy **out, struct bh_error *err);
+/* Same from text in memory; includes resolve against include_dir (may be NULL). */
+int bh_policy_parse(const char *text, const char *name, const char *include_dir,
+                    struct bh_policy **out, struct bh_error *err);
+void bh_policy_free(struct bh_policy *policy);
+
+/* True when some rule sends syscalls to the sentry (SECCOMP_RET_USER_NOTIF). */
+bool bh_policy_has_notify(const struct bh_policy *policy);
+
+/* Compiles to a classic BPF program for the running architecture;
+ * prog->filter is malloc'd (free with bh_policy_prog_free). */
+int bh_policy_compile(const struct bh_policy *policy, struct sock_fprog *prog,
+                      struct bh_error *err);
+void bh_policy_prog_free(struct sock_fprog *prog);
+
+/* Loads prog on the calling thread with seccomp(2) (no_new_privs must be set
+ * already). With a notify rule the listener fd is returned (>= 0), else 0;
+ * -1 on failure. */
+int bh_policy_install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err);
+
+#endif

@@ -1,0 +1,200 @@
+/* The public face of the sandbox core: what front ends (oci/, supervisor/)
+ * describe and call. Everything behind it lives in sentry/ and is private.
+ *
+ * Shape of a running sandbox:
+ *
+ *   front end (bulkhead do / bulkheadd / bulkhead create)     host side
+ *     |  clone(NEWUSER|NEWPID|NEWNS|NEWNET|NEWIPC|NEWUTS|NEWCGROUP), id maps
+ *     |  written by the parent, cgroups created and joined by the parent
+ *     v
+ *   bulkhead-sentry (pid 1 of the sandbox)  mounts, pivot_root, lo, hostname,
+ *     |   then confines itself (sentry.policy) and serves notifications
+ *     v
+ *   guest process(es): rlimits, ids, caps dropped, no_new_privs, Landlock,
+ *   seccomp (tier policy; kernel tier hands its listener to the sentry), exec.
+ *
+ * The sentry is pid 1, so its death kills every guest (fail closed).
+ */
+#ifndef BH_SANDBOX_H
+#define BH_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+enum bh_tier {
+    BH_TIER_NONE = 0,
+    BH_TIER_PROCESS,
+    BH_TIER_CONTAINER,
+    BH_TIER_KERNEL,
+    BH_TIER_VM,
+};
+
+const char *bh_tier_name(enum bh_tier tier);
+/* Returns -1 (and fills err) for an unknown name. */
+int bh_tier_parse(const char *name, enum bh_tier *tier, struct bh_error *err);
+
+/* Namespaces in the order the kernel needs them joined or made. */
+enum bh_ns {
+    BH_NS_USER = 0,
+    BH_NS_PID,
+    BH_NS_MOUNT,
+    BH_NS_NET,
+    BH_NS_IPC,
+    BH_NS_UTS,
+    BH_NS_CGROUP,
+    BH_NS_TIME,
+    BH_NS_COUNT,
+};
+
+struct bh_mount {
+    char *source;        /* host path for binds; fs source otherwise */
+    char *destination;   /* absolute path inside the sandbox */
+    char *type;          /* "bind", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", ... */
+    unsigned long flags; /* MS_* flags, MS_BIND|MS_REC for rbind */
+    unsigned long propagation; /* MS_PRIVATE, MS_SLAVE, MS_SHARED or 0 */
+    char *data;          /* fs options ("size=64m,mode=1777") or NULL */
+};
+
+struct bh_idmap {
+    uint32_t inside;
+    uint32_t outside;
+    uint32_t count;
+};
+
+struct bh_rlimit {
+    int resource; /* RLIMIT_* */
+    uint64_t soft;
+    uint64_t hard;
+};
+
+/* Limits enforced through cgroups (and the tmpfs size). 0 means "not set". */
+struct bh_limits {
+    int64_t memory_bytes;      /* memory.max / memory.limit_in_bytes */
+    int64_t memory_swap_bytes; /* total memory+swap; 0: same as memory (no swap) */
+    int64_t pids;              /* pids.max */
+    int64_t cpu_quota_us;      /* with cpu_period_us: --cpus 1.5 is 150000/100000 */
+    int64_t cpu_period_us;
+    int64_t cpu_shares;        /* v1 shares; mapped to cpu.weight on v2 */
+    int64_t tmpfs_bytes;       /* size of /tmp and of the working directory tmpfs */
+};
+
+/* The process to run. Strings are owned by the spec (see bh_sandbox_spec_free). */
+struct bh_process {
+    char **argv;             /* NULL-terminated, argv[0] is the program */
+    char **env;              /* NULL-terminated; nothing of the caller's env leaks in */
+    char *cwd;               /* absolute path inside the sandbox */
+    uint32_t uid;            /* inside the user namespace */
+    uint32_t gid;
+    uint32_t *additional_gids;
+    size_t n_additional_gids;
+    int umask;               /* -1: leave as 0022 */
+    struct bh_rlimit *rlimits;
+    size_t n_rlimits;
+    /* Capability sets as bit masks of CAP_*; all 0 by default (everything dropped). */
+    uint64_t cap_bounding, cap_effective, cap_permitted, cap_inheritable, cap_ambient;
+    bool terminal;           /* allocate a pty; master goes to console_socket */
+    unsigned short console_rows, console_cols;
+    bool has_oom_score_adj;
+    int oom_score_adj;
+};
+
+struct bh_sysctl {
+    char *key;
+    char *value;
+};
+
+struct bh_sandbox_spec {
+    char *id;                /* unique among live sandboxes; names the cgroup */
+    enum bh_tier tier;       /* BH_TIER_CONTAINER or BH_TIER_KERNEL */
+
+    /* Filesystem. rootfs NULL selects the embedded default: the host's /usr,
+     * /bin, /lib*, /sbin and a minimal /etc, read-only, with a fresh /proc, a
+     * minimal /dev, and private size-limited tmpfs /tmp and working directory. */
+    char *rootfs;
+    bool rootfs_readonly;
+    bool rootfs_overlay;     /* writable tmpfs upper layer over a read-only rootfs */
+    struct bh_mount *mounts; /* applied in order after the base layout */
+    size_t n_mounts;
+    char **masked_paths;     /* NULL-terminated or NULL: default list */
+    char **readonly_paths;   /* NULL-terminated or NULL: default list */
+    unsigned long rootfs_propagation;
+    char *hostname;          /* NULL: "bulkhead" */
+    char *workdir;           /* embedded default: tmpfs working directory, default "/work" */
+
+    /* Identity. Empty maps: the guest runs as process.uid inside, and the
+     * whole inside range maps to a host range nobody else uses. Nothing ever
+     * maps to host root. */
+    struct bh_idmap *uid_maps;
+    size_t n_uid_maps;
+    struct bh_idmap *gid_maps;
+    size_t n_gid_maps;
+
+    /* Namespaces to join instead of creating (OCI "path"); NULL: create. */
+    char *ns_paths[BH_NS_COUNT];
+
+    struct bh_process process;
+    struct bh_limits limits;
+    struct bh_sysctl *sysctls;
+    size_t n_sysctls;
+
+    char *cgroup_path;       /* relative to each hierarchy; NULL: "bulkhead/<id>" */
+    char *seccomp_policy;    /* policy file; NULL: the tier's policy */
+    /* Extra syscall restrictions from the caller (OCI seccomp profile),
+     * applied in addition to the tier policy: can only take away. */
+    char *extra_policy_text;
+
+    /* Guest stdio; -1 means inherit the caller's. */
+    int stdio[3];
+    /* OCI: unix socket path that receives the pty master (SCM_RIGHTS). */
+    char *console_socket;
+};
+
+void bh_sandbox_spec_init(struct bh_sandbox_spec *spec);
+/* Frees every string and array the spec owns (not the struct itself). */
+void bh_sandbox_spec_free(struct bh_sandbox_spec *spec);
+
+struct bh_sandbox;
+
+enum bh_create_flags {
+    /* The sandbox outlives the caller (OCI create): the sentry is not tied to
+     * the caller's life, and start comes later through state_dir. */
+    BH_CREATE_DETACHED = 1 << 0,
+};
+
+struct bh_create_opts {
+    unsigned flags;
+    /* Host directory where the sentry keeps its control socket and start
+     * trigger for detached sandboxes (OCI: ROOT/ID). */
+    const char *state_dir;
+};
+
+/* Builds every layer, up to a guest that waits before exec. On failure
+ * nothing is left behind and err says which step failed and why (also when
+ * it failed in the child). */
+int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
+                      struct bh_sandbox **out, struct bh_error *err);
+
+/* Lets the guest exec its process. */
+int bh_sandbox_start(struct bh_sandbox *sb, struct bh_error *err);
+
+/* Host pid of the sentry (pid 1 inside): the pid OCI reports. */
+pid_t bh_sandbox_pid(const struct bh_sandbox *sb);
+
+/* Waits for the sandbox to end. *status is a wait status of the guest:
+ * exit code, or the signal that killed it. */
+int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err);
+
+/* Forwards sig to the guest (through the sentry). */
+int bh_sandbox_signal(struct bh_sandbox *sb, int sig, struct bh_error *err);
+
+/* Kills whatever still runs, removes cgroups and state, frees sb. */
+void bh_sandbox_destroy(struct bh_sandbox *sb);
+
+/* Maps a wait status to a shell exit code: the code, or 128+signal. */
+int bh_status_to_exit_code(int status);
+
+#endif

@@ -1,0 +1,7 @@
+/* Placeholder: replaced by its owner. */
+#include <stdio.h>
+int main(void)
+{
+    fprintf(stderr, "bulkheadd: not built yet\n");
+    return 125;
+}
