@@ -34,14 +34,14 @@ LDLIBS   += $(PKG_LIBS) -lpthread
 # The sentry program and the probe have their own main; everything else in
 # sentry/ is the core library every front end links.
 SENTRY_MAINS := sentry/sentry-main.c sentry/probe-main.c
-LIB_SRC      := $(filter-out $(SENTRY_MAINS),$(wildcard sentry/*.c))
-OCI_SRC      := $(wildcard oci/*.c)
-SUP_SRC      := $(wildcard supervisor/*.c)
+LIB_SRC      ?= $(filter-out $(SENTRY_MAINS),$(wildcard sentry/*.c))
+OCI_SRC      ?= $(wildcard oci/*.c)
+SUP_SRC      ?= $(wildcard supervisor/*.c)
 PROTO        := $(wildcard supervisor/*.proto)
 PROTO_C      := $(patsubst supervisor/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
 PROTO_H      := $(PROTO_C:.c=.h)
-UNIT_SRC     := $(wildcard tests/unit/*.c)
-E2E_SRC      := $(wildcard tests/e2e/*.c)
+UNIT_SRC     ?= $(wildcard tests/unit/*.c)
+E2E_SRC      ?= $(wildcard tests/e2e/*.c)
 BENCH_SRC    := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
