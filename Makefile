@@ -51,7 +51,7 @@ BINS     := $(BUILD)/bulkhead $(BUILD)/bulkheadd $(BUILD)/bulkhead-sentry $(BUIL
 POLICIES := $(patsubst seccomp-policies/%,$(BUILD)/seccomp-policies/%,$(wildcard seccomp-policies/*.policy))
 RUNNERS  := $(patsubst supervisor/runners/%,$(BUILD)/runners/%,$(wildcard supervisor/runners/*.py supervisor/runners/*.js))
 
-.PHONY: all test unit e2e leakcheck demo bench fuzz install clean deps format lint
+.PHONY: all test unit e2e leakcheck demo bench bench-quick fuzz install clean deps format lint
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(POLICIES) $(RUNNERS)
@@ -128,12 +128,20 @@ leakcheck:
 demo: all
 	tests/demo $(BUILD)
 
+# The syscall benchmark runs inside any rootfs, so it is static like the probe.
+$(BUILD)/bench/syscalls: bench/syscalls.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: all $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-	bench/run $(BENCH_ARGS)
+	bench/run --build $(BUILD) $(BENCH_ARGS)
+
+bench-quick:
+	$(MAKE) bench BENCH_ARGS=--quick
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/bulkhead/seccomp-policies \
