@@ -1,0 +1,140 @@
+# bulkhead Python runner: executed inside a fork of the session agent; serve()
+# runs cells from the agent's control socket in one persistent namespace.
+# Cell output goes to fds 1 and 2 (pipes the agent reads); results go back as
+# frames of JSON. The value of a final expression is printed and returned as
+# its repr, top-level await runs on one persistent event loop, and open
+# matplotlib figures come back as PNG.
+import ast
+import asyncio
+import base64
+import builtins
+import io
+import json
+import linecache
+import os
+import socket
+import struct
+import sys
+import traceback
+import types
+
+CO_COROUTINE = 0x80
+
+
+def _recv(sock):
+    def exact(n):
+        parts = []
+        while n:
+            b = sock.recv(n)
+            if not b:
+                return None
+            parts.append(b)
+            n -= len(b)
+        return b"".join(parts)
+
+    h = exact(4)
+    if h is None:
+        return None
+    (n,) = struct.unpack(">I", h)
+    data = exact(n)
+    return None if data is None else json.loads(data)
+
+
+def _send(sock, obj):
+    data = json.dumps(obj).encode()
+    sock.sendall(struct.pack(">I", len(data)) + data)
+
+
+def _figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    images = []
+    try:
+        for num in plt.get_fignums():
+            buf = io.BytesIO()
+            plt.figure(num).savefig(buf, format="png")
+            images.append(base64.b64encode(buf.getvalue()).decode())
+        plt.close("all")
+    except Exception:
+        pass
+    return images
+
+
+def serve(fd):
+    sock = socket.socket(fileno=fd)
+    os.set_inheritable(fd, False)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+        line_buffering=True,
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+        line_buffering=True,
+    )
+    sys.stdin = open(os.devnull)
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    ns = main.__dict__
+    sys.argv = [""]
+    sys.path.insert(0, os.getcwd())
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    n = 0
+    while True:
+        req = _recv(sock)
+        if req is None:
+            os._exit(0)
+        n += 1
+        reply = _run(req.get("code", ""), ns, loop, "<cell-%d>" % n)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        reply["images"] = _figures()
+        _send(sock, reply)
+        if reply.get("exited"):
+            os._exit(reply["exit"])
+
+
+def _run(code, ns, loop, name):
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    try:
+        tree = compile(code, name, "exec", ast.PyCF_ONLY_AST | flags)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body.pop()
+        body = compile(tree, name, "exec", flags)
+        r = eval(body, ns)
+        if body.co_flags & CO_COROUTINE:
+            loop.run_until_complete(r)
+        if last is None:
+            return {"exit": 0}
+        expr = compile(ast.Expression(last.value), name, "eval", flags)
+        v = eval(expr, ns)
+        if expr.co_flags & CO_COROUTINE:
+            v = loop.run_until_complete(v)
+        if v is None:
+            return {"exit": 0}
+        ns["_"] = v
+        s = repr(v)
+        print(s)
+        return {"exit": 0, "has_value": True, "value": s}
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        return {"exit": code & 0xFF, "exited": True}
+    except BaseException as e:
+        tb = e.__traceback__
+        # drop this runner's own frame: the user sees only their cell
+        while tb is not None and tb.tb_frame.f_code.co_filename == "bh-runner.py":
+            tb = tb.tb_next
+        traceback.print_exception(type(e), e, tb)
+        return {"exit": 1}
