@@ -1,0 +1,1102 @@
+/* Owns tier verification on the host side (see probe.h): running the probe
+ * in a probe sandbox, the outside checks of a live sandbox, the tier rule,
+ * the per-boot cache, and the report's JSON and text forms. */
+#include "probe.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "paths.h"
+#include "probe-report.h"
+#include "sha256.h"
+
+/* ---- which tier needs which check ------------------------------------------ */
+
+struct check_rule {
+    const char *name;
+    enum bh_tier required_for;
+    bool from_probe; /* the probe must report it */
+};
+
+/* The container tier is namespaces, dropped capabilities and a
+ * Docker-default-like filter; the kernel tier adds the sentry, the broker,
+ * Landlock, no network and no_new_privs (design.md, "Tiers"). The cgroup
+ * and time namespaces are kernel-tier: container runtimes commonly share them. */
+static const struct check_rule rules[] = {
+    {BH_CHECK_SECCOMP, BH_TIER_CONTAINER, true},
+    {BH_CHECK_NO_NEW_PRIVS, BH_TIER_KERNEL, true},
+    {BH_CHECK_CAPS, BH_TIER_CONTAINER, true},
+    {BH_CHECK_REFUSED, BH_TIER_CONTAINER, true},
+    {BH_CHECK_BROKER_REFUSED, BH_TIER_KERNEL, true},
+    {BH_CHECK_CONFINED_OPEN, BH_TIER_KERNEL, true},
+    {BH_CHECK_NET_LO_ONLY, BH_TIER_KERNEL, true},
+    {BH_CHECK_LANDLOCK, BH_TIER_KERNEL, true},
+    {BH_CHECK_SENTRY_INSIDE, BH_TIER_KERNEL, true},
+    {BH_CHECK_CGROUP_INSIDE, BH_TIER_NONE, true},
+    {"ns_user", BH_TIER_CONTAINER, false},
+    {"ns_pid", BH_TIER_CONTAINER, false},
+    {"ns_mnt", BH_TIER_CONTAINER, false},
+    {"ns_net", BH_TIER_CONTAINER, false},
+    {"ns_ipc", BH_TIER_CONTAINER, false},
+    {"ns_uts", BH_TIER_CONTAINER, false},
+    {"ns_cgroup", BH_TIER_KERNEL, false},
+    {"ns_time", BH_TIER_KERNEL, false},
+    {"sentry_pid1", BH_TIER_KERNEL, false},
+    {"guests", BH_TIER_CONTAINER, false},
+    {"cgroup_limits", BH_TIER_CONTAINER, false},
+    {"probe_complete", BH_TIER_CONTAINER, false},
+};
+
+static const char *const ns_types[] = {"user", "pid", "mnt", "net", "ipc", "uts", "cgroup", "time"};
+
+/* Unknown names are required for the container tier: an unexpected failure
+ * must lower the tier, not vanish. */
+static enum bh_tier rule_tier(const char *name)
+{
+    for (size_t i = 0; i < BH_ARRAY_SIZE(rules); i++) {
+        if (strcmp(rules[i].name, name) == 0)
+            return rules[i].required_for;
+    }
+    return BH_TIER_CONTAINER;
+}
+
+/* ---- reports ------------------------------------------------------------------ */
+
+static const char *const result_names[] = {
+    [BH_CHECK_PASS] = "pass",
+    [BH_CHECK_FAIL] = "fail",
+    [BH_CHECK_SKIP] = "skip",
+};
+
+const char *bh_check_result_name(enum bh_check_result result)
+{
+    if ((unsigned)result >= BH_ARRAY_SIZE(result_names))
+        return "fail";
+    return result_names[result];
+}
+
+static int result_parse(const char *s, enum bh_check_result *out)
+{
+    for (unsigned i = 0; i < BH_ARRAY_SIZE(result_names); i++) {
+        if (strcmp(s, result_names[i]) == 0) {
+            *out = (enum bh_check_result)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL)
+        abort(); /* a report is small: running out here is not recoverable */
+    return p;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s ? s : "");
+    if (p == NULL)
+        abort();
+    return p;
+}
+
+struct bh_tier_report *bh_tier_report_new(const char *subject, enum bh_tier checked)
+{
+    struct bh_tier_report *r = xcalloc(1, sizeof(*r));
+    r->subject = xstrdup(subject);
+    r->checked = checked;
+    r->tier = BH_TIER_NONE;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->verified_at_unix_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return r;
+}
+
+const struct bh_check *bh_tier_report_find(const struct bh_tier_report *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_checks; i++) {
+        if (strcmp(r->checks[i].name, name) == 0)
+            return &r->checks[i];
+    }
+    return NULL;
+}
+
+static void report_vadd(struct bh_tier_report *r, const char *name, enum bh_check_result result,
+                        enum bh_tier required_for, const char *fmt, va_list ap)
+{
+    char *detail = NULL;
+    if (vasprintf(&detail, fmt, ap) < 0)
+        abort();
+    for (char *p = detail; *p; p++) {
+        if (*p == '\n')
+            *p = ' ';
+    }
+    struct bh_check *c = (struct bh_check *)bh_tier_report_find(r, name);
+    if (c != NULL) {
+        /* A failure anywhere wins over a pass; a pass over a skip. */
+        if (result == BH_CHECK_FAIL || (result == BH_CHECK_PASS && c->result == BH_CHECK_SKIP))
+            c->result = result;
+        if (required_for > c->required_for)
+            c->required_for = required_for;
+        char *joined = NULL;
+        if (asprintf(&joined, "%s; %s", c->detail, detail) < 0)
+            abort();
+        free(c->detail);
+        free(detail);
+        c->detail = joined;
+        return;
+    }
+    struct bh_check *grown = realloc(r->checks, (r->n_checks + 1) * sizeof(*grown));
+    if (grown == NULL)
+        abort();
+    r->checks = grown;
+    r->checks[r->n_checks++] = (struct bh_check){
+        .name = xstrdup(name),
+        .result = result,
+        .required_for = required_for,
+        .detail = detail,
+    };
+}
+
+void bh_tier_report_add(struct bh_tier_report *r, const char *name, enum bh_check_result result,
+                        enum bh_tier required_for, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report_vadd(r, name, result, required_for, fmt, ap);
+    va_end(ap);
+}
+
+void bh_tier_report_free(struct bh_tier_report *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->n_checks; i++) {
+        free(r->checks[i].name);
+        free(r->checks[i].detail);
+    }
+    free(r->checks);
+    free(r->subject);
+    free(r);
+}
+
+int bh_tier_report_parse_probe(struct bh_tier_report *r, const char *text, struct bh_error *err)
+{
+    bool header = false, end = false;
+    size_t n_lines = 0;
+    const char *line = text;
+    while (line != NULL && *line != '\0' && !end) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        char buf[BH_PROBE_LINE_MAX];
+        if (len >= sizeof(buf))
+            len = sizeof(buf) - 1;
+        memcpy(buf, line, len);
+        buf[len] = '\0';
+        line = nl ? nl + 1 : NULL;
+        n_lines++;
+
+        if (!header) {
+            char magic[32];
+            int version = 0;
+            if (sscanf(buf, "%31s %d", magic, &version) != 2 || strcmp(magic, BH_PROBE_MAGIC) != 0)
+                return bh_error_set(err, EPROTO,
+                                    "the probe's output does not start with `%s`: is "
+                                    "bulkhead-probe the right binary?",
+                                    BH_PROBE_MAGIC);
+            if (version != BH_PROBE_VERSION)
+                return bh_error_set(err, EPROTO,
+                                    "the probe speaks report version %d, this bulkhead %d: "
+                                    "install matching binaries",
+                                    version, BH_PROBE_VERSION);
+            header = true;
+            continue;
+        }
+        if (strcmp(buf, BH_PROBE_END) == 0) {
+            end = true;
+            continue;
+        }
+        char *save = NULL;
+        char *kind = strtok_r(buf, " ", &save);
+        char *name = strtok_r(NULL, " ", &save);
+        if (kind == NULL || name == NULL)
+            continue;
+        if (strcmp(kind, "check") == 0) {
+            char *res = strtok_r(NULL, " ", &save);
+            const char *detail = save ? save : "";
+            enum bh_check_result result;
+            if (res == NULL || result_parse(res, &result) < 0) {
+                bh_tier_report_add(r, name, BH_CHECK_FAIL, rule_tier(name),
+                                   "the probe gave no valid result");
+                continue;
+            }
+            bh_tier_report_add(r, name, result, rule_tier(name), "%s", detail);
+        }
+        /* Facts are read by the outside checks through the live guest. */
+    }
+    if (!header)
+        return bh_error_set(err, EPROTO, "the probe printed nothing (%zu lines)", n_lines);
+    for (size_t i = 0; i < BH_ARRAY_SIZE(rules); i++) {
+        if (rules[i].from_probe && bh_tier_report_find(r, rules[i].name) == NULL)
+            bh_tier_report_add(r, rules[i].name, BH_CHECK_FAIL, rules[i].required_for,
+                               "missing from the probe's report");
+    }
+    if (end)
+        bh_tier_report_add(r, "probe_complete", BH_CHECK_PASS, BH_TIER_CONTAINER,
+                           "the probe's report is complete");
+    else
+        bh_tier_report_add(r, "probe_complete", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "the probe's report ends early: the probe died or was killed");
+    return 0;
+}
+
+static bool name_in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ", ");
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return false;
+}
+
+void bh_tier_report_compute(struct bh_tier_report *r)
+{
+    /* The test hook only ever turns a result into a failure. */
+    const char *brk = getenv("BULKHEAD_TEST_BREAK");
+    if (brk != NULL && *brk != '\0') {
+        for (size_t i = 0; i < r->n_checks; i++) {
+            struct bh_check *c = &r->checks[i];
+            if (c->result != BH_CHECK_FAIL && name_in_list(brk, c->name)) {
+                c->result = BH_CHECK_FAIL;
+                char *d = NULL;
+                if (asprintf(&d, "%s; failed by BULKHEAD_TEST_BREAK", c->detail) < 0)
+                    abort();
+                free(c->detail);
+                c->detail = d;
+            }
+        }
+    }
+
+    /* Nothing above what the checks were made for can be verified. */
+    enum bh_tier tier = r->checked;
+    if (tier > BH_TIER_KERNEL)
+        tier = BH_TIER_KERNEL;
+    for (size_t i = 0; i < r->n_checks; i++) {
+        const struct bh_check *c = &r->checks[i];
+        if (c->result != BH_CHECK_PASS && c->required_for != BH_TIER_NONE &&
+            (int)c->required_for - 1 < (int)tier)
+            tier = (enum bh_tier)(c->required_for - 1);
+    }
+    if (tier < BH_TIER_CONTAINER) {
+        const struct bh_check *sc = bh_tier_report_find(r, BH_CHECK_SECCOMP);
+        tier = sc && sc->result == BH_CHECK_PASS ? BH_TIER_PROCESS : BH_TIER_NONE;
+    }
+    if (r->n_checks == 0)
+        tier = BH_TIER_NONE;
+    r->tier = tier;
+}
+
+char *bh_tier_report_json(const struct bh_tier_report *r)
+{
+    json_t *checks = json_array();
+    for (size_t i = 0; i < r->n_checks; i++) {
+        const struct bh_check *c = &r->checks[i];
+        json_array_append_new(checks,
+                              json_pack("{s:s, s:s, s:s, s:s}", "name", c->name, "result",
+                                        bh_check_result_name(c->result), "required_for",
+                                        bh_tier_name(c->required_for), "detail", c->detail));
+    }
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:I, s:b, s:o}", "subject", r->subject, "checked",
+                            bh_tier_name(r->checked), "tier", bh_tier_name(r->tier),
+                            "verified_at_unix_ms", (json_int_t)r->verified_at_unix_ms, "from_cache",
+                            r->from_cache, "checks", checks);
+    if (doc == NULL)
+        return NULL;
+    char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    return s;
+}
+
+int bh_tier_report_from_json(const char *text, struct bh_tier_report **out, struct bh_error *err)
+{
+    json_error_t jerr;
+    json_t *doc = json_loads(text, 0, &jerr);
+    if (doc == NULL)
+        return bh_error_set(err, EINVAL, "tier report: %s at line %d", jerr.text, jerr.line);
+    const char *subject = NULL, *checked = NULL, *tier = NULL;
+    json_int_t at = 0;
+    json_t *checks = NULL;
+    int from_cache = 0;
+    if (json_unpack_ex(doc, &jerr, 0, "{s:s, s:s, s:s, s:I, s?b, s:o}", "subject", &subject,
+                       "checked", &checked, "tier", &tier, "verified_at_unix_ms", &at, "from_cache",
+                       &from_cache, "checks", &checks) < 0 ||
+        !json_is_array(checks)) {
+        json_decref(doc);
+        return bh_error_set(err, EINVAL, "tier report: %s", jerr.text);
+    }
+    enum bh_tier t_checked, t_tier;
+    if (bh_tier_parse(checked, &t_checked, err) < 0 || bh_tier_parse(tier, &t_tier, err) < 0) {
+        json_decref(doc);
+        return bh_error_prefix(err, "tier report");
+    }
+    struct bh_tier_report *r = bh_tier_report_new(subject, t_checked);
+    r->tier = t_tier;
+    r->verified_at_unix_ms = (uint64_t)at;
+    size_t i;
+    json_t *c;
+    json_array_foreach(checks, i, c)
+    {
+        const char *name = NULL, *res = NULL, *req = NULL, *detail = NULL;
+        enum bh_check_result result;
+        enum bh_tier required;
+        if (json_unpack(c, "{s:s, s:s, s:s, s:s}", "name", &name, "result", &res, "required_for",
+                        &req, "detail", &detail) < 0 ||
+            result_parse(res, &result) < 0 || bh_tier_parse(req, &required, NULL) < 0) {
+            bh_tier_report_free(r);
+            json_decref(doc);
+            return bh_error_set(err, EINVAL, "tier report: check %zu is malformed", i);
+        }
+        bh_tier_report_add(r, name, result, required, "%s", detail);
+    }
+    json_decref(doc);
+    *out = r;
+    return 0;
+}
+
+void bh_tier_report_print(const struct bh_tier_report *r, FILE *out)
+{
+    fprintf(out, "checks for tier %s (%s%s):\n", bh_tier_name(r->checked), r->subject,
+            r->from_cache ? ", cached this boot" : "");
+    for (size_t i = 0; i < r->n_checks; i++) {
+        const struct bh_check *c = &r->checks[i];
+        fprintf(out, "  %-4s  %-20s %-9s %s\n", bh_check_result_name(c->result), c->name,
+                c->required_for == BH_TIER_NONE ? "info" : bh_tier_name(c->required_for),
+                c->detail);
+    }
+    fprintf(out, "tier: %s\n", bh_tier_name(r->tier));
+}
+
+/* ---- outside checks of a live sandbox -------------------------------------------- */
+
+static ssize_t read_file(const char *path, char *buf, size_t size)
+{
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t off = 0;
+    while (off + 1 < size) {
+        ssize_t n = read(fd, buf + off, size - 1 - off);
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        off += (size_t)n;
+    }
+    buf[off] = '\0';
+    return (ssize_t)off;
+}
+
+static bool status_field(const char *status, const char *key, char *out, size_t size)
+{
+    size_t klen = strlen(key);
+    for (const char *line = status; line != NULL; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            const char *v = line + klen + 1;
+            v += strspn(v, " \t");
+            size_t n = strcspn(v, "\n");
+            if (n >= size)
+                n = size - 1;
+            memcpy(out, v, n);
+            out[n] = '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Direct children of the sentry (every thread's children): the guests. */
+static size_t find_guests(pid_t sentry, pid_t *out, size_t max)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)sentry);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < max) {
+        if (de->d_name[0] == '.')
+            continue;
+        char cpath[320], buf[1024];
+        snprintf(cpath, sizeof(cpath), "/proc/%d/task/%s/children", (int)sentry, de->d_name);
+        if (read_file(cpath, buf, sizeof(buf)) <= 0)
+            continue;
+        char *save = NULL;
+        for (char *t = strtok_r(buf, " \n", &save); t && n < max; t = strtok_r(NULL, " \n", &save))
+            out[n++] = (pid_t)atoi(t);
+    }
+    closedir(d);
+    return n;
+}
+
+static void check_sentry(struct bh_tier_report *r, pid_t sentry)
+{
+    char path[64], status[4096], name[64] = "", state[32] = "", nspid[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)sentry);
+    ssize_t n = read_file(path, status, sizeof(status));
+    if (n < 0) {
+        bh_tier_report_add(r, "sentry_pid1", BH_CHECK_FAIL, BH_TIER_KERNEL,
+                           "the sentry (host pid %d) is gone: %s", (int)sentry, strerror((int)-n));
+        return;
+    }
+    status_field(status, "Name", name, sizeof(name));
+    status_field(status, "State", state, sizeof(state));
+    status_field(status, "NSpid", nspid, sizeof(nspid));
+    const char *last = strrchr(nspid, '\t');
+    last = last ? last + 1 : nspid;
+    bool alive = state[0] != 'Z' && state[0] != 'X' && state[0] != '\0';
+    bool pid1 = strcmp(last, "1") == 0 && strchr(nspid, '\t') != NULL;
+    bool named = strcmp(name, BH_SENTRY_COMM) == 0;
+    bh_tier_report_add(r, "sentry_pid1", alive && pid1 && named ? BH_CHECK_PASS : BH_CHECK_FAIL,
+                       BH_TIER_KERNEL, "host pid %d: Name %s, State %s, NSpid %s", (int)sentry,
+                       name, state, nspid);
+}
+
+static int ns_ino(pid_t pid, const char *type, ino_t *ino)
+{
+    char path[64];
+    if (pid > 0)
+        snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, type);
+    else
+        snprintf(path, sizeof(path), "/proc/self/ns/%s", type);
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return -errno;
+    *ino = st.st_ino;
+    return 0;
+}
+
+static void check_guest_ns(struct bh_tier_report *r, pid_t guest, pid_t sentry)
+{
+    for (size_t i = 0; i < BH_ARRAY_SIZE(ns_types); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "ns_%s", ns_types[i]);
+        ino_t host = 0, g = 0;
+        int he = ns_ino(0, ns_types[i], &host);
+        int ge = ns_ino(guest, ns_types[i], &g);
+        if (he == -ENOENT && ge == -ENOENT) {
+            bh_tier_report_add(r, name, BH_CHECK_SKIP, rule_tier(name),
+                               "the kernel has no %s namespace", ns_types[i]);
+            continue;
+        }
+        if (he < 0 || ge < 0) {
+            bh_tier_report_add(r, name, BH_CHECK_FAIL, rule_tier(name),
+                               "pid %d: cannot read its %s namespace: %s", (int)guest, ns_types[i],
+                               strerror(-(he < 0 ? he : ge)));
+            continue;
+        }
+        bh_tier_report_add(r, name, g != host ? BH_CHECK_PASS : BH_CHECK_FAIL, rule_tier(name),
+                           "pid %d: %s:[%lu], host %s:[%lu]", (int)guest, ns_types[i],
+                           (unsigned long)g, ns_types[i], (unsigned long)host);
+    }
+    /* The guest lives in the pid namespace the sentry heads. */
+    ino_t gp = 0, sp = 0;
+    if (ns_ino(guest, "pid", &gp) == 0 && ns_ino(sentry, "pid", &sp) == 0 && gp != sp)
+        bh_tier_report_add(r, "sentry_pid1", BH_CHECK_FAIL, BH_TIER_KERNEL,
+                           "guest %d is not in the sentry's pid namespace", (int)guest);
+}
+
+static void check_guest_status(struct bh_tier_report *r, pid_t guest, uint64_t caps)
+{
+    char path[64], status[8192];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)guest);
+    ssize_t n = read_file(path, status, sizeof(status));
+    if (n < 0) {
+        bh_tier_report_add(r, BH_CHECK_SECCOMP, BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "guest %d: cannot read its status: %s", (int)guest, strerror((int)-n));
+        return;
+    }
+    char mode[16] = "", filters[16] = "", nnp[16] = "";
+    status_field(status, "Seccomp", mode, sizeof(mode));
+    status_field(status, "Seccomp_filters", filters, sizeof(filters));
+    status_field(status, "NoNewPrivs", nnp, sizeof(nnp));
+    bool sc = strcmp(mode, "2") == 0 && atoi(filters) >= 1;
+    bh_tier_report_add(r, BH_CHECK_SECCOMP, sc ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                       "outside, guest %d: Seccomp: %s, Seccomp_filters: %s", (int)guest, mode,
+                       filters);
+    bh_tier_report_add(r, BH_CHECK_NO_NEW_PRIVS,
+                       strcmp(nnp, "1") == 0 ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_KERNEL,
+                       "outside, guest %d: NoNewPrivs: %s", (int)guest, nnp);
+    static const char *const sets[] = {"CapEff", "CapPrm", "CapBnd", "CapAmb"};
+    bool ok = true;
+    char detail[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(sets); i++) {
+        char v[32] = "";
+        bool have = status_field(status, sets[i], v, sizeof(v));
+        if (!have || strtoull(v, NULL, 16) != caps)
+            ok = false;
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s: %s", i ? ", " : "",
+                                 sets[i], have ? v : "missing");
+    }
+    bh_tier_report_add(r, BH_CHECK_CAPS, ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                       "outside, guest %d: %s", (int)guest, detail);
+}
+
+static const char *cgroup_root(void)
+{
+    const char *env = getenv("BULKHEAD_CGROUP_ROOT");
+    return env && *env ? env : "/sys/fs/cgroup";
+}
+
+/* Reads one limit file of the guest's own cgroup; "max" reads as -1. */
+static int read_limit(const char *dir, const char *file, int64_t *value, char *shown, size_t size)
+{
+    char path[PATH_MAX], buf[64];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    ssize_t n = read_file(path, buf, sizeof(buf));
+    if (n <= 0)
+        return -1;
+    buf[strcspn(buf, "\n")] = '\0';
+    snprintf(shown, size, "%s", buf);
+    *value = strcmp(buf, "max") == 0 ? -1 : strtoll(buf, NULL, 10);
+    return 0;
+}
+
+/* From the guest's /proc/PID/cgroup, not from the config: this proves the
+ * limits hold for the process that runs, wherever it was put. */
+static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const struct bh_limits *want)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)guest);
+    if (read_file(path, buf, sizeof(buf)) <= 0) {
+        bh_tier_report_add(r, "cgroup_limits", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "guest %d: cannot read its cgroups", (int)guest);
+        return;
+    }
+    const char *root = cgroup_root();
+    char v2probe[PATH_MAX];
+    snprintf(v2probe, sizeof(v2probe), "%s/cgroup.controllers", root);
+    bool pure_v2 = access(v2probe, F_OK) == 0;
+
+    char mem_dir[PATH_MAX] = "", pids_dir[PATH_MAX] = "";
+    const char *mem_file = NULL, *pids_file = "pids.max";
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c1 = *c2 = '\0';
+        const char *ctrls = c1 + 1, *cg = c2 + 1;
+        if (*ctrls == '\0' && pure_v2) {
+            snprintf(mem_dir, sizeof(mem_dir), "%s%s", root, cg);
+            snprintf(pids_dir, sizeof(pids_dir), "%s%s", root, cg);
+            mem_file = "memory.max";
+        } else if (name_in_list(ctrls, "memory")) {
+            snprintf(mem_dir, sizeof(mem_dir), "%s/memory%s", root, cg);
+            mem_file = "memory.limit_in_bytes";
+        } else if (name_in_list(ctrls, "pids")) {
+            snprintf(pids_dir, sizeof(pids_dir), "%s/pids%s", root, cg);
+        }
+    }
+
+    bool ok = true;
+    char detail[1024] = "";
+    size_t used = 0;
+    int64_t mem = -1, pids = -1;
+    char shown[64];
+    if (mem_file && read_limit(mem_dir, mem_file, &mem, shown, sizeof(shown)) == 0) {
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s/%s = %s", mem_dir,
+                                 mem_file, shown);
+    } else {
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, "no memory limit file");
+        mem = -2;
+    }
+    if (pids_dir[0] && read_limit(pids_dir, pids_file, &pids, shown, sizeof(shown)) == 0) {
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, ", %s/%s = %s", pids_dir,
+                                 pids_file, shown);
+    } else {
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, ", no pids limit file");
+        pids = -2;
+    }
+    if (want != NULL && want->memory_bytes > 0) {
+        /* The kernel keeps whole pages. */
+        int64_t page = sysconf(_SC_PAGESIZE);
+        int64_t expect = want->memory_bytes / page * page;
+        if (mem != expect) {
+            ok = false;
+            used += (size_t)snprintf(detail + used, sizeof(detail) - used,
+                                     "; memory limit should be %lld", (long long)expect);
+        }
+    }
+    if (want != NULL && want->pids > 0 && pids != want->pids) {
+        ok = false;
+        snprintf(detail + used, sizeof(detail) - used, "; pids limit should be %lld",
+                 (long long)want->pids);
+    }
+    bh_tier_report_add(r, "cgroup_limits", ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                       "guest %d: %s", (int)guest, detail);
+}
+
+int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_report **r,
+                        struct bh_error *err)
+{
+    if (target->sentry_pid <= 0)
+        return bh_error_set(err, EINVAL, "no sentry pid to check");
+    if (*r == NULL)
+        *r = bh_tier_report_new("host", target->tier);
+    struct bh_tier_report *rep = *r;
+
+    check_sentry(rep, target->sentry_pid);
+    pid_t guests[64];
+    size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));
+    if (n == 0) {
+        bh_tier_report_add(rep, "guests", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "no guest process runs under the sentry (host pid %d)",
+                           (int)target->sentry_pid);
+    } else {
+        bh_tier_report_add(rep, "guests", BH_CHECK_PASS, BH_TIER_CONTAINER,
+                           "%zu guest process(es) under the sentry", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        check_guest_status(rep, guests[i], target->caps);
+        check_guest_ns(rep, guests[i], target->sentry_pid);
+        check_guest_cgroup(rep, guests[i], target->limits);
+    }
+    bh_tier_report_compute(rep);
+    return 0;
+}
+
+/* ---- the probe sandbox -------------------------------------------------------- */
+
+/* Until the sandbox core (sentry/sandbox.c) is in the tree, these resolve to
+ * NULL and bh_probe_run refuses; remove once it lands. */
+#pragma weak bh_sandbox_create
+#pragma weak bh_sandbox_start
+#pragma weak bh_sandbox_pid
+#pragma weak bh_sandbox_wait
+#pragma weak bh_sandbox_signal
+#pragma weak bh_sandbox_destroy
+#pragma weak bh_sandbox_spec_init
+#pragma weak bh_sandbox_spec_free
+#pragma weak bh_status_to_exit_code
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The probe's claims decide the tier, so only a binary that root alone can
+ * change is believed. */
+static int probe_binary(const struct bh_probe_opts *opts, char *buf, size_t size,
+                        struct bh_error *err)
+{
+    const char *env = getenv("BULKHEAD_PROBE");
+    if (opts->probe_path != NULL)
+        snprintf(buf, size, "%s", opts->probe_path);
+    else if (env != NULL && *env != '\0')
+        snprintf(buf, size, "%s", env);
+    else if (bh_path_find("bulkhead-probe", buf, size, err) < 0)
+        return bh_error_prefix(err, "cannot verify the tier");
+    char real[PATH_MAX];
+    if (realpath(buf, real) == NULL)
+        return bh_error_errno(err, errno, "cannot verify the tier: probe `%s`", buf);
+    struct stat st;
+    if (stat(real, &st) < 0)
+        return bh_error_errno(err, errno, "cannot verify the tier: probe `%s`", real);
+    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0)
+        return bh_error_set(err, EPERM,
+                            "cannot verify the tier: probe `%s` must be a regular file owned by "
+                            "root and writable by root only (chown root, chmod go-w)",
+                            real);
+    snprintf(buf, size, "%s", real);
+    return 0;
+}
+
+struct secret {
+    char dir[64];
+    char path[96];
+    char token[33];
+};
+
+static void secret_remove(struct secret *s)
+{
+    if (s->path[0])
+        unlink(s->path);
+    if (s->dir[0])
+        rmdir(s->dir);
+    s->path[0] = s->dir[0] = '\0';
+}
+
+/* A host file the probe must fail to read by any path trick. It lives where
+ * no sandbox layout mounts anything (/run), never in the probe's view. */
+static int secret_make(struct secret *s, struct bh_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    uint8_t raw[16];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        return bh_error_errno(err, errno, "getrandom for the probe's secret");
+    bh_hex(raw, sizeof(raw), s->token);
+    snprintf(s->dir, sizeof(s->dir), "/run/bulkhead-probe-XXXXXX");
+    if (mkdtemp(s->dir) == NULL) {
+        s->dir[0] = '\0';
+        return bh_error_errno(err, errno, "make a directory for the probe's secret in /run");
+    }
+    snprintf(s->path, sizeof(s->path), "%s/secret", s->dir);
+    cleanup_close int fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, s->token, strlen(s->token)) != (ssize_t)strlen(s->token)) {
+        int e = errno;
+        secret_remove(s);
+        return bh_error_errno(err, e, "write the probe's secret");
+    }
+    /* The guest's ids are not host root: the file must be readable to them,
+     * or a refusal could come from file modes instead of confinement. */
+    chmod(s->dir, 0755);
+    return 0;
+}
+
+/* Reads the probe's report until its "end" line, EOF or the deadline. */
+static char *read_report(int fd, int64_t deadline)
+{
+    size_t cap = 8192, len = 0;
+    char *buf = xcalloc(1, cap);
+    for (;;) {
+        if (strstr(buf, "\n" BH_PROBE_END "\n") != NULL)
+            break;
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int pr = poll(&p, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        if (len + 1 >= cap) {
+            if (cap >= (1u << 20))
+                break; /* a probe that talks this much is not the probe */
+            cap *= 2;
+            char *g = realloc(buf, cap);
+            if (g == NULL)
+                abort();
+            buf = g;
+        }
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    return buf;
+}
+
+static void spec_set_argv(struct bh_sandbox_spec *spec, char **argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    spec->process.argv = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        spec->process.argv[i] = xstrdup(argv[i]);
+}
+
+int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
+                 struct bh_error *err)
+{
+    enum bh_tier tier = opts->tier ? opts->tier : BH_TIER_KERNEL;
+    if (tier != BH_TIER_KERNEL && tier != BH_TIER_CONTAINER)
+        return bh_error_set(err, EINVAL,
+                            "tier `%s` cannot be verified here: use container or kernel",
+                            bh_tier_name(tier));
+    if (bh_sandbox_create == NULL || bh_sandbox_spec_init == NULL)
+        return bh_error_set(err, ENOSYS,
+                            "cannot verify the tier: this build has no sandbox core yet");
+    char probe[PATH_MAX];
+    if (probe_binary(opts, probe, sizeof(probe), err) < 0)
+        return -1;
+
+    struct secret secret;
+    if (secret_make(&secret, err) < 0)
+        return bh_error_prefix(err, "cannot verify the tier");
+
+    struct bh_sandbox_spec spec;
+    bh_sandbox_spec_init(&spec);
+    char id[64];
+    uint8_t raw[6];
+    char hex[13];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        memset(raw, 0, sizeof(raw));
+    bh_hex(raw, sizeof(raw), hex);
+    snprintf(id, sizeof(id), "probe-%d-%s", (int)getpid(), hex);
+    spec.id = xstrdup(id);
+    spec.tier = tier;
+    spec.limits = opts->limits;
+    if (spec.limits.memory_bytes == 0)
+        spec.limits.memory_bytes = 256ll << 20;
+    if (spec.limits.pids == 0)
+        spec.limits.pids = 64;
+    spec.mounts = xcalloc(1, sizeof(struct bh_mount));
+    spec.n_mounts = 1;
+    spec.mounts[0] = (struct bh_mount){
+        .source = xstrdup(probe),
+        .destination = xstrdup(BH_PROBE_GUEST_PATH),
+        .type = xstrdup("bind"),
+        .flags = MS_BIND | MS_RDONLY,
+    };
+    char errno_arg[16];
+    snprintf(errno_arg, sizeof(errno_arg), "%d", EPERM);
+    char *argv[] = {BH_PROBE_GUEST_PATH, "--tier",     (char *)bh_tier_name(tier),
+                    "--errno",           errno_arg,    "--secret",
+                    secret.path,         secret.token, NULL};
+    spec_set_argv(&spec, argv);
+    spec.process.env = xcalloc(2, sizeof(char *));
+    spec.process.env[0] = xstrdup("PATH=/usr/bin:/bin");
+    spec.process.cwd = xstrdup("/");
+
+    int in[2] = {-1, -1}, outp[2] = {-1, -1};
+    cleanup_close int errfd = memfd_create("bulkhead-probe-stderr", MFD_CLOEXEC);
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(outp, O_CLOEXEC) < 0 || errfd < 0) {
+        int e = errno;
+        bh_closep(&in[0]), bh_closep(&in[1]), bh_closep(&outp[0]), bh_closep(&outp[1]);
+        bh_sandbox_spec_free(&spec);
+        secret_remove(&secret);
+        return bh_error_errno(err, e, "cannot verify the tier: pipes for the probe");
+    }
+    cleanup_close int to_probe = in[1];
+    cleanup_close int from_probe = outp[0];
+    spec.stdio[0] = in[0];
+    spec.stdio[1] = outp[1];
+    spec.stdio[2] = errfd;
+
+    int64_t deadline = now_ms() + (opts->timeout_ms > 0 ? opts->timeout_ms : 20000);
+    struct bh_sandbox *sb = NULL;
+    int rc = bh_sandbox_create(&spec, &(struct bh_create_opts){0}, &sb, err);
+    close(in[0]);
+    close(outp[1]);
+    spec.stdio[0] = spec.stdio[1] = spec.stdio[2] = -1;
+    if (rc < 0 || bh_sandbox_start(sb, err) < 0) {
+        if (sb != NULL)
+            bh_sandbox_destroy(sb);
+        bh_sandbox_spec_free(&spec);
+        secret_remove(&secret);
+        return bh_error_prefix(err, "cannot verify the tier: the %s-tier probe sandbox",
+                               bh_tier_name(tier));
+    }
+
+    cleanup_free char *text = read_report(from_probe, deadline);
+    struct bh_tier_report *r = bh_tier_report_new("host", tier);
+    struct bh_error perr = {0};
+    if (bh_tier_report_parse_probe(r, text, &perr) < 0)
+        bh_tier_report_add(r, "probe_complete", BH_CHECK_FAIL, BH_TIER_CONTAINER, "%s", perr.msg);
+
+    /* While the probe waits on stdin, look at it from outside. */
+    struct bh_live_target target = {
+        .sentry_pid = bh_sandbox_pid(sb),
+        .tier = tier,
+        .limits = &spec.limits,
+        .caps = 0,
+    };
+    struct bh_error lerr = {0};
+    if (bh_probe_check_live(&target, &r, &lerr) < 0)
+        bh_tier_report_add(r, "sentry_pid1", BH_CHECK_FAIL, BH_TIER_KERNEL, "%s", lerr.msg);
+
+    close(steal_fd(&to_probe));
+    if (now_ms() > deadline)
+        bh_sandbox_signal(sb, SIGKILL, NULL);
+    int status = 0;
+    struct bh_error werr = {0};
+    if (bh_sandbox_wait(sb, &status, &werr) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char tail[512] = "";
+        ssize_t n = pread(errfd, tail, sizeof(tail) - 1, 0);
+        tail[n > 0 ? n : 0] = '\0';
+        bh_tier_report_add(r, "probe_complete", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "the probe ended with status %d%s%s", bh_status_to_exit_code(status),
+                           tail[0] ? ": " : "", tail);
+    }
+    bh_sandbox_destroy(sb);
+    bh_sandbox_spec_free(&spec);
+    secret_remove(&secret);
+
+    bh_tier_report_compute(r);
+    *out = r;
+    return 0;
+}
+
+/* ---- the per-boot cache ---------------------------------------------------------- */
+
+static void key_file(struct bh_sha256 *h, const char *path)
+{
+    struct stat st;
+    char line[PATH_MAX + 128];
+    int n;
+    if (stat(path, &st) == 0)
+        n = snprintf(line, sizeof(line), "%s %lu %lu %lld %lld.%09ld\n", path,
+                     (unsigned long)st.st_dev, (unsigned long)st.st_ino, (long long)st.st_size,
+                     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    else
+        n = snprintf(line, sizeof(line), "%s missing\n", path);
+    bh_sha256_update(h, line, (size_t)n);
+}
+
+extern char **environ;
+
+/* Everything a verification depends on: a change of any makes a new key. */
+static void cache_key(enum bh_tier tier, const char *probe, char out[BH_SHA256_HEX])
+{
+    struct bh_sha256 h;
+    bh_sha256_init(&h);
+    char buf[256] = "";
+    read_file("/proc/sys/kernel/random/boot_id", buf, sizeof(buf));
+    bh_sha256_update(&h, buf, strlen(buf));
+    struct utsname u;
+    if (uname(&u) == 0) {
+        bh_sha256_update(&h, u.release, strlen(u.release));
+        bh_sha256_update(&h, u.version, strlen(u.version));
+    }
+    bh_sha256_update(&h, bh_tier_name(tier), strlen(bh_tier_name(tier)));
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    key_file(&h, exe);
+    key_file(&h, probe);
+    char path[PATH_MAX];
+    if (bh_path_find("bulkhead-sentry", path, sizeof(path), NULL) == 0)
+        key_file(&h, path);
+    if (bh_path_find("seccomp-policies", path, sizeof(path), NULL) == 0) {
+        key_file(&h, path);
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL) {
+            char f[PATH_MAX * 2];
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+            key_file(&h, f);
+        }
+        if (d != NULL)
+            closedir(d);
+    }
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "BULKHEAD_", 9) == 0) {
+            bh_sha256_update(&h, *e, strlen(*e));
+            bh_sha256_update(&h, "\n", 1);
+        }
+    }
+    uint8_t digest[BH_SHA256_LEN];
+    bh_sha256_final(&h, digest);
+    bh_hex(digest, sizeof(digest), out);
+}
+
+static int mkdir_private(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Only a cache file root alone could have written is believed. */
+static struct bh_tier_report *cache_load(const char *file)
+{
+    cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+        (st.st_mode & 022) != 0 || st.st_size > (1 << 20))
+        return NULL;
+    cleanup_free char *text = xcalloc(1, (size_t)st.st_size + 1);
+    if (read(fd, text, (size_t)st.st_size) != st.st_size)
+        return NULL;
+    struct bh_tier_report *r = NULL;
+    if (bh_tier_report_from_json(text, &r, NULL) < 0)
+        return NULL;
+    r->from_cache = true;
+    return r;
+}
+
+static void cache_store(const char *dir, const char *file, const struct bh_tier_report *r)
+{
+    if (mkdir_private(dir) < 0)
+        return;
+    cleanup_free char *json = bh_tier_report_json(r);
+    if (json == NULL)
+        return;
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof(tmp), "%s.%d", file, (int)getpid());
+    cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    size_t len = strlen(json);
+    if (write(fd, json, len) != (ssize_t)len || fsync(fd) < 0 || rename(tmp, file) < 0)
+        unlink(tmp);
+}
+
+int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
+                        struct bh_tier_report **out, struct bh_error *err)
+{
+    enum bh_tier tier = opts->tier ? opts->tier : BH_TIER_KERNEL;
+    const char *brk = getenv("BULKHEAD_TEST_BREAK");
+    bool bypass = brk != NULL && *brk != '\0';
+    if (cache_dir == NULL)
+        cache_dir = "/run/bulkhead/tier-cache";
+
+    char probe[PATH_MAX], key[BH_SHA256_HEX], file[PATH_MAX];
+    if (probe_binary(opts, probe, sizeof(probe), err) < 0)
+        return -1;
+    cache_key(tier, probe, key);
+    snprintf(file, sizeof(file), "%s/%s.json", cache_dir, key);
+    if (!bypass) {
+        struct bh_tier_report *r = cache_load(file);
+        if (r != NULL) {
+            bh_tier_report_compute(r);
+            *out = r;
+            return 0;
+        }
+    }
+    struct bh_tier_report *r = NULL;
+    if (bh_probe_run(opts, &r, err) < 0)
+        return -1;
+    if (!bypass && r->tier >= tier)
+        cache_store(cache_dir, file, r);
+    *out = r;
+    return 0;
+}
