@@ -57,6 +57,11 @@ struct bh_mount {
     unsigned long flags; /* MS_* flags, MS_BIND|MS_REC for rbind */
     unsigned long propagation; /* MS_PRIVATE, MS_SLAVE, MS_SHARED or 0 */
     char *data;          /* fs options ("size=64m,mode=1777") or NULL */
+    /* A detached mount prepared by the host side (open_tree(OPEN_TREE_CLONE),
+     * e.g. idmapped with mount_setattr(MOUNT_ATTR_IDMAP)), moved into place
+     * as is instead of binding source; not closed by bh_mounts_setup. */
+    bool has_tree_fd;
+    int tree_fd;
 };
 
 struct bh_idmap {

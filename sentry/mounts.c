@@ -1,0 +1,1024 @@
+/* Owns the sandbox's filesystem: the tree a sandbox sees (the embedded
+ * default or a rootfs, fresh /proc with masked and read-only paths, a
+ * minimal /dev, the spec's mounts), built inside the sandbox's own mount
+ * namespace and entered with pivot_root.
+ *
+ * How it is built, and why:
+ * - The whole inherited tree is made MS_PRIVATE first, so nothing done here
+ *   propagates anywhere (a mount namespace made with a user namespace turns
+ *   shared mounts into slaves anyway; this closes the other direction too).
+ * - Every host path we need (the rootfs, bind sources, host devices) is
+ *   opened as an O_PATH fd before the staging root is attached, and binds are
+ *   made from those fds with open_tree(OPEN_TREE_CLONE) + mount_setattr +
+ *   move_mount: the flags (ro, nosuid, nodev, noexec) are set on the detached
+ *   copy before it is visible, recursively for rbinds, and never need the
+ *   bind-then-remount dance that must repeat the locked flags.
+ * - The staging root is attached on the host's /tmp inside this namespace
+ *   only (any existing directory would do; sources are already open, so the
+ *   shadowing is harmless) and later becomes / through pivot_root(".", "."),
+ *   which needs no old-root directory that would have to be removed again.
+ * - Every mount point is resolved with openat2(RESOLVE_IN_ROOT |
+ *   RESOLVE_NO_MAGICLINKS) against the root fd, missing components are made
+ *   one at a time with mkdirat/openat on the resolved parent, dangling
+ *   symlinks are followed by hand, clamped to the root, and the mount lands
+ *   on the opened fd (move_mount with an fd target, or mount(2) onto
+ *   /proc/self/fd/N). A rootfs whose /etc points at a host directory gets the
+ *   mount inside the rootfs, never on the host.
+ *
+ * Decisions worth knowing:
+ * - /sys: a fresh sysfs is mounted read-only when the kernel allows it (it
+ *   does when the sandbox has its own network namespace, as bulkhead's always
+ *   do). When it does not, the base layout leaves /sys empty rather than
+ *   exposing the host's device tree; an explicit sysfs mount from the spec
+ *   (OCI) falls back to a read-only rbind of the host's /sys, as runc does
+ *   for rootless containers.
+ * - cgroup mounts from the spec become a read-only cgroup2 mount (the
+ *   sandbox's own cgroup namespace decides what it shows). When cgroup2
+ *   cannot be mounted (no cgroup namespace of our own), an empty read-only
+ *   tmpfs takes its place: less visibility, never more.
+ * - The embedded default's root tmpfs (which holds /etc) and the base /dev
+ *   tmpfs are read-only once populated: only /tmp, the working directory and
+ *   /dev/shm are writable.
+ */
+#include "mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+#define MOUNTS_DEFAULT_TMPFS_BYTES (64LL << 20)
+#define MOUNTS_DEFAULT_WORKDIR "/work"
+#define MOUNTS_MAX_SYMLINKS 40
+/* Where the staging root is attached before pivot_root; only this mount
+ * namespace ever sees it. */
+#define MOUNTS_STAGING "/tmp"
+
+static const char *const default_masked_paths[] = {
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+};
+
+static const char *const default_readonly_paths[] = {
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+};
+
+/* Host directories of the embedded default; /usr is required. */
+static const char *const system_dirs[] = {"usr", "bin", "lib", "lib32", "lib64", "libx32", "sbin"};
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+/* Host files and directories of the embedded default's /etc, bound read-only
+ * when the host has them. /etc/ssl/private is deliberately absent. */
+static const char *const etc_binds[] = {
+    "ld.so.cache", "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates.conf",
+};
+
+enum mp_kind {
+    MP_EXISTING, /* must exist; nothing is created */
+    MP_DIR,
+    MP_FILE,
+};
+
+struct setup {
+    const struct bh_sandbox_spec *spec;
+    bool embedded;
+    const char *workdir;
+    long long tmpfs_bytes;
+    int root_fd;     /* the new root, attached at MOUNTS_STAGING */
+    int rootfs_fd;   /* O_PATH of spec->rootfs, or -1 */
+    int devnull_fd;  /* O_PATH of the host's /dev/null, for masking files */
+    int *source_fds; /* per spec mount: O_PATH of a bind source, else -1 */
+    int dev_fds[BH_ARRAY_SIZE(dev_nodes)];
+    int etc_fds[BH_ARRAY_SIZE(etc_binds)];
+    int system_fds[BH_ARRAY_SIZE(system_dirs)];
+    char system_links[BH_ARRAY_SIZE(system_dirs)][PATH_MAX];
+    bool made_dev; /* the base /dev tmpfs is ours (made read-only at the end) */
+};
+
+static void fd_path(char buf[32], int fd)
+{
+    snprintf(buf, 32, "/proc/self/fd/%d", fd);
+}
+
+static const char *skip_slashes(const char *p)
+{
+    while (*p == '/')
+        p++;
+    return p;
+}
+
+/* Equal as paths inside the root: "/dev/", "dev" and "//dev" are one. */
+static bool same_path(const char *a, const char *b)
+{
+    for (;;) {
+        a = skip_slashes(a);
+        b = skip_slashes(b);
+        if (*a == '\0' || *b == '\0')
+            return *a == *b;
+        size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+        if (la != lb || memcmp(a, b, la) != 0)
+            return false;
+        a += la;
+        b += lb;
+    }
+}
+
+static bool spec_mounts_at(const struct bh_sandbox_spec *spec, const char *dest)
+{
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        if (spec->mounts[i].destination != NULL && same_path(spec->mounts[i].destination, dest))
+            return true;
+    return false;
+}
+
+/* O_PATH fd of path inside the root; symlinks and ".." never leave it. */
+static int open_in_root(int root_fd, const char *path, int flags)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_PATH | O_CLOEXEC),
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+    };
+    const char *rel = skip_slashes(path);
+    if (*rel == '\0')
+        rel = ".";
+    int fd;
+    /* EAGAIN: a concurrent rename made the kernel give up on safety; retry. */
+    do
+        fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+    while (fd < 0 && errno == EAGAIN);
+    return fd;
+}
+
+static int check_kind(int fd, enum mp_kind kind, const char *dest, struct bh_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return bh_error_errno(err, errno, "stat mount point `%s`", dest);
+    if (kind == MP_DIR && !S_ISDIR(st.st_mode))
+        return bh_error_set(err, ENOTDIR,
+                            "mount point `%s` exists and is not a directory, but the source is one",
+                            dest);
+    if (kind == MP_FILE && S_ISDIR(st.st_mode))
+        return bh_error_set(err, EISDIR,
+                            "mount point `%s` is a directory, but the source is not one", dest);
+    return 0;
+}
+
+/* Makes one missing component `name` in dirfd. */
+static int create_component(int dirfd, const char *name, bool as_dir, struct bh_error *err,
+                            const char *dest)
+{
+    if (as_dir) {
+        if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
+            return bh_error_errno(err, errno, "create `%s` for mount point `%s`", name, dest);
+        return 0;
+    }
+    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST)
+        return bh_error_errno(err, errno, "create `%s` for mount point `%s`", name, dest);
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
+/* Opens dest inside the root (O_PATH), creating what is missing as kind
+ * says. A dangling symlink on the way is followed by hand, its target taken
+ * relative to the root, so a planted link to a host path only ever creates
+ * directories inside the root. */
+static int resolve_target(int root_fd, const char *dest, enum mp_kind kind, struct bh_error *err)
+{
+    char cur[PATH_MAX];
+    if (snprintf(cur, sizeof(cur), "%s", dest) >= (int)sizeof(cur))
+        return bh_error_set(err, ENAMETOOLONG, "mount point `%.64s...` is too long", dest);
+
+    int hops = 0;
+    for (int round = 0; round < 2 * MOUNTS_MAX_SYMLINKS + 64; round++) {
+        int fd = open_in_root(root_fd, cur, 0);
+        if (fd >= 0) {
+            if (check_kind(fd, kind, dest, err) < 0) {
+                close(fd);
+                return -1;
+            }
+            return fd;
+        }
+        if (errno != ENOENT || kind == MP_EXISTING)
+            return bh_error_errno(err, errno, "resolve mount point `%s` inside the root", dest);
+
+        /* Find the first missing component and make it (or follow it). */
+        char prefix[PATH_MAX] = "";
+        size_t plen = 0;
+        cleanup_close int parent = -1;
+        const char *p = cur;
+        for (;;) {
+            p = skip_slashes(p);
+            if (*p == '\0')
+                break;
+            size_t clen = strcspn(p, "/");
+            char name[NAME_MAX + 1];
+            if (clen > NAME_MAX)
+                return bh_error_set(err, ENAMETOOLONG,
+                                    "a component of mount point `%s` is too long", dest);
+            memcpy(name, p, clen);
+            name[clen] = '\0';
+            const char *rest = skip_slashes(p + clen);
+            size_t before = plen;
+            if (plen + clen + 2 > sizeof(prefix))
+                return bh_error_set(err, ENAMETOOLONG, "mount point `%s` is too long", dest);
+            prefix[plen++] = '/';
+            memcpy(prefix + plen, name, clen + 1);
+            plen += clen;
+            p += clen;
+
+            int child = open_in_root(root_fd, prefix, 0);
+            if (child >= 0) {
+                bh_closep(&parent);
+                parent = child;
+                continue;
+            }
+            if (errno != ENOENT)
+                return bh_error_errno(
+                    err, errno, "resolve `%s` of mount point `%s` inside the root", prefix, dest);
+            int dirfd = parent >= 0 ? parent : root_fd;
+            struct stat st;
+            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (!S_ISLNK(st.st_mode))
+                    return bh_error_set(
+                        err, ESTALE, "mount point `%s` changed while it was being resolved", dest);
+                if (++hops > MOUNTS_MAX_SYMLINKS)
+                    return bh_error_set(err, ELOOP, "too many symlinks in mount point `%s`", dest);
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
+                if (n < 0)
+                    return bh_error_errno(err, errno, "read symlink `%s` of mount point `%s`",
+                                          prefix, dest);
+                target[n] = '\0';
+                char next[PATH_MAX];
+                int len;
+                if (target[0] == '/')
+                    len = snprintf(next, sizeof(next), "%s/%s", target, rest);
+                else
+                    len = snprintf(next, sizeof(next), "%.*s/%s/%s", (int)before, prefix, target,
+                                   rest);
+                if (len >= (int)sizeof(next))
+                    return bh_error_set(err, ENAMETOOLONG, "mount point `%s` is too long", dest);
+                memcpy(cur, next, (size_t)len + 1);
+                break;
+            }
+            if (errno != ENOENT)
+                return bh_error_errno(err, errno, "stat `%s` of mount point `%s`", prefix, dest);
+            if (create_component(dirfd, name, *rest != '\0' || kind == MP_DIR, err, dest) < 0)
+                return -1;
+            child = open_in_root(root_fd, prefix, 0);
+            if (child < 0)
+                return bh_error_errno(err, errno, "open `%s` of mount point `%s` after creating it",
+                                      prefix, dest);
+            bh_closep(&parent);
+            parent = child;
+        }
+    }
+    return bh_error_set(err, ELOOP, "mount point `%s` could not be resolved", dest);
+}
+
+static uint64_t attr_from_flags(unsigned long flags)
+{
+    uint64_t attr = 0;
+    if (flags & MS_RDONLY)
+        attr |= MOUNT_ATTR_RDONLY;
+    if (flags & MS_NOSUID)
+        attr |= MOUNT_ATTR_NOSUID;
+    if (flags & MS_NODEV)
+        attr |= MOUNT_ATTR_NODEV;
+    if (flags & MS_NOEXEC)
+        attr |= MOUNT_ATTR_NOEXEC;
+    if (flags & MS_NODIRATIME)
+        attr |= MOUNT_ATTR_NODIRATIME;
+    return attr;
+}
+
+/* Places a detached mount tree on dest. */
+static int attach_tree(struct setup *s, int tree, const char *what, const char *dest,
+                       enum mp_kind kind, struct bh_error *err)
+{
+    cleanup_close int target = resolve_target(s->root_fd, dest, kind, err);
+    if (target < 0)
+        return bh_error_prefix(err, "mount `%s` on `%s`", what, dest);
+    if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return bh_error_errno(err, errno, "mount `%s` on `%s`: attach", what, dest);
+    return 0;
+}
+
+/* Binds what src_fd names onto dest, with attr set on the copy before it is
+ * visible (recursively for an rbind). */
+static int bind_fd(struct setup *s, int src_fd, const char *what, const char *dest, bool recursive,
+                   uint64_t attr, unsigned long propagation, struct bh_error *err)
+{
+    struct stat st;
+    if (fstat(src_fd, &st) < 0)
+        return bh_error_errno(err, errno, "bind `%s` on `%s`: stat source", what, dest);
+    unsigned rec = recursive ? AT_RECURSIVE : 0;
+    cleanup_close int tree =
+        open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "bind `%s` on `%s`: clone the source", what, dest);
+    if (attr != 0 || propagation != 0) {
+        struct mount_attr ma = {.attr_set = attr, .propagation = propagation};
+        if (mount_setattr(tree, "", AT_EMPTY_PATH | rec, &ma, sizeof(ma)) < 0)
+            return bh_error_errno(err, errno, "bind `%s` on `%s`: set flags", what, dest);
+    }
+    return attach_tree(s, tree, what, dest, S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
+}
+
+static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
+                    unsigned long flags, const char *data, struct bh_error *err)
+{
+    cleanup_close int target = resolve_target(s->root_fd, dest, MP_DIR, err);
+    if (target < 0)
+        return bh_error_prefix(err, "mount %s `%s` on `%s`", type, source, dest);
+    char path[32];
+    fd_path(path, target);
+    if (mount(source, path, type, flags, data) < 0)
+        return bh_error_errno(err, errno, "mount %s `%s` on `%s`%s%s%s", type, source, dest,
+                              data ? " (" : "", data ? data : "", data ? ")" : "");
+    return 0;
+}
+
+/* Changes flags of the mount now at dest (only that mount). */
+static int setattr_at(struct setup *s, const char *dest, uint64_t attr, unsigned long propagation,
+                      struct bh_error *err)
+{
+    cleanup_close int fd = open_in_root(s->root_fd, dest, 0);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "reopen `%s` to change its flags", dest);
+    struct mount_attr ma = {.attr_set = attr, .propagation = propagation};
+    if (mount_setattr(fd, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
+        return bh_error_errno(err, errno, "change flags of the mount on `%s`", dest);
+    return 0;
+}
+
+static int write_file_at(int dirfd, const char *name, const char *content, struct bh_error *err)
+{
+    cleanup_close int fd =
+        openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "create /etc/%s", name);
+    size_t len = strlen(content);
+    while (len > 0) {
+        ssize_t n = write(fd, content, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return bh_error_errno(err, n < 0 ? errno : EIO, "write /etc/%s", name);
+        content += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- before anything is covered: every host path we will need ---------- */
+
+static int open_host(const char *path, int flags)
+{
+    return open(path, O_PATH | O_CLOEXEC | flags);
+}
+
+static int open_sources(struct setup *s, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = s->spec;
+
+    if (spec->rootfs != NULL) {
+        if (spec->rootfs[0] != '/')
+            return bh_error_set(err, EINVAL,
+                                "rootfs `%s` is not an absolute path: give the full path of the "
+                                "root directory",
+                                spec->rootfs);
+        s->rootfs_fd = open_host(spec->rootfs, O_DIRECTORY);
+        if (s->rootfs_fd < 0)
+            return bh_error_errno(err, errno, "rootfs `%s` is not an existing directory",
+                                  spec->rootfs);
+    }
+
+    s->devnull_fd = open_host("/dev/null", 0);
+    if (s->devnull_fd < 0)
+        return bh_error_errno(err, errno, "open the host's /dev/null");
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+        s->dev_fds[i] = open_host(path, 0);
+        if (s->dev_fds[i] < 0)
+            return bh_error_errno(err, errno, "open the host's %s", path);
+    }
+
+    if (s->embedded) {
+        for (size_t i = 0; i < BH_ARRAY_SIZE(system_dirs); i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/%s", system_dirs[i]);
+            ssize_t n = readlink(path, s->system_links[i], PATH_MAX - 1);
+            if (n >= 0) {
+                s->system_links[i][n] = '\0';
+                continue;
+            }
+            s->system_fds[i] = open_host(path, O_DIRECTORY);
+            if (s->system_fds[i] < 0 && (errno != ENOENT || i == 0))
+                return bh_error_errno(err, errno, "open the host's %s", path);
+        }
+        for (size_t i = 0; i < BH_ARRAY_SIZE(etc_binds); i++) {
+            char path[PATH_MAX];
+            snprintf(path, sizeof(path), "/etc/%s", etc_binds[i]);
+            s->etc_fds[i] = open_host(path, 0);
+            if (s->etc_fds[i] < 0 && errno != ENOENT)
+                return bh_error_errno(err, errno, "open the host's %s", path);
+        }
+    }
+
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct bh_mount *m = &spec->mounts[i];
+        if (m->destination == NULL)
+            return bh_error_set(err, EINVAL, "mount %zu has no destination", i);
+        if (*skip_slashes(m->destination) == '\0')
+            return bh_error_set(err, EINVAL,
+                                "mount %zu (`%s`): a mount on the sandbox's root is not allowed; "
+                                "use the rootfs instead",
+                                i, m->source ? m->source : "");
+        bool bind =
+            (m->flags & MS_BIND) ||
+            (m->type != NULL && (strcmp(m->type, "bind") == 0 || strcmp(m->type, "rbind") == 0));
+        if (!bind || m->has_tree_fd)
+            continue;
+        if (m->source == NULL || m->source[0] != '/')
+            return bh_error_set(err, EINVAL,
+                                "bind mount on `%s`: source `%s` is not an absolute host path",
+                                m->destination, m->source ? m->source : "(none)");
+        s->source_fds[i] = open_host(m->source, 0);
+        if (s->source_fds[i] < 0)
+            return bh_error_errno(err, errno, "bind mount `%s` on `%s`: open the source", m->source,
+                                  m->destination);
+    }
+    return 0;
+}
+
+/* ---- the root ---------------------------------------------------------- */
+
+static int attach_root(struct setup *s, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = s->spec;
+    char opts[128];
+
+    if (s->embedded) {
+        if (mount("tmpfs", MOUNTS_STAGING, "tmpfs", MS_NOSUID | MS_NODEV,
+                  "size=1m,nr_inodes=4096,mode=0755") < 0)
+            return bh_error_errno(err, errno, "mount the staging root tmpfs on %s", MOUNTS_STAGING);
+    } else if (spec->rootfs_overlay) {
+        /* The upper layer and overlay's work dir live in a tmpfs of their own,
+         * so writes never reach the rootfs; the merged tree is the root. */
+        snprintf(opts, sizeof(opts), "size=%lld,mode=0755", s->tmpfs_bytes);
+        if (mount("tmpfs", MOUNTS_STAGING, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+            return bh_error_errno(err, errno, "mount the overlay's upper tmpfs on %s",
+                                  MOUNTS_STAGING);
+        if (mkdir(MOUNTS_STAGING "/upper", 0755) < 0 || mkdir(MOUNTS_STAGING "/work", 0755) < 0 ||
+            mkdir(MOUNTS_STAGING "/merged", 0755) < 0)
+            return bh_error_errno(err, errno, "create the overlay's directories");
+        char lower[32], data[256];
+        fd_path(lower, s->rootfs_fd);
+        snprintf(data, sizeof(data),
+                 "lowerdir=%s,upperdir=" MOUNTS_STAGING "/upper,workdir=" MOUNTS_STAGING
+                 "/work,userxattr",
+                 lower);
+        if (mount("overlay", MOUNTS_STAGING "/merged", "overlay", 0, data) < 0)
+            return bh_error_errno(err, errno, "mount overlay of rootfs `%s` with a tmpfs upper",
+                                  spec->rootfs);
+        s->root_fd = open_host(MOUNTS_STAGING "/merged", O_DIRECTORY);
+        if (s->root_fd < 0)
+            return bh_error_errno(err, errno, "open the overlay root");
+        return 0;
+    } else {
+        cleanup_close int tree = open_tree(
+            s->rootfs_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (tree < 0)
+            return bh_error_errno(err, errno, "bind rootfs `%s`", spec->rootfs);
+        if (move_mount(tree, "", AT_FDCWD, MOUNTS_STAGING, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return bh_error_errno(err, errno, "attach rootfs `%s` on %s", spec->rootfs,
+                                  MOUNTS_STAGING);
+    }
+    s->root_fd = open_host(MOUNTS_STAGING, O_DIRECTORY);
+    if (s->root_fd < 0)
+        return bh_error_errno(err, errno, "open the staging root");
+    return 0;
+}
+
+static void guest_ids(const struct bh_sandbox_spec *spec, uid_t *uid, gid_t *gid)
+{
+    *uid = spec->process.uid;
+    *gid = spec->process.gid;
+}
+
+static int write_etc(struct setup *s, int etc, struct bh_error *err)
+{
+    uid_t uid;
+    gid_t gid;
+    guest_ids(s->spec, &uid, &gid);
+    const char *hostname = s->spec->hostname ? s->spec->hostname : "bulkhead";
+    char buf[1024];
+
+    int n = snprintf(buf, sizeof(buf),
+                     "root:x:0:0:root:/root:/bin/sh\n"
+                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+    if (uid != 0 && uid != 65534)
+        snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n",
+                 (unsigned)uid, (unsigned)gid, s->workdir);
+    if (write_file_at(etc, "passwd", buf, err) < 0)
+        return -1;
+    n = snprintf(buf, sizeof(buf), "root:x:0:\nnogroup:x:65534:\n");
+    if (gid != 0 && gid != 65534)
+        snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:\n", (unsigned)gid);
+    if (write_file_at(etc, "group", buf, err) < 0)
+        return -1;
+    snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t%.200s\n",
+             hostname);
+    if (write_file_at(etc, "hosts", buf, err) < 0)
+        return -1;
+    snprintf(buf, sizeof(buf), "%.200s\n", hostname);
+    if (write_file_at(etc, "hostname", buf, err) < 0)
+        return -1;
+    if (write_file_at(etc, "resolv.conf", "# no network in this sandbox\n", err) < 0)
+        return -1;
+    if (write_file_at(etc, "nsswitch.conf",
+                      "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+                      "networks: files\nprotocols: files\nservices: files\n",
+                      err) < 0)
+        return -1;
+
+    char link[PATH_MAX];
+    ssize_t len = readlink("/etc/localtime", link, sizeof(link) - 1);
+    if (len > 0) {
+        link[len] = '\0';
+        if (symlinkat(link, etc, "localtime") < 0)
+            return bh_error_errno(err, errno, "create /etc/localtime");
+    }
+    if (mkdirat(etc, "ssl", 0755) < 0)
+        return bh_error_errno(err, errno, "create /etc/ssl");
+    return 0;
+}
+
+static int build_embedded(struct setup *s, struct bh_error *err)
+{
+    int root = s->root_fd;
+    uid_t uid;
+    gid_t gid;
+    guest_ids(s->spec, &uid, &gid);
+
+    for (size_t i = 0; i < BH_ARRAY_SIZE(system_dirs); i++) {
+        char dest[64];
+        snprintf(dest, sizeof(dest), "/%s", system_dirs[i]);
+        if (s->system_links[i][0] != '\0') {
+            if (symlinkat(s->system_links[i], root, system_dirs[i]) < 0)
+                return bh_error_errno(err, errno, "create symlink %s -> %s", dest,
+                                      s->system_links[i]);
+        } else if (s->system_fds[i] >= 0) {
+            if (bind_fd(s, s->system_fds[i], dest, dest, true,
+                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, err) < 0)
+                return -1;
+        }
+    }
+
+    static const char *const dirs[] = {"etc", "root", "home", "run", "var",
+                                       "tmp", "proc", "sys",  "dev"};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dirs); i++)
+        if (mkdirat(root, dirs[i], 0755) < 0)
+            return bh_error_errno(err, errno, "create /%s", dirs[i]);
+    if (fchmodat(root, "root", 0700, 0) < 0)
+        return bh_error_errno(err, errno, "chmod /root");
+    if (symlinkat("/tmp", root, "var/tmp") < 0)
+        return bh_error_errno(err, errno, "create symlink /var/tmp -> /tmp");
+
+    {
+        cleanup_close int etc = openat(root, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (etc < 0)
+            return bh_error_errno(err, errno, "open /etc");
+        if (write_etc(s, etc, err) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < BH_ARRAY_SIZE(etc_binds); i++) {
+        if (s->etc_fds[i] < 0)
+            continue;
+        char dest[PATH_MAX];
+        snprintf(dest, sizeof(dest), "/etc/%s", etc_binds[i]);
+        if (bind_fd(s, s->etc_fds[i], dest, dest, true,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0,
+                    err) < 0)
+            return -1;
+    }
+
+    char opts[128];
+    snprintf(opts, sizeof(opts), "size=%lld,mode=1777", s->tmpfs_bytes);
+    if (mount_fs(s, "tmpfs", "tmpfs", "/tmp", MS_NOSUID | MS_NODEV, opts, err) < 0)
+        return -1;
+    snprintf(opts, sizeof(opts), "size=%lld,mode=0755,uid=%u,gid=%u", s->tmpfs_bytes, (unsigned)uid,
+             (unsigned)gid);
+    if (mount_fs(s, "tmpfs", "tmpfs", s->workdir, MS_NOSUID | MS_NODEV, opts, err) < 0)
+        return bh_error_prefix(err, "working directory (is uid %u/gid %u mapped?)", (unsigned)uid,
+                               (unsigned)gid);
+    return 0;
+}
+
+/* ---- /proc, /dev, /sys ------------------------------------------------- */
+
+static int mount_base_proc(struct setup *s, struct bh_error *err)
+{
+    if (spec_mounts_at(s->spec, "/proc"))
+        return 0;
+    if (mount_fs(s, "proc", "proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+        return bh_error_prefix(err, "fresh /proc (needs the sandbox's own pid namespace)");
+    return 0;
+}
+
+static int mount_base_dev(struct setup *s, struct bh_error *err)
+{
+    if (spec_mounts_at(s->spec, "/dev"))
+        return 0;
+    /* Device nodes are binds of the host's (mknod is refused in a user
+     * namespace); each bind keeps its own flags, so the tmpfs can be nodev. */
+    if (mount_fs(s, "tmpfs", "tmpfs", "/dev", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                 "size=64k,nr_inodes=256,mode=0755", err) < 0)
+        return -1;
+    s->made_dev = true;
+    return 0;
+}
+
+static int dev_symlink(struct setup *s, const char *target, const char *name, struct bh_error *err)
+{
+    cleanup_close int dev = open_in_root(s->root_fd, "/dev", O_DIRECTORY);
+    if (dev < 0)
+        return bh_error_errno(err, errno, "open /dev");
+    char have[PATH_MAX];
+    ssize_t n = readlinkat(dev, name, have, sizeof(have) - 1);
+    if (n >= 0) {
+        have[n] = '\0';
+        if (strcmp(have, target) == 0)
+            return 0;
+    }
+    if (unlinkat(dev, name, 0) < 0 && errno != ENOENT)
+        return bh_error_errno(err, errno, "replace /dev/%s with a symlink to %s", name, target);
+    if (symlinkat(target, dev, name) < 0)
+        return bh_error_errno(err, errno, "create symlink /dev/%s -> %s", name, target);
+    return 0;
+}
+
+static int populate_dev(struct setup *s, struct bh_error *err)
+{
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+        char dest[64];
+        snprintf(dest, sizeof(dest), "/dev/%s", dev_nodes[i]);
+        if (bind_fd(s, s->dev_fds[i], dest, dest, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0,
+                    err) < 0)
+            return -1;
+    }
+    if (!spec_mounts_at(s->spec, "/dev/pts") &&
+        mount_fs(s, "devpts", "devpts", "/dev/pts", MS_NOSUID | MS_NOEXEC,
+                 "newinstance,ptmxmode=0666,mode=0620", err) < 0)
+        return -1;
+    if (dev_symlink(s, "pts/ptmx", "ptmx", err) < 0)
+        return -1;
+    if (!spec_mounts_at(s->spec, "/dev/shm")) {
+        char opts[64];
+        snprintf(opts, sizeof(opts), "size=%lld,mode=1777", s->tmpfs_bytes);
+        if (mount_fs(s, "tmpfs", "shm", "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts, err) <
+            0)
+            return -1;
+    }
+    static const char *const links[][2] = {
+        {"/proc/self/fd", "fd"},
+        {"/proc/self/fd/0", "stdin"},
+        {"/proc/self/fd/1", "stdout"},
+        {"/proc/self/fd/2", "stderr"},
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(links); i++)
+        if (dev_symlink(s, links[i][0], links[i][1], err) < 0)
+            return -1;
+    return 0;
+}
+
+static int mount_base_sys(struct setup *s, struct bh_error *err)
+{
+    if (spec_mounts_at(s->spec, "/sys"))
+        return 0;
+    cleanup_close int target = resolve_target(s->root_fd, "/sys", MP_DIR, err);
+    if (target < 0)
+        return bh_error_prefix(err, "mount sysfs on /sys");
+    char path[32];
+    fd_path(path, target);
+    if (mount("sysfs", path, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
+        errno != EPERM)
+        return bh_error_errno(err, errno, "mount sysfs on /sys");
+    /* EPERM: no network namespace of our own; /sys stays empty. */
+    return 0;
+}
+
+/* ---- the spec's mounts ------------------------------------------------- */
+
+static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
+{
+    const struct bh_mount *m = &s->spec->mounts[i];
+    const char *type = m->type ? m->type : "";
+    const char *src = m->source ? m->source : "";
+    bool bind = (m->flags & MS_BIND) || strcmp(type, "bind") == 0 || strcmp(type, "rbind") == 0;
+    const unsigned long prop_mask = MS_PRIVATE | MS_SHARED | MS_SLAVE | MS_UNBINDABLE;
+    unsigned long prop = (m->propagation | m->flags) & prop_mask;
+
+    if (m->has_tree_fd) {
+        /* Prepared by the host side (e.g. idmapped): flags are already set. */
+        struct stat st;
+        if (fstat(m->tree_fd, &st) < 0)
+            return bh_error_errno(err, errno, "prepared mount of `%s` on `%s`", src,
+                                  m->destination);
+        return attach_tree(s, m->tree_fd, src, m->destination,
+                           S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
+    }
+    if (bind) {
+        bool rec = (m->flags & MS_REC) || strcmp(type, "rbind") == 0;
+        return bind_fd(s, s->source_fds[i], src, m->destination, rec, attr_from_flags(m->flags),
+                       prop, err);
+    }
+
+    unsigned long flags = m->flags & ~(MS_BIND | MS_REC | MS_REMOUNT | prop_mask);
+    if (strcmp(type, "tmpfs") == 0 || strcmp(type, "proc") == 0 || strcmp(type, "devpts") == 0 ||
+        strcmp(type, "mqueue") == 0) {
+        if (mount_fs(s, type, m->source ? m->source : type, m->destination, flags, m->data, err) <
+            0)
+            return -1;
+    } else if (strcmp(type, "sysfs") == 0) {
+        struct bh_error first = {0};
+        if (mount_fs(s, "sysfs", "sysfs", m->destination, flags, m->data, &first) < 0) {
+            if (first.code != EPERM) {
+                *err = first;
+                return -1;
+            }
+            /* Not our network namespace: the host's /sys, read-only. */
+            cleanup_close int host_sys = open_host("/sys", O_DIRECTORY);
+            if (host_sys < 0)
+                return bh_error_errno(err, errno, "open the host's /sys (fallback for sysfs)");
+            if (bind_fd(s, host_sys, "/sys", m->destination, true,
+                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            MOUNT_ATTR_NOEXEC,
+                        0, err) < 0)
+                return -1;
+        }
+    } else if (strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) {
+        flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+        struct bh_error first = {0};
+        if (mount_fs(s, "cgroup2", "cgroup2", m->destination, flags, NULL, &first) < 0 &&
+            mount_fs(s, "tmpfs", "cgroup", m->destination, flags, "size=4k,mode=0555", err) < 0)
+            return -1;
+    } else {
+        return bh_error_set(err, EINVAL,
+                            "mount `%s` on `%s`: type `%s` is not supported (use bind, tmpfs, "
+                            "proc, sysfs, devpts, mqueue or cgroup)",
+                            src, m->destination, type);
+    }
+    if (prop != 0 && setattr_at(s, m->destination, 0, prop, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- masked and read-only paths ---------------------------------------- */
+
+static int mask_path(struct setup *s, const char *path, struct bh_error *err)
+{
+    cleanup_close int fd = open_in_root(s->root_fd, path, 0);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0;
+        return bh_error_errno(err, errno, "mask `%s`", path);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return bh_error_errno(err, errno, "mask `%s`", path);
+    if (S_ISDIR(st.st_mode)) {
+        char p[32];
+        fd_path(p, fd);
+        if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,nr_inodes=1,mode=0555") < 0)
+            return bh_error_errno(err, errno, "mask `%s` with an empty read-only tmpfs", path);
+        return 0;
+    }
+    cleanup_close int tree =
+        open_tree(s->devnull_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "mask `%s`: clone /dev/null", path);
+    if (move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return bh_error_errno(err, errno, "mask `%s` with /dev/null", path);
+    return 0;
+}
+
+static int readonly_path(struct setup *s, const char *path, struct bh_error *err)
+{
+    cleanup_close int fd = open_in_root(s->root_fd, path, 0);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0;
+        return bh_error_errno(err, errno, "make `%s` read-only", path);
+    }
+    cleanup_close int tree =
+        open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "make `%s` read-only: clone", path);
+    struct mount_attr ma = {
+        .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+    };
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) < 0)
+        return bh_error_errno(err, errno, "make `%s` read-only: set flags", path);
+    if (move_mount(tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return bh_error_errno(err, errno, "make `%s` read-only: attach", path);
+    return 0;
+}
+
+static int protect_paths(struct setup *s, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = s->spec;
+    if (spec->masked_paths != NULL) {
+        for (char **p = spec->masked_paths; *p != NULL; p++)
+            if (mask_path(s, *p, err) < 0)
+                return -1;
+    } else {
+        for (size_t i = 0; i < BH_ARRAY_SIZE(default_masked_paths); i++)
+            if (mask_path(s, default_masked_paths[i], err) < 0)
+                return -1;
+    }
+    if (spec->readonly_paths != NULL) {
+        for (char **p = spec->readonly_paths; *p != NULL; p++)
+            if (readonly_path(s, *p, err) < 0)
+                return -1;
+    } else {
+        for (size_t i = 0; i < BH_ARRAY_SIZE(default_readonly_paths); i++)
+            if (readonly_path(s, default_readonly_paths[i], err) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* ---- finishing --------------------------------------------------------- */
+
+static int prepare_cwd(struct setup *s, const char *cwd, struct bh_error *err)
+{
+    cleanup_close int fd = open_in_root(s->root_fd, cwd, O_DIRECTORY);
+    if (fd >= 0)
+        return 0;
+    if (errno != ENOENT)
+        return bh_error_errno(err, errno, "working directory `%s`", cwd);
+    fd = resolve_target(s->root_fd, cwd, MP_DIR, err);
+    if (fd < 0)
+        return bh_error_prefix(err, "create the process's working directory `%s`", cwd);
+    /* Made inside the guest's workdir tmpfs: the guest owns it. */
+    if (s->embedded) {
+        uid_t uid;
+        gid_t gid;
+        guest_ids(s->spec, &uid, &gid);
+        char p[32];
+        fd_path(p, fd);
+        if (chown(p, uid, gid) < 0)
+            return bh_error_errno(err, errno, "chown working directory `%s`", cwd);
+    }
+    return 0;
+}
+
+static int enter_root(struct setup *s, struct bh_error *err)
+{
+    if (fchdir(s->root_fd) < 0)
+        return bh_error_errno(err, errno, "enter the new root");
+    /* The old root ends up stacked on the new one, then goes away. */
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        return bh_error_errno(err, errno, "pivot_root into the new root");
+    if (umount2(".", MNT_DETACH) < 0)
+        return bh_error_errno(err, errno, "detach the old root");
+    if (chdir("/") < 0)
+        return bh_error_errno(err, errno, "chdir / in the new root");
+    unsigned long prop =
+        s->spec->rootfs_propagation & (MS_SHARED | MS_SLAVE | MS_UNBINDABLE | MS_PRIVATE);
+    if (prop != 0 && prop != MS_PRIVATE && mount(NULL, "/", NULL, MS_REC | prop, NULL) < 0)
+        return bh_error_errno(err, errno, "set rootfs propagation");
+    return 0;
+}
+
+static void setup_release(struct setup *s)
+{
+    bh_closep(&s->root_fd);
+    bh_closep(&s->rootfs_fd);
+    bh_closep(&s->devnull_fd);
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s->dev_fds); i++)
+        bh_closep(&s->dev_fds[i]);
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s->etc_fds); i++)
+        bh_closep(&s->etc_fds[i]);
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s->system_fds); i++)
+        bh_closep(&s->system_fds[i]);
+    if (s->source_fds != NULL)
+        for (size_t i = 0; i < s->spec->n_mounts; i++)
+            bh_closep(&s->source_fds[i]);
+    free(s->source_fds);
+}
+
+static int setup_run(struct setup *s, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = s->spec;
+    const char *cwd = spec->process.cwd ? spec->process.cwd : s->embedded ? s->workdir : "/";
+    if (cwd[0] != '/')
+        return bh_error_set(err, EINVAL, "working directory `%s` is not an absolute path", cwd);
+    if (s->workdir[0] != '/' || *skip_slashes(s->workdir) == '\0')
+        return bh_error_set(err, EINVAL,
+                            "sandbox working directory `%s` must be an absolute path below /",
+                            s->workdir);
+
+    if (open_sources(s, err) < 0)
+        return -1;
+    /* Nothing below may propagate out of this namespace. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return bh_error_errno(err, errno, "make the mount tree private");
+    if (attach_root(s, err) < 0)
+        return -1;
+    if (s->embedded && build_embedded(s, err) < 0)
+        return bh_error_prefix(err, "embedded default root");
+    if (mount_base_proc(s, err) < 0 || mount_base_dev(s, err) < 0)
+        return -1;
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        if (spec_mount(s, i, err) < 0)
+            return bh_error_prefix(err, "mount %zu of the spec", i);
+    if (populate_dev(s, err) < 0)
+        return bh_error_prefix(err, "populate /dev");
+    if (mount_base_sys(s, err) < 0)
+        return -1;
+    if (protect_paths(s, err) < 0)
+        return -1;
+    if (prepare_cwd(s, cwd, err) < 0)
+        return -1;
+
+    if (s->made_dev && setattr_at(s, "/dev", MOUNT_ATTR_RDONLY, 0, err) < 0)
+        return -1;
+    if (s->embedded || spec->rootfs_readonly) {
+        struct mount_attr ma = {.attr_set = MOUNT_ATTR_RDONLY};
+        if (mount_setattr(s->root_fd, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
+            return bh_error_errno(err, errno, "make the root read-only");
+    }
+    if (enter_root(s, err) < 0)
+        return -1;
+    if (chdir(cwd) < 0)
+        return bh_error_errno(err, errno, "chdir to the working directory `%s`", cwd);
+    return 0;
+}
+
+int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    struct setup s = {
+        .spec = spec,
+        .embedded = spec->rootfs == NULL,
+        .workdir = spec->workdir ? spec->workdir : MOUNTS_DEFAULT_WORKDIR,
+        .tmpfs_bytes =
+            spec->limits.tmpfs_bytes > 0 ? spec->limits.tmpfs_bytes : MOUNTS_DEFAULT_TMPFS_BYTES,
+        .root_fd = -1,
+        .rootfs_fd = -1,
+        .devnull_fd = -1,
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s.dev_fds); i++)
+        s.dev_fds[i] = -1;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s.etc_fds); i++)
+        s.etc_fds[i] = -1;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(s.system_fds); i++)
+        s.system_fds[i] = -1;
+    if (spec->n_mounts > 0) {
+        s.source_fds = malloc(spec->n_mounts * sizeof(int));
+        if (s.source_fds == NULL)
+            return bh_error_errno(err, ENOMEM, "mounts");
+        for (size_t i = 0; i < spec->n_mounts; i++)
+            s.source_fds[i] = -1;
+    }
+    int rc = setup_run(&s, err);
+    setup_release(&s);
+    return rc;
+}
