@@ -1,108 +1,752 @@
-/* Placeholder: replaced by its owner. */
+/* Owns the lifecycle commands of the runc-compatible runtime, as
+ * containerd's shim (through go-runc) and docker drive them: create, start,
+ * run, state, kill, delete, pause, resume, ps, list. exec lives in exec.c,
+ * update/events in resources.c, spec/features in spec.c.
+ *
+ * Every command takes the per-container lock (state.c) for its whole run,
+ * so concurrent calls on one container are serialised. */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
-#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "control.h"
+#include "oci-internal.h"
+#include "oci-report.h"
+
+#define PARSE_OR_FAIL(opts, help_text)                                                             \
+    bool help_ = false;                                                                            \
+    struct bh_error perr_ = {0};                                                                   \
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help_, &perr_);               \
+    if (pos < 0) {                                                                                 \
+        cli_report_error(g, "%s: %s", argv[0], perr_.msg);                                         \
+        return CLI_EXIT_REFUSED;                                                                   \
+    }                                                                                              \
+    if (help_) {                                                                                   \
+        printf("%s", help_text);                                                                   \
+        return 0;                                                                                  \
+    }
+
+const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len)
+{
+    if (st->cgroup_path)
+        return st->cgroup_path;
+    snprintf(buf, len, "bulkhead/%s", st->id);
+    return buf;
+}
+
+int oci_need_id(const struct cli_globals *g, const char *cmd, int argc, char **argv, int pos,
+                const char **id)
+{
+    if (pos >= argc) {
+        cli_report_error(g, "%s: a container id is required (`bulkhead %s --help`)", cmd, cmd);
+        return -1;
+    }
+    *id = argv[pos];
+    struct bh_error err = {0};
+    if (oci_id_validate(*id, &err) < 0) {
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *dirfd,
+             struct oci_state *st)
+{
+    struct bh_error err = {0};
+    if (oci_state_open(g->root, id, dirfd, st, &err) < 0) {
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+char *oci_state_text(const struct oci_state *st, const char *status)
+{
+    json_t *j = oci_state_json(st, status);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+static void log_warnings(const struct cli_globals *g, const struct oci_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_warnings; i++)
+        cli_log(g, "warning", "%s", cfg->warnings[i]);
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
+                  pid_t *pid_out)
+{
+    struct bh_error err = {0};
+    struct oci_config cfg;
+    const char *bundle = a->bundle ? a->bundle : ".";
+    if (a->preserve_fds && strcmp(a->preserve_fds, "0") != 0) {
+        cli_report_error(g,
+                         "create: --preserve-fds %s is not supported: a bulkhead container "
+                         "gets only its stdio",
+                         a->preserve_fds);
+        return CLI_EXIT_REFUSED;
+    }
+    if (oci_config_load(bundle, &cfg, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    log_warnings(g, &cfg);
+    struct bh_sandbox_spec *spec = &cfg.spec;
+    spec->id = strdup(id);
+    if (spec->process.terminal) {
+        if (a->console_socket == NULL) {
+            cli_report_error(g, "create: process.terminal is true but no --console-socket was "
+                                "given to receive the pty");
+            oci_config_free(&cfg);
+            return CLI_EXIT_REFUSED;
+        }
+        spec->console_socket = strdup(a->console_socket);
+    }
+    char cgbuf[1200];
+    cleanup_free char *cgroup_path =
+        strdup(spec->cgroup_path ? spec->cgroup_path
+                                 : (snprintf(cgbuf, sizeof(cgbuf), "bulkhead/%s", id), cgbuf));
+    if (spec->cgroup_path == NULL)
+        spec->cgroup_path = strdup(cgroup_path);
+
+    cleanup_close int dirfd = -1;
+    if (oci_state_dir_create(g->root, id, &dirfd, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
+    char state_dir[4096];
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+
+    struct oci_state st = {0};
+    st.id = strdup(id);
+    st.bundle = strdup(cfg.bundle);
+    st.rootfs = strdup(spec->rootfs);
+    char now[64];
+    oci_rfc3339_now(now, sizeof(now));
+    st.created = strdup(now);
+    st.owner = strdup("");
+    st.annotations = json_incref(cfg.annotations);
+    st.hooks = cfg.hooks ? json_incref(cfg.hooks) : NULL;
+    st.cgroup_path = strdup(cgroup_path);
+    st.tier = spec->tier;
+
+    struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED, .state_dir = state_dir};
+    struct bh_sandbox *sb = NULL;
+    cleanup_free char *state_json = NULL;
+    int rc = CLI_EXIT_REFUSED;
+    if (bh_sandbox_create(spec, &opts, &sb, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        goto fail_nosb;
+    }
+    st.pid = bh_sandbox_pid(sb);
+    st.pid_start = oci_pid_start_time(st.pid);
+    st.tier_report = oci_report_build(id, st.pid, st.tier, cgroup_path);
+
+    if (oci_state_write(dirfd, &st, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        goto fail;
+    }
+    state_json = oci_state_text(&st, "created");
+    if (oci_hooks_run(g, st.hooks, OCI_HOOK_PRESTART, state_json, 0, &err) < 0 ||
+        oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, &err) < 0 ||
+        oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_CONTAINER, state_json, st.pid, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        goto fail;
+    }
+    if (a->pid_file) {
+        char pidbuf[32];
+        int n = snprintf(pidbuf, sizeof(pidbuf), "%d", st.pid);
+        cleanup_free char *abs = NULL;
+        if (a->pid_file[0] != '/') {
+            char cwd[4096];
+            if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, a->pid_file) < 0)
+                abs = NULL;
+        }
+        if (oci_write_file_atomic(AT_FDCWD, abs ? abs : a->pid_file, pidbuf, (size_t)n, &err) < 0) {
+            cli_report_error(g, "create: pid file: %s", err.msg);
+            goto fail;
+        }
+    }
+    if (pid_out)
+        *pid_out = st.pid;
+    cli_log(g, "debug", "created container %s: sentry pid %d, tier %s", id, st.pid,
+            bh_tier_name(st.tier));
+    /* The sandbox outlives us: drop the handle without destroying it. */
+    oci_state_free(&st);
+    oci_config_free(&cfg);
+    return 0;
+
+fail:
+    bh_sandbox_destroy(sb);
+fail_nosb : {
+    struct bh_cgroup *cg = NULL;
+    struct bh_error e2 = {0};
+    if (bh_cgroup_open(cgroup_path, &cg, &e2) == 0)
+        bh_cgroup_destroy(cg, &e2);
+}
+    oci_state_free(&st);
+    oci_config_free(&cfg);
+    oci_state_remove(g->root, id, &err);
+    return rc;
+}
+
+static const char create_help[] =
+    "usage: bulkhead create [--bundle DIR] [--pid-file FILE] [--console-socket SOCK] ID\n"
+    "Creates a container from the OCI bundle DIR (default: the current directory); its\n"
+    "process waits until `bulkhead start ID`.\n";
+
 int cmd_create(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`create` is not built yet");
-    return CLI_EXIT_REFUSED;
+    struct oci_create_args a = {0};
+    bool no_pivot = false, no_keyring = false;
+    const char *notify = NULL;
+    const struct oci_opt opts[] = {
+        {"bundle", 'b', OCI_OPT_STRING, &a.bundle},
+        {"pid-file", 0, OCI_OPT_STRING, &a.pid_file},
+        {"console-socket", 0, OCI_OPT_STRING, &a.console_socket},
+        {"preserve-fds", 0, OCI_OPT_STRING, &a.preserve_fds},
+        {"no-pivot", 0, OCI_OPT_BOOL, &no_pivot},
+        {"no-new-keyring", 0, OCI_OPT_BOOL, &no_keyring},
+        {"notify-socket", 0, OCI_OPT_STRING, &notify},
+    };
+    PARSE_OR_FAIL(opts, create_help);
+    const char *id;
+    if (oci_need_id(g, "create", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    return oci_do_create(g, id, &a, NULL);
 }
+
+/* ---- start -------------------------------------------------------------- */
+
+int oci_do_start(const struct cli_globals *g, const char *id)
+{
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "start", id, &dirfd, &st) < 0)
+        return 1;
+    int rc = 1;
+    struct bh_error err = {0};
+    cleanup_free char *state_json = NULL;
+    const char *status = oci_state_status(&st);
+    if (strcmp(status, "created") != 0) {
+        cli_report_error(g, "start: container `%s` is %s: only a created container can start", id,
+                         status);
+        goto out;
+    }
+    /* The report goes out before the container's process runs, or it does not run. */
+    const char *rs =
+        json_string_value(json_object_get(st.annotations, OCI_ANNOTATION_REPORT_SOCKET));
+    if (rs != NULL) {
+        char cgbuf[1200];
+        json_t *report =
+            oci_report_build(id, st.pid, st.tier, oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)));
+        if (st.tier_report)
+            json_decref(st.tier_report);
+        st.tier_report = report;
+        if (oci_report_send(rs, report, &err) < 0) {
+            cli_report_error(g, "start: %s", err.msg);
+            goto out;
+        }
+    }
+    state_json = oci_state_text(&st, "created");
+    if (oci_hooks_run(g, st.hooks, OCI_HOOK_START_CONTAINER, state_json, st.pid, &err) < 0) {
+        cli_report_error(g, "start: %s", err.msg);
+        goto out;
+    }
+    char state_dir[4096];
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+    struct bh_sentry_conn *conn = NULL;
+    if (bh_sentry_connect(state_dir, &conn, &err) < 0 || bh_sentry_start(conn, &err) < 0) {
+        if (conn)
+            bh_sentry_disconnect(conn);
+        cli_report_error(g, "start: %s", err.msg);
+        goto out;
+    }
+    bh_sentry_disconnect(conn);
+    st.started = true;
+    if (oci_state_write(dirfd, &st, &err) < 0) {
+        cli_report_error(g, "start: %s", err.msg);
+        goto out;
+    }
+    free(state_json);
+    state_json = oci_state_text(&st, "running");
+    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTART, state_json, 0, &err);
+    rc = 0;
+out:
+    oci_state_free(&st);
+    return rc;
+}
+
 int cmd_start(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`start` is not built yet");
-    return CLI_EXIT_REFUSED;
+    const struct oci_opt opts[] = {};
+    PARSE_OR_FAIL(opts, "usage: bulkhead start ID\nStarts the process of a created container.\n");
+    const char *id;
+    if (oci_need_id(g, "start", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    return oci_do_start(g, id);
 }
-int cmd_run(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`run` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
+
+/* ---- state / list ------------------------------------------------------- */
+
 int cmd_state(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`state` is not built yet");
-    return CLI_EXIT_REFUSED;
+    const struct oci_opt opts[] = {};
+    PARSE_OR_FAIL(opts, "usage: bulkhead state ID\nPrints the container's state as JSON.\n");
+    const char *id;
+    if (oci_need_id(g, "state", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "state", id, &dirfd, &st) < 0)
+        return 1;
+    json_t *j = oci_state_json(&st, oci_state_status(&st));
+    char *s = json_dumps(j, JSON_INDENT(2));
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+    oci_state_free(&st);
+    return 0;
 }
-int cmd_kill(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`kill` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_delete(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`delete` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_exec(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`exec` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_ps(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`ps` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_pause(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`pause` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_resume(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`resume` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_update(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`update` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_events(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`events` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_features(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`features` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
-int cmd_spec(const struct cli_globals *g, int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`spec` is not built yet");
-    return CLI_EXIT_REFUSED;
-}
+
 int cmd_list(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`list` is not built yet");
-    return CLI_EXIT_REFUSED;
+    const char *format = "table";
+    bool quiet = false;
+    const struct oci_opt opts[] = {
+        {"format", 'f', OCI_OPT_STRING, &format},
+        {"quiet", 'q', OCI_OPT_BOOL, &quiet},
+    };
+    PARSE_OR_FAIL(opts, "usage: bulkhead list [--format table|json] [--quiet]\n");
+    (void)pos;
+    bool json = strcmp(format, "json") == 0;
+    if (!json && strcmp(format, "table") != 0) {
+        cli_report_error(g, "list: --format `%s` is not known: use table or json", format);
+        return CLI_EXIT_REFUSED;
+    }
+    json_t *arr = json_array();
+    DIR *d = opendir(g->root);
+    if (d != NULL) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.' || oci_id_validate(de->d_name, NULL) < 0)
+                continue;
+            struct oci_state st;
+            int dirfd = -1;
+            if (oci_state_open(g->root, de->d_name, &dirfd, &st, NULL) < 0)
+                continue;
+            close(dirfd);
+            json_t *o = json_object();
+            json_object_set_new(o, "ociVersion", json_string(OCI_VERSION));
+            json_object_set_new(o, "id", json_string(st.id));
+            const char *status = oci_state_status(&st);
+            json_object_set_new(o, "pid", json_integer(strcmp(status, "stopped") ? st.pid : 0));
+            json_object_set_new(o, "status", json_string(status));
+            json_object_set_new(o, "bundle", json_string(st.bundle));
+            json_object_set_new(o, "rootfs", json_string(st.rootfs ? st.rootfs : ""));
+            json_object_set_new(o, "created", json_string(st.created ? st.created : ""));
+            json_object_set_new(o, "annotations", json_incref(st.annotations));
+            json_object_set_new(o, "owner", json_string(st.owner ? st.owner : ""));
+            json_array_append_new(arr, o);
+            oci_state_free(&st);
+        }
+        closedir(d);
+    }
+    if (json) {
+        char *s = json_dumps(arr, JSON_COMPACT);
+        printf("%s\n", json_array_size(arr) ? s : "null");
+        free(s);
+    } else if (quiet) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(arr, i, o)
+        {
+            printf("%s\n", json_string_value(json_object_get(o, "id")));
+        }
+    } else {
+        printf("%-24s %-8s %-10s %-40s %-31s %s\n", "ID", "PID", "STATUS", "BUNDLE", "CREATED",
+               "OWNER");
+        size_t i;
+        json_t *o;
+        json_array_foreach(arr, i, o)
+        {
+            printf("%-24s %-8lld %-10s %-40s %-31s %s\n",
+                   json_string_value(json_object_get(o, "id")),
+                   (long long)json_integer_value(json_object_get(o, "pid")),
+                   json_string_value(json_object_get(o, "status")),
+                   json_string_value(json_object_get(o, "bundle")),
+                   json_string_value(json_object_get(o, "created")),
+                   json_string_value(json_object_get(o, "owner")));
+        }
+    }
+    json_decref(arr);
+    return 0;
+}
+
+/* ---- kill --------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int sig;
+} signals[] = {
+    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
+    {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"IOT", SIGIOT},       {"BUS", SIGBUS},
+    {"FPE", SIGFPE},       {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},     {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},     {"TERM", SIGTERM},
+    {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD}, {"CONT", SIGCONT},     {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
+    {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF},
+    {"WINCH", SIGWINCH},   {"IO", SIGIO},     {"POLL", SIGPOLL},     {"PWR", SIGPWR},
+    {"SYS", SIGSYS},
+};
+
+int oci_parse_signal(const char *s, int *sig)
+{
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (*s && *end == '\0') {
+        if (n <= 0 || n >= NSIG)
+            return -1;
+        *sig = (int)n;
+        return 0;
+    }
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(signals); i++) {
+        if (strcasecmp(s, signals[i].name) == 0) {
+            *sig = signals[i].sig;
+            return 0;
+        }
+    }
+    if (strncasecmp(s, "RTMIN", 5) == 0 || strncasecmp(s, "RTMAX", 5) == 0) {
+        bool min = strncasecmp(s, "RTMIN", 5) == 0;
+        long off = 0;
+        if (s[5] == '+' || s[5] == '-')
+            off = strtol(s + 5, &end, 10);
+        else if (s[5] == '\0')
+            end = (char *)s + 5;
+        else
+            return -1;
+        if (*end != '\0')
+            return -1;
+        int v = (int)((min ? SIGRTMIN : SIGRTMAX) + off);
+        if (v < SIGRTMIN || v > SIGRTMAX)
+            return -1;
+        *sig = v;
+        return 0;
+    }
+    return -1;
+}
+
+static int kill_all(const struct cli_globals *g, const struct oci_state *st, int sig)
+{
+    char cgbuf[1200];
+    struct bh_cgroup *cg = NULL;
+    struct bh_error err = {0};
+    if (bh_cgroup_open(oci_cgroup_of(st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0) {
+        cli_report_error(g, "kill: %s", err.msg);
+        return -1;
+    }
+    pid_t *pids = NULL;
+    size_t n = 0;
+    if (bh_cgroup_pids(cg, &pids, &n, &err) < 0) {
+        bh_cgroup_free(cg);
+        cli_report_error(g, "kill: %s", err.msg);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], sig);
+    free(pids);
+    if (st->paused && sig == SIGKILL)
+        bh_cgroup_freeze(cg, false, &err);
+    bh_cgroup_free(cg);
+    return 0;
+}
+
+int cmd_kill(const struct cli_globals *g, int argc, char **argv)
+{
+    bool all = false;
+    const struct oci_opt opts[] = {{"all", 'a', OCI_OPT_BOOL, &all}};
+    PARSE_OR_FAIL(opts, "usage: bulkhead kill [--all] ID [SIGNAL]\nSIGNAL: a number or a name "
+                        "(TERM, SIGTERM); default TERM.\n");
+    const char *id;
+    if (oci_need_id(g, "kill", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    int sig = SIGTERM;
+    if (pos + 1 < argc && oci_parse_signal(argv[pos + 1], &sig) < 0) {
+        cli_report_error(g, "kill: `%s` is not a signal", argv[pos + 1]);
+        return CLI_EXIT_REFUSED;
+    }
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "kill", id, &dirfd, &st) < 0)
+        return 1;
+    int rc = 0;
+    const char *status = oci_state_status(&st);
+    if (strcmp(status, "stopped") == 0) {
+        cli_report_error(g, "kill: container not running");
+        rc = 1;
+    } else if (all) {
+        rc = kill_all(g, &st, sig) < 0 ? 1 : 0;
+    } else if (kill(st.pid, sig) < 0) {
+        cli_report_error(g, "kill: %s", errno == ESRCH ? "no such process" : strerror(errno));
+        rc = 1;
+    } else if (st.paused && sig == SIGKILL) {
+        kill_all(g, &st, SIGKILL);
+    }
+    oci_state_free(&st);
+    return rc;
+}
+
+/* ---- delete ------------------------------------------------------------- */
+
+static void wait_gone(pid_t pid, unsigned long long start, int ms)
+{
+    for (int i = 0; i < ms / 10 && oci_pid_alive(pid, start); i++)
+        usleep(10000);
+}
+
+int oci_do_delete(const struct cli_globals *g, const char *id, bool force)
+{
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    struct bh_error err = {0};
+    if (oci_state_open(g->root, id, &dirfd, &st, &err) < 0) {
+        if (err.code == ENOENT && force)
+            return 0;
+        cli_report_error(g, "delete: %s", err.msg);
+        return 1;
+    }
+    const char *status = oci_state_status(&st);
+    if ((strcmp(status, "running") == 0 || strcmp(status, "paused") == 0) && !force) {
+        cli_report_error(g, "delete: container `%s` is %s: stop it first or use --force", id,
+                         status);
+        oci_state_free(&st);
+        return 1;
+    }
+    char cgbuf[1200];
+    const char *cgp = oci_cgroup_of(&st, cgbuf, sizeof(cgbuf));
+    struct bh_cgroup *cg = NULL;
+    bool have_cg = bh_cgroup_open(cgp, &cg, &err) == 0;
+    if (strcmp(status, "stopped") != 0) {
+        kill(st.pid, SIGKILL);
+        if (have_cg) {
+            if (st.paused)
+                bh_cgroup_freeze(cg, false, &err);
+            bh_cgroup_kill(cg, &err);
+        }
+        wait_gone(st.pid, st.pid_start, 5000);
+    }
+    int rc = 0;
+    if (have_cg && bh_cgroup_destroy(cg, &err) < 0) {
+        cli_report_error(g, "delete: %s", err.msg);
+        rc = 1;
+    }
+    cleanup_free char *state_json = oci_state_text(&st, "stopped");
+    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTOP, state_json, 0, &err);
+    if (oci_state_remove(g->root, id, &err) < 0) {
+        cli_report_error(g, "delete: %s", err.msg);
+        rc = 1;
+    }
+    oci_state_free(&st);
+    return rc;
+}
+
+int cmd_delete(const struct cli_globals *g, int argc, char **argv)
+{
+    bool force = false;
+    const struct oci_opt opts[] = {{"force", 'f', OCI_OPT_BOOL, &force}};
+    PARSE_OR_FAIL(opts, "usage: bulkhead delete [--force] ID\nRemoves a stopped (or, with "
+                        "--force, any) container and all it holds.\n");
+    const char *id;
+    if (oci_need_id(g, "delete", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    return oci_do_delete(g, id, force);
+}
+
+/* ---- pause / resume / ps ------------------------------------------------ */
+
+static int set_frozen(const struct cli_globals *g, const char *cmd, int argc, char **argv,
+                      bool frozen)
+{
+    const struct oci_opt opts[] = {};
+    PARSE_OR_FAIL(opts, frozen ? "usage: bulkhead pause ID\n" : "usage: bulkhead resume ID\n");
+    const char *id;
+    if (oci_need_id(g, cmd, argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, cmd, id, &dirfd, &st) < 0)
+        return 1;
+    int rc = 1;
+    struct bh_error err = {0};
+    const char *status = oci_state_status(&st);
+    if (strcmp(status, frozen ? "running" : "paused") != 0) {
+        cli_report_error(g, "%s: container `%s` is %s, not %s", cmd, id, status,
+                         frozen ? "running" : "paused");
+        goto out;
+    }
+    char cgbuf[1200];
+    struct bh_cgroup *cg = NULL;
+    if (bh_cgroup_open(oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0 ||
+        bh_cgroup_freeze(cg, frozen, &err) < 0) {
+        if (cg)
+            bh_cgroup_free(cg);
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        goto out;
+    }
+    bh_cgroup_free(cg);
+    st.paused = frozen;
+    if (oci_state_write(dirfd, &st, &err) < 0) {
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    oci_state_free(&st);
+    return rc;
+}
+
+int cmd_pause(const struct cli_globals *g, int argc, char **argv)
+{
+    return set_frozen(g, "pause", argc, argv, true);
+}
+
+int cmd_resume(const struct cli_globals *g, int argc, char **argv)
+{
+    return set_frozen(g, "resume", argc, argv, false);
+}
+
+int cmd_ps(const struct cli_globals *g, int argc, char **argv)
+{
+    const char *format = "table";
+    const struct oci_opt opts[] = {{"format", 'f', OCI_OPT_STRING, &format}};
+    PARSE_OR_FAIL(opts, "usage: bulkhead ps [--format table|json] ID\n");
+    const char *id;
+    if (oci_need_id(g, "ps", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    bool json = strcmp(format, "json") == 0;
+    if (!json && strcmp(format, "table") != 0) {
+        cli_report_error(g, "ps: --format `%s` is not known: use table or json", format);
+        return CLI_EXIT_REFUSED;
+    }
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "ps", id, &dirfd, &st) < 0)
+        return 1;
+    char cgbuf[1200];
+    struct bh_cgroup *cg = NULL;
+    struct bh_error err = {0};
+    pid_t *pids = NULL;
+    size_t n = 0;
+    if (bh_cgroup_open(oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0 ||
+        bh_cgroup_pids(cg, &pids, &n, &err) < 0) {
+        if (cg)
+            bh_cgroup_free(cg);
+        oci_state_free(&st);
+        cli_report_error(g, "ps: %s", err.msg);
+        return 1;
+    }
+    bh_cgroup_free(cg);
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < n; i++)
+            printf("%s%d", i ? "," : "", pids[i]);
+        printf("]\n");
+    } else {
+        printf("%-8s %s\n", "PID", "CMD");
+        for (size_t i = 0; i < n; i++) {
+            char path[64], cmd[256] = "";
+            snprintf(path, sizeof(path), "/proc/%d/cmdline", pids[i]);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                ssize_t r = read(fd, cmd, sizeof(cmd) - 1);
+                close(fd);
+                for (ssize_t k = 0; k < r; k++)
+                    if (cmd[k] == '\0')
+                        cmd[k] = ' ';
+                cmd[r > 0 ? r : 0] = '\0';
+            }
+            printf("%-8d %s\n", pids[i], cmd);
+        }
+    }
+    free(pids);
+    oci_state_free(&st);
+    return 0;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+int cmd_run(const struct cli_globals *g, int argc, char **argv)
+{
+    struct oci_create_args a = {0};
+    bool detach = false, no_pivot = false, no_keyring = false, keep = false;
+    const struct oci_opt opts[] = {
+        {"bundle", 'b', OCI_OPT_STRING, &a.bundle},
+        {"pid-file", 0, OCI_OPT_STRING, &a.pid_file},
+        {"console-socket", 0, OCI_OPT_STRING, &a.console_socket},
+        {"preserve-fds", 0, OCI_OPT_STRING, &a.preserve_fds},
+        {"detach", 'd', OCI_OPT_BOOL, &detach},
+        {"keep", 0, OCI_OPT_BOOL, &keep},
+        {"no-pivot", 0, OCI_OPT_BOOL, &no_pivot},
+        {"no-new-keyring", 0, OCI_OPT_BOOL, &no_keyring},
+    };
+    PARSE_OR_FAIL(opts, "usage: bulkhead run [--bundle DIR] [--detach] [--pid-file FILE] ID\n"
+                        "Creates and starts a container; without --detach waits for it, exits "
+                        "with its status and deletes it.\n");
+    const char *id;
+    if (oci_need_id(g, "run", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    /* Without --detach the sentry must be our child to be waited for: become
+     * the subreaper it is re-parented to. */
+    if (!detach)
+        prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    pid_t pid = 0;
+    int rc = oci_do_create(g, id, &a, &pid);
+    if (rc != 0)
+        return rc;
+    if (oci_do_start(g, id) != 0) {
+        oci_do_delete(g, id, true);
+        return 1;
+    }
+    if (detach)
+        return 0;
+    /* Signals to us go to the container, as with runc run. */
+    sigset_t set, old;
+    sigfillset(&set);
+    sigdelset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    int status = 0;
+    for (;;) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        siginfo_t si;
+        int s = sigtimedwait(&set, &si, &ts);
+        if (s > 0 && s != SIGCHLD)
+            kill(pid, s);
+        pid_t r = waitpid(-1, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno == ECHILD)
+            break;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (!keep)
+        oci_do_delete(g, id, true);
+    return bh_status_to_exit_code(status);
 }

@@ -1,0 +1,1195 @@
+/* Owns reading an OCI bundle's config.json into a struct bh_sandbox_spec:
+ * every field bulkhead uses is type-checked and validated here, with errors
+ * that name the field, so nothing malformed reaches the sandbox core.
+ * Unknown properties are ignored, as the runtime spec requires. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "oci-internal.h"
+
+#ifndef MS_NOSYMFOLLOW
+#define MS_NOSYMFOLLOW 256
+#endif
+
+/* ---- small typed getters ------------------------------------------------ */
+
+/* Returns the member or NULL; a member present with JSON null counts as absent. */
+static json_t *member(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+static int want_object(json_t *v, const char *where, struct bh_error *err)
+{
+    if (!json_is_object(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s` must be an object", where);
+    return 0;
+}
+
+static int get_string(json_t *obj, const char *key, const char *where, bool required,
+                      const char **out, struct bh_error *err)
+{
+    json_t *v = member(obj, key);
+    *out = NULL;
+    if (v == NULL) {
+        if (required)
+            return bh_error_set(err, EINVAL, "config.json: `%s.%s` is required", where, key);
+        return 0;
+    }
+    if (!json_is_string(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s.%s` must be a string", where, key);
+    *out = json_string_value(v);
+    if (strlen(*out) != json_string_length(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s.%s` contains a NUL byte", where, key);
+    return 0;
+}
+
+static int get_bool(json_t *obj, const char *key, const char *where, bool *out,
+                    struct bh_error *err)
+{
+    json_t *v = member(obj, key);
+    if (v == NULL)
+        return 0;
+    if (!json_is_boolean(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s.%s` must be true or false", where, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Integer in [min, max]; *present tells whether it was given. */
+static int get_int(json_t *obj, const char *key, const char *where, long long min, long long max,
+                   long long *out, bool *present, struct bh_error *err)
+{
+    json_t *v = member(obj, key);
+    if (present)
+        *present = false;
+    if (v == NULL)
+        return 0;
+    if (!json_is_integer(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s.%s` must be an integer", where, key);
+    long long x = json_integer_value(v);
+    if (x < min || x > max)
+        return bh_error_set(err, ERANGE, "config.json: `%s.%s` is %lld, outside %lld..%lld", where,
+                            key, x, min, max);
+    *out = x;
+    if (present)
+        *present = true;
+    return 0;
+}
+
+/* Unsigned 64-bit value (rlimits use the full range). */
+static int get_u64(json_t *obj, const char *key, const char *where, bool required, uint64_t *out,
+                   struct bh_error *err)
+{
+    json_t *v = member(obj, key);
+    if (v == NULL) {
+        if (required)
+            return bh_error_set(err, EINVAL, "config.json: `%s.%s` is required", where, key);
+        return 0;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    /* jansson stores integers as long long: 2^64-1 (RLIM_INFINITY) arrives as a real. */
+    if (json_is_real(v) && json_real_value(v) >= 1.8e19) {
+        *out = UINT64_MAX;
+        return 0;
+    }
+    return bh_error_set(err, EINVAL, "config.json: `%s.%s` must be a non-negative integer", where,
+                        key);
+}
+
+/* A NULL-terminated malloc'd copy of an array of strings. */
+static int get_string_array(json_t *obj, const char *key, const char *where, bool required,
+                            char ***out, size_t *n_out, struct bh_error *err)
+{
+    json_t *v = member(obj, key);
+    *out = NULL;
+    if (n_out)
+        *n_out = 0;
+    if (v == NULL) {
+        if (required)
+            return bh_error_set(err, EINVAL, "config.json: `%s.%s` is required", where, key);
+        return 0;
+    }
+    if (!json_is_array(v))
+        return bh_error_set(err, EINVAL, "config.json: `%s.%s` must be an array of strings", where,
+                            key);
+    size_t n = json_array_size(v);
+    char **arr = calloc(n + 1, sizeof(char *));
+    if (arr == NULL)
+        return bh_error_errno(err, ENOMEM, "config.json: `%s.%s`", where, key);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_array_get(v, i);
+        if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
+            for (size_t j = 0; j < i; j++)
+                free(arr[j]);
+            free(arr);
+            return bh_error_set(err, EINVAL, "config.json: `%s.%s[%zu]` must be a string", where,
+                                key, i);
+        }
+        arr[i] = strdup(json_string_value(s));
+    }
+    *out = arr;
+    if (n_out)
+        *n_out = n;
+    return 0;
+}
+
+static void strv_free(char **v)
+{
+    if (v == NULL)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static int add_warning(struct oci_config *cfg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int add_warning(struct oci_config *cfg, const char *fmt, ...)
+{
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (r < 0)
+        return 0;
+    char **w = realloc(cfg->warnings, (cfg->n_warnings + 1) * sizeof(char *));
+    if (w == NULL) {
+        free(msg);
+        return 0;
+    }
+    cfg->warnings = w;
+    cfg->warnings[cfg->n_warnings++] = msg;
+    return 0;
+}
+
+/* ---- ociVersion --------------------------------------------------------- */
+
+int oci_version_check(const char *v, struct bh_error *err)
+{
+    unsigned major, minor, patch;
+    int used = 0;
+    if (v == NULL || sscanf(v, "%u.%u.%u%n", &major, &minor, &patch, &used) != 3 ||
+        (v[used] != '\0' && v[used] != '-' && v[used] != '+'))
+        return bh_error_set(err, EINVAL,
+                            "config.json: `ociVersion` `%s` is not a version (MAJOR.MINOR.PATCH)",
+                            v ? v : "");
+    bool ok = major == 1 && (minor <= 2 || (minor == 3 && patch == 0));
+    if (!ok)
+        return bh_error_set(err, ENOTSUP,
+                            "config.json: `ociVersion` %s is not supported: bulkhead accepts "
+                            "1.0.x to 1.3.0",
+                            v);
+    return 0;
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+static int check_abs_clean(const char *path, const char *where, struct bh_error *err)
+{
+    if (path[0] != '/')
+        return bh_error_set(err, EINVAL, "config.json: `%s` `%s` must be an absolute path", where,
+                            path);
+    for (const char *p = path; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return bh_error_set(err, EINVAL,
+                                "config.json: `%s` `%s` must not contain `..` components", where,
+                                path);
+        p += len;
+        while (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+/* A path relative to the bundle, resolved and checked to stay inside it. */
+static int resolve_in_bundle(const char *bundle, const char *path, const char *where, char **out,
+                             struct bh_error *err)
+{
+    cleanup_free char *joined = NULL;
+    if (path[0] == '\0')
+        return bh_error_set(err, EINVAL, "config.json: `%s` is empty", where);
+    if (path[0] == '/') {
+        joined = strdup(path);
+    } else if (asprintf(&joined, "%s/%s", bundle, path) < 0) {
+        joined = NULL;
+    }
+    if (joined == NULL)
+        return bh_error_errno(err, ENOMEM, "config.json: `%s`", where);
+    char *real = realpath(joined, NULL);
+    if (real == NULL)
+        return bh_error_errno(err, errno, "config.json: `%s` `%s` cannot be resolved", where, path);
+    if (path[0] != '/') {
+        size_t bl = strlen(bundle);
+        bool inside = strncmp(real, bundle, bl) == 0 && (real[bl] == '/' || real[bl] == '\0') &&
+                      strcmp(bundle, "/") != 0;
+        if (strcmp(bundle, "/") == 0)
+            inside = true;
+        if (!inside) {
+            bh_error_set(err, EINVAL,
+                         "config.json: `%s` `%s` escapes the bundle `%s` (it resolves to `%s`); "
+                         "use a path inside the bundle or an absolute path",
+                         where, path, bundle, real);
+            free(real);
+            return -1;
+        }
+    }
+    *out = real;
+    return 0;
+}
+
+/* ---- mounts ------------------------------------------------------------- */
+
+struct mount_opt {
+    const char *name;
+    bool clear;
+    unsigned long flag;
+};
+
+static const struct mount_opt mount_opts[] = {
+    {"ro", false, MS_RDONLY},
+    {"rw", true, MS_RDONLY},
+    {"nosuid", false, MS_NOSUID},
+    {"suid", true, MS_NOSUID},
+    {"nodev", false, MS_NODEV},
+    {"dev", true, MS_NODEV},
+    {"noexec", false, MS_NOEXEC},
+    {"exec", true, MS_NOEXEC},
+    {"sync", false, MS_SYNCHRONOUS},
+    {"async", true, MS_SYNCHRONOUS},
+    {"dirsync", false, MS_DIRSYNC},
+    {"mand", false, MS_MANDLOCK},
+    {"nomand", true, MS_MANDLOCK},
+    {"atime", true, MS_NOATIME},
+    {"noatime", false, MS_NOATIME},
+    {"diratime", true, MS_NODIRATIME},
+    {"nodiratime", false, MS_NODIRATIME},
+    {"relatime", false, MS_RELATIME},
+    {"norelatime", true, MS_RELATIME},
+    {"strictatime", false, MS_STRICTATIME},
+    {"nostrictatime", true, MS_STRICTATIME},
+    {"nosymfollow", false, MS_NOSYMFOLLOW},
+    {"symfollow", true, MS_NOSYMFOLLOW},
+    {"bind", false, MS_BIND},
+    {"rbind", false, MS_BIND | MS_REC},
+};
+
+struct prop_opt {
+    const char *name;
+    unsigned long flags;
+};
+
+static const struct prop_opt prop_opts[] = {
+    {"private", MS_PRIVATE},       {"rprivate", MS_PRIVATE | MS_REC},
+    {"shared", MS_SHARED},         {"rshared", MS_SHARED | MS_REC},
+    {"slave", MS_SLAVE},           {"rslave", MS_SLAVE | MS_REC},
+    {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
+};
+
+static int parse_propagation(const char *s, unsigned long *out)
+{
+    for (size_t i = 0; i < BH_ARRAY_SIZE(prop_opts); i++) {
+        if (strcmp(s, prop_opts[i].name) == 0) {
+            *out = prop_opts[i].flags;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static const char *const mount_types[] = {
+    "bind", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", "cgroup2", "none",
+};
+
+static int append_data(char **data, const char *opt)
+{
+    char *n = NULL;
+    if (*data == NULL)
+        n = strdup(opt);
+    else if (asprintf(&n, "%s,%s", *data, opt) < 0)
+        n = NULL;
+    if (n == NULL)
+        return -1;
+    free(*data);
+    *data = n;
+    return 0;
+}
+
+static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_mount *out,
+                       struct bh_error *err)
+{
+    char where[64];
+    snprintf(where, sizeof(where), "mounts[%zu]", idx);
+    if (want_object(m, where, err) < 0)
+        return -1;
+    const char *dest, *src, *type;
+    if (get_string(m, "destination", where, true, &dest, err) < 0 ||
+        get_string(m, "source", where, false, &src, err) < 0 ||
+        get_string(m, "type", where, false, &type, err) < 0)
+        return -1;
+    char dwhere[96];
+    snprintf(dwhere, sizeof(dwhere), "%s.destination", where);
+    if (check_abs_clean(dest, dwhere, err) < 0)
+        return -1;
+    if (member(m, "uidMappings") || member(m, "gidMappings"))
+        return bh_error_set(err, ENOTSUP,
+                            "config.json: `%s` has uidMappings/gidMappings: per-mount id "
+                            "mappings are not supported by bulkhead; remove them",
+                            where);
+    cleanup_free char **opts = NULL;
+    size_t n_opts = 0;
+    if (get_string_array(m, "options", where, false, (char ***)&opts, &n_opts, err) < 0)
+        return -1;
+    unsigned long flags = 0, prop = 0;
+    char *data = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n_opts && rc == 0; i++) {
+        const char *o = opts[i];
+        bool known = false;
+        for (size_t k = 0; k < BH_ARRAY_SIZE(mount_opts); k++) {
+            if (strcmp(o, mount_opts[k].name) == 0) {
+                if (mount_opts[k].clear)
+                    flags &= ~mount_opts[k].flag;
+                else
+                    flags |= mount_opts[k].flag;
+                known = true;
+                break;
+            }
+        }
+        if (!known && parse_propagation(o, &prop) == 0)
+            known = true;
+        if (!known && (strcmp(o, "tmpcopyup") == 0 || strcmp(o, "remount") == 0))
+            known = true; /* accepted: nothing to copy up from an image here */
+        if (!known && (strcmp(o, "idmap") == 0 || strcmp(o, "ridmap") == 0))
+            rc = bh_error_set(err, ENOTSUP,
+                              "config.json: `%s.options` `%s` is not supported by bulkhead", where,
+                              o);
+        else if (!known && append_data(&data, o) < 0)
+            rc = bh_error_errno(err, ENOMEM, "config.json: `%s.options`", where);
+    }
+    for (size_t i = 0; i < n_opts; i++)
+        free(opts[i]);
+    if (rc < 0) {
+        free(data);
+        return -1;
+    }
+    if (type == NULL || type[0] == '\0')
+        type = (flags & MS_BIND) ? "bind" : NULL;
+    if (type == NULL) {
+        free(data);
+        return bh_error_set(err, EINVAL,
+                            "config.json: `%s.type` is required unless options hold bind or rbind",
+                            where);
+    }
+    bool type_ok = false;
+    for (size_t k = 0; k < BH_ARRAY_SIZE(mount_types); k++)
+        type_ok = type_ok || strcmp(type, mount_types[k]) == 0;
+    if (!type_ok) {
+        free(data);
+        return bh_error_set(err, ENOTSUP,
+                            "config.json: `%s.type` `%s` is not supported: bulkhead mounts bind, "
+                            "tmpfs, proc, sysfs, devpts, mqueue and cgroup",
+                            where, type);
+    }
+    bool is_bind = strcmp(type, "bind") == 0 || (flags & MS_BIND);
+    if (strcmp(type, "none") == 0 && !is_bind) {
+        free(data);
+        return bh_error_set(err, EINVAL, "config.json: `%s` of type none needs bind or rbind",
+                            where);
+    }
+    char *source = NULL;
+    if (is_bind) {
+        flags |= MS_BIND;
+        type = "bind";
+        if (src == NULL || src[0] == '\0') {
+            free(data);
+            return bh_error_set(err, EINVAL, "config.json: `%s.source` is required for a bind",
+                                where);
+        }
+        char swhere[96];
+        snprintf(swhere, sizeof(swhere), "%s.source", where);
+        if (resolve_in_bundle(cfg->bundle, src, swhere, &source, err) < 0) {
+            free(data);
+            return -1;
+        }
+    } else {
+        source = strdup(src && src[0] ? src : type);
+    }
+    out->source = source;
+    out->destination = strdup(dest);
+    out->type = strdup(type);
+    out->flags = flags;
+    out->propagation = prop;
+    out->data = data;
+    return 0;
+}
+
+/* ---- process ------------------------------------------------------------ */
+
+static int parse_caps(json_t *caps, const char *key, uint64_t *mask, struct bh_error *err)
+{
+    json_t *v = member(caps, key);
+    *mask = 0;
+    if (v == NULL)
+        return 0;
+    if (!json_is_array(v))
+        return bh_error_set(
+            err, EINVAL, "config.json: `process.capabilities.%s` must be an array of strings", key);
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s)
+    {
+        const char *name = json_string_value(s);
+        cap_value_t cap;
+        if (name == NULL || strncasecmp(name, "CAP_", 4) != 0 || cap_from_name(name, &cap) < 0 ||
+            cap < 0 || cap > 63)
+            return bh_error_set(err, EINVAL,
+                                "config.json: `process.capabilities.%s[%zu]` `%s` is not a "
+                                "capability this kernel knows",
+                                key, i, name ? name : "(not a string)");
+        *mask |= 1ULL << cap;
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int resource;
+} rlimit_names[] = {
+    {"RLIMIT_AS", RLIMIT_AS},
+    {"RLIMIT_CORE", RLIMIT_CORE},
+    {"RLIMIT_CPU", RLIMIT_CPU},
+    {"RLIMIT_DATA", RLIMIT_DATA},
+    {"RLIMIT_FSIZE", RLIMIT_FSIZE},
+    {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
+    {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+    {"RLIMIT_NICE", RLIMIT_NICE},
+    {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+    {"RLIMIT_NPROC", RLIMIT_NPROC},
+    {"RLIMIT_RSS", RLIMIT_RSS},
+    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
+    {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
+    {"RLIMIT_STACK", RLIMIT_STACK},
+};
+
+void oci_process_free(struct bh_process *p)
+{
+    strv_free(p->argv);
+    strv_free(p->env);
+    free(p->cwd);
+    free(p->additional_gids);
+    free(p->rlimits);
+    memset(p, 0, sizeof(*p));
+}
+
+static int parse_process(json_t *proc, const char *where, struct bh_process *p, bool *nnp,
+                         const char **apparmor, struct bh_error *err)
+{
+    if (want_object(proc, where, err) < 0)
+        return -1;
+    size_t n_args = 0;
+    if (get_string_array(proc, "args", where, true, &p->argv, &n_args, err) < 0)
+        return -1;
+    if (n_args == 0 || p->argv[0][0] == '\0')
+        return bh_error_set(err, EINVAL, "config.json: `%s.args` must name a program", where);
+    if (get_string_array(proc, "env", where, false, &p->env, NULL, err) < 0)
+        return -1;
+    if (p->env == NULL)
+        p->env = calloc(1, sizeof(char *));
+    for (size_t i = 0; p->env[i]; i++) {
+        const char *eq = strchr(p->env[i], '=');
+        if (eq == NULL || eq == p->env[i])
+            return bh_error_set(err, EINVAL, "config.json: `%s.env[%zu]` `%s` is not NAME=VALUE",
+                                where, i, p->env[i]);
+    }
+    const char *cwd;
+    if (get_string(proc, "cwd", where, true, &cwd, err) < 0)
+        return -1;
+    char cwhere[64];
+    snprintf(cwhere, sizeof(cwhere), "%s.cwd", where);
+    if (check_abs_clean(cwd, cwhere, err) < 0)
+        return -1;
+    p->cwd = strdup(cwd);
+
+    json_t *user = member(proc, "user");
+    char uwhere[64];
+    snprintf(uwhere, sizeof(uwhere), "%s.user", where);
+    if (user == NULL)
+        return bh_error_set(err, EINVAL, "config.json: `%s` is required", uwhere);
+    if (want_object(user, uwhere, err) < 0)
+        return -1;
+    long long uid = 0, gid = 0, umask_v = -1;
+    bool has_uid, has_gid, has_umask;
+    if (get_int(user, "uid", uwhere, 0, UINT32_MAX - 1, &uid, &has_uid, err) < 0 ||
+        get_int(user, "gid", uwhere, 0, UINT32_MAX - 1, &gid, &has_gid, err) < 0 ||
+        get_int(user, "umask", uwhere, 0, 0777, &umask_v, &has_umask, err) < 0)
+        return -1;
+    if (!has_uid || !has_gid)
+        return bh_error_set(err, EINVAL, "config.json: `%s.uid` and `%s.gid` are required", uwhere,
+                            uwhere);
+    p->uid = (uint32_t)uid;
+    p->gid = (uint32_t)gid;
+    p->umask = has_umask ? (int)umask_v : -1;
+    json_t *ag = member(user, "additionalGids");
+    if (ag != NULL) {
+        if (!json_is_array(ag))
+            return bh_error_set(err, EINVAL,
+                                "config.json: `%s.additionalGids` must be an array of integers",
+                                uwhere);
+        p->additional_gids = calloc(json_array_size(ag) + 1, sizeof(uint32_t));
+        size_t i;
+        json_t *x;
+        json_array_foreach(ag, i, x)
+        {
+            if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+                json_integer_value(x) >= UINT32_MAX)
+                return bh_error_set(
+                    err, EINVAL, "config.json: `%s.additionalGids[%zu]` must be a gid", uwhere, i);
+            p->additional_gids[p->n_additional_gids++] = (uint32_t)json_integer_value(x);
+        }
+    }
+
+    json_t *caps = member(proc, "capabilities");
+    if (caps != NULL) {
+        char capwhere[80];
+        snprintf(capwhere, sizeof(capwhere), "%s.capabilities", where);
+        if (want_object(caps, capwhere, err) < 0 ||
+            parse_caps(caps, "bounding", &p->cap_bounding, err) < 0 ||
+            parse_caps(caps, "effective", &p->cap_effective, err) < 0 ||
+            parse_caps(caps, "permitted", &p->cap_permitted, err) < 0 ||
+            parse_caps(caps, "inheritable", &p->cap_inheritable, err) < 0 ||
+            parse_caps(caps, "ambient", &p->cap_ambient, err) < 0)
+            return -1;
+    }
+
+    json_t *rl = member(proc, "rlimits");
+    if (rl != NULL) {
+        if (!json_is_array(rl))
+            return bh_error_set(err, EINVAL, "config.json: `%s.rlimits` must be an array", where);
+        p->rlimits = calloc(json_array_size(rl) + 1, sizeof(struct bh_rlimit));
+        size_t i;
+        json_t *r;
+        json_array_foreach(rl, i, r)
+        {
+            char rwhere[64];
+            snprintf(rwhere, sizeof(rwhere), "%s.rlimits[%zu]", where, i);
+            const char *type;
+            uint64_t soft = 0, hard = 0;
+            if (want_object(r, rwhere, err) < 0 ||
+                get_string(r, "type", rwhere, true, &type, err) < 0 ||
+                get_u64(r, "soft", rwhere, true, &soft, err) < 0 ||
+                get_u64(r, "hard", rwhere, true, &hard, err) < 0)
+                return -1;
+            int res = -1;
+            for (size_t k = 0; k < BH_ARRAY_SIZE(rlimit_names); k++)
+                if (strcmp(type, rlimit_names[k].name) == 0)
+                    res = rlimit_names[k].resource;
+            if (res < 0)
+                return bh_error_set(err, EINVAL, "config.json: `%s.type` `%s` is not an rlimit",
+                                    rwhere, type);
+            for (size_t k = 0; k < p->n_rlimits; k++)
+                if (p->rlimits[k].resource == res)
+                    return bh_error_set(err, EINVAL, "config.json: `%s.type` `%s` is given twice",
+                                        rwhere, type);
+            if (soft > hard)
+                return bh_error_set(
+                    err, EINVAL, "config.json: `%s`: soft limit is above the hard limit", rwhere);
+            p->rlimits[p->n_rlimits++] = (struct bh_rlimit){res, soft, hard};
+        }
+    }
+
+    bool nnp_v = false;
+    if (get_bool(proc, "noNewPrivileges", where, &nnp_v, err) < 0 ||
+        get_bool(proc, "terminal", where, &p->terminal, err) < 0)
+        return -1;
+    if (nnp)
+        *nnp = nnp_v;
+    json_t *cs = member(proc, "consoleSize");
+    if (cs != NULL) {
+        char cswhere[64];
+        snprintf(cswhere, sizeof(cswhere), "%s.consoleSize", where);
+        long long h = 0, w = 0;
+        if (want_object(cs, cswhere, err) < 0 ||
+            get_int(cs, "height", cswhere, 0, USHRT_MAX, &h, NULL, err) < 0 ||
+            get_int(cs, "width", cswhere, 0, USHRT_MAX, &w, NULL, err) < 0)
+            return -1;
+        p->console_rows = (unsigned short)h;
+        p->console_cols = (unsigned short)w;
+    }
+    long long oom = 0;
+    if (get_int(proc, "oomScoreAdj", where, -1000, 1000, &oom, &p->has_oom_score_adj, err) < 0)
+        return -1;
+    p->oom_score_adj = (int)oom;
+    const char *aa = NULL;
+    if (get_string(proc, "apparmorProfile", where, false, &aa, err) < 0)
+        return -1;
+    if (apparmor)
+        *apparmor = aa;
+    return 0;
+}
+
+int oci_process_parse(json_t *obj, const char *where, struct bh_process *p, bool *nnp,
+                      struct bh_error *err)
+{
+    memset(p, 0, sizeof(*p));
+    p->umask = -1;
+    if (parse_process(obj, where, p, nnp, NULL, err) < 0) {
+        oci_process_free(p);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- linux -------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    enum bh_ns ns;
+} ns_names[] = {
+    {"user", BH_NS_USER}, {"pid", BH_NS_PID}, {"mount", BH_NS_MOUNT},   {"network", BH_NS_NET},
+    {"ipc", BH_NS_IPC},   {"uts", BH_NS_UTS}, {"cgroup", BH_NS_CGROUP}, {"time", BH_NS_TIME},
+};
+
+static int parse_idmaps(json_t *linux_, const char *key, struct bh_idmap **out, size_t *n,
+                        struct bh_error *err)
+{
+    json_t *v = member(linux_, key);
+    if (v == NULL)
+        return 0;
+    if (!json_is_array(v))
+        return bh_error_set(err, EINVAL, "config.json: `linux.%s` must be an array", key);
+    *out = calloc(json_array_size(v) + 1, sizeof(struct bh_idmap));
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m)
+    {
+        char where[64];
+        snprintf(where, sizeof(where), "linux.%s[%zu]", key, i);
+        long long c = 0, h = 0, s = 0;
+        bool pc, ph, ps;
+        if (want_object(m, where, err) < 0 ||
+            get_int(m, "containerID", where, 0, UINT32_MAX - 1, &c, &pc, err) < 0 ||
+            get_int(m, "hostID", where, 0, UINT32_MAX - 1, &h, &ph, err) < 0 ||
+            get_int(m, "size", where, 1, UINT32_MAX, &s, &ps, err) < 0)
+            return -1;
+        if (!pc || !ph || !ps)
+            return bh_error_set(err, EINVAL, "config.json: `%s` needs containerID, hostID and size",
+                                where);
+        if (h == 0)
+            return bh_error_set(err, EPERM,
+                                "config.json: `%s` maps to host id 0: bulkhead never maps "
+                                "anything to host root; map to an unprivileged range",
+                                where);
+        if (h + s > (long long)UINT32_MAX || c + s > (long long)UINT32_MAX)
+            return bh_error_set(err, ERANGE, "config.json: `%s` overflows the id range", where);
+        (*out)[(*n)++] = (struct bh_idmap){(uint32_t)c, (uint32_t)h, (uint32_t)s};
+    }
+    return 0;
+}
+
+int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, struct bh_error *err)
+{
+    if (want_object(res, where, err) < 0)
+        return -1;
+    char w[96];
+    json_t *mem = member(res, "memory");
+    if (mem != NULL) {
+        snprintf(w, sizeof(w), "%s.memory", where);
+        long long limit = 0, swap = 0;
+        bool has_limit, has_swap;
+        if (want_object(mem, w, err) < 0 ||
+            get_int(mem, "limit", w, -1, INT64_MAX, &limit, &has_limit, err) < 0 ||
+            get_int(mem, "swap", w, -1, INT64_MAX, &swap, &has_swap, err) < 0)
+            return -1;
+        if (has_limit && limit > 0)
+            l->memory_bytes = limit;
+        if (has_swap && swap > 0) {
+            if (has_limit && limit > 0 && swap < limit)
+                return bh_error_set(err, EINVAL,
+                                    "config.json: `%s.swap` (memory+swap, %lld) is below "
+                                    "`%s.limit` (%lld)",
+                                    w, swap, w, limit);
+            l->memory_swap_bytes = swap;
+        }
+    }
+    json_t *cpu = member(res, "cpu");
+    if (cpu != NULL) {
+        snprintf(w, sizeof(w), "%s.cpu", where);
+        long long quota = 0, period = 0, shares = 0;
+        bool hq, hp, hs;
+        if (want_object(cpu, w, err) < 0 ||
+            get_int(cpu, "quota", w, -1, INT64_MAX, &quota, &hq, err) < 0 ||
+            get_int(cpu, "period", w, 0, INT64_MAX, &period, &hp, err) < 0 ||
+            get_int(cpu, "shares", w, 0, INT64_MAX, &shares, &hs, err) < 0)
+            return -1;
+        if (hq && quota > 0) {
+            l->cpu_quota_us = quota;
+            l->cpu_period_us = hp && period > 0 ? period : 100000;
+        } else if (hp && period > 0) {
+            l->cpu_period_us = period;
+        }
+        if (hs && shares > 0)
+            l->cpu_shares = shares;
+    }
+    json_t *pids = member(res, "pids");
+    if (pids != NULL) {
+        snprintf(w, sizeof(w), "%s.pids", where);
+        long long limit = 0;
+        bool has;
+        if (want_object(pids, w, err) < 0 ||
+            get_int(pids, "limit", w, -1, INT64_MAX, &limit, &has, err) < 0)
+            return -1;
+        if (has && limit > 0)
+            l->pids = limit;
+    }
+    return 0;
+}
+
+static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    if (want_object(lx, "linux", err) < 0)
+        return -1;
+    json_t *nss = member(lx, "namespaces");
+    if (nss != NULL) {
+        if (!json_is_array(nss))
+            return bh_error_set(err, EINVAL, "config.json: `linux.namespaces` must be an array");
+        bool seen[BH_NS_COUNT] = {false};
+        size_t i;
+        json_t *n;
+        json_array_foreach(nss, i, n)
+        {
+            char where[64];
+            snprintf(where, sizeof(where), "linux.namespaces[%zu]", i);
+            const char *type, *path;
+            if (want_object(n, where, err) < 0 ||
+                get_string(n, "type", where, true, &type, err) < 0 ||
+                get_string(n, "path", where, false, &path, err) < 0)
+                return -1;
+            int ns = -1;
+            for (size_t k = 0; k < BH_ARRAY_SIZE(ns_names); k++)
+                if (strcmp(type, ns_names[k].name) == 0)
+                    ns = (int)ns_names[k].ns;
+            if (ns < 0)
+                return bh_error_set(err, EINVAL,
+                                    "config.json: `%s.type` `%s` is not a namespace: use pid, "
+                                    "network, mount, ipc, uts, user, cgroup or time",
+                                    where, type);
+            if (seen[ns])
+                return bh_error_set(err, EINVAL, "config.json: namespace `%s` is given twice",
+                                    type);
+            seen[ns] = true;
+            if (path != NULL && path[0] != '\0') {
+                if (path[0] != '/')
+                    return bh_error_set(err, EINVAL, "config.json: `%s.path` `%s` must be absolute",
+                                        where, path);
+                if (ns == BH_NS_USER || ns == BH_NS_MOUNT || ns == BH_NS_PID)
+                    return bh_error_set(err, ENOTSUP,
+                                        "config.json: joining an existing %s namespace (`%s`) "
+                                        "is not supported: each bulkhead sandbox has its own",
+                                        type, path);
+                spec->ns_paths[ns] = strdup(path);
+            }
+        }
+    }
+    if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
+        parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)
+        return -1;
+
+    json_t *devs = member(lx, "devices");
+    if (devs != NULL) {
+        if (!json_is_array(devs))
+            return bh_error_set(err, EINVAL, "config.json: `linux.devices` must be an array");
+        static const char *const builtin[] = {"/dev/null",   "/dev/zero",    "/dev/full",
+                                              "/dev/random", "/dev/urandom", "/dev/tty"};
+        size_t i;
+        json_t *d;
+        json_array_foreach(devs, i, d)
+        {
+            char where[64];
+            snprintf(where, sizeof(where), "linux.devices[%zu]", i);
+            const char *path, *type;
+            if (want_object(d, where, err) < 0 ||
+                get_string(d, "path", where, true, &path, err) < 0 ||
+                get_string(d, "type", where, true, &type, err) < 0)
+                return -1;
+            bool ok = false;
+            for (size_t k = 0; k < BH_ARRAY_SIZE(builtin); k++)
+                ok = ok || strcmp(path, builtin[k]) == 0;
+            if (!ok)
+                return bh_error_set(err, ENOTSUP,
+                                    "config.json: device `%s` is not supported: a bulkhead "
+                                    "sandbox has only /dev/null, zero, full, random, urandom "
+                                    "and tty",
+                                    path);
+        }
+    }
+    json_t *res = member(lx, "resources");
+    if (res != NULL) {
+        if (oci_resources_parse(res, "linux.resources", &spec->limits, err) < 0)
+            return -1;
+        json_t *bio = member(res, "blockIO");
+        if (bio != NULL && json_object_size(bio) > 0)
+            add_warning(cfg, "linux.resources.blockIO is not enforced (best effort: ignored)");
+        json_t *cpu = member(res, "cpu");
+        if (cpu != NULL && (member(cpu, "cpus") || member(cpu, "mems")))
+            add_warning(cfg, "linux.resources.cpu.cpus/mems (cpuset) are not enforced");
+    }
+    const char *cg;
+    if (get_string(lx, "cgroupsPath", "linux", false, &cg, err) < 0)
+        return -1;
+    if (cg != NULL && cg[0] != '\0') {
+        cleanup_free char *path = NULL;
+        /* systemd form "slice:prefix:name": bulkhead uses cgroupfs, so it becomes
+         * slice/prefix-name.scope, where systemd would have put it. */
+        const char *c1 = strchr(cg, ':');
+        const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c1 && c2 && cg[0] != '/') {
+            if (asprintf(&path, "%.*s/%.*s-%s.scope", (int)(c1 - cg), cg, (int)(c2 - c1 - 1),
+                         c1 + 1, c2 + 1) < 0)
+                path = NULL;
+        } else {
+            while (*cg == '/')
+                cg++;
+            path = strdup(cg);
+        }
+        if (path == NULL || path[0] == '\0')
+            return bh_error_set(err, EINVAL, "config.json: `linux.cgroupsPath` is empty");
+        char abs[PATH_MAX + 2];
+        snprintf(abs, sizeof(abs), "/%s", path);
+        if (check_abs_clean(abs, "linux.cgroupsPath", err) < 0)
+            return -1;
+        spec->cgroup_path = steal_pointer(&path);
+    }
+    json_t *sys = member(lx, "sysctl");
+    if (sys != NULL) {
+        if (want_object(sys, "linux.sysctl", err) < 0)
+            return -1;
+        spec->sysctls = calloc(json_object_size(sys) + 1, sizeof(struct bh_sysctl));
+        const char *k;
+        json_t *v;
+        json_object_foreach(sys, k, v)
+        {
+            if (!json_is_string(v))
+                return bh_error_set(err, EINVAL, "config.json: `linux.sysctl.%s` must be a string",
+                                    k);
+            if (k[0] == '\0' || strstr(k, "..") || strchr(k, '/') || k[0] == '.')
+                return bh_error_set(err, EINVAL, "config.json: sysctl `%s` is not a valid key", k);
+            spec->sysctls[spec->n_sysctls].key = strdup(k);
+            spec->sysctls[spec->n_sysctls].value = strdup(json_string_value(v));
+            spec->n_sysctls++;
+        }
+    }
+    size_t n = 0;
+    if (get_string_array(lx, "maskedPaths", "linux", false, &spec->masked_paths, &n, err) < 0 ||
+        get_string_array(lx, "readonlyPaths", "linux", false, &spec->readonly_paths, &n, err) < 0)
+        return -1;
+    for (char **p = spec->masked_paths; p && *p; p++)
+        if (check_abs_clean(*p, "linux.maskedPaths", err) < 0)
+            return -1;
+    for (char **p = spec->readonly_paths; p && *p; p++)
+        if (check_abs_clean(*p, "linux.readonlyPaths", err) < 0)
+            return -1;
+    const char *prop;
+    if (get_string(lx, "rootfsPropagation", "linux", false, &prop, err) < 0)
+        return -1;
+    if (prop != NULL && prop[0] != '\0' && parse_propagation(prop, &spec->rootfs_propagation) < 0)
+        return bh_error_set(err, EINVAL,
+                            "config.json: `linux.rootfsPropagation` `%s` is not a propagation "
+                            "(private, rprivate, slave, rslave, shared, rshared, unbindable)",
+                            prop);
+    json_t *sc = member(lx, "seccomp");
+    if (sc != NULL) {
+        if (want_object(sc, "linux.seccomp", err) < 0)
+            return -1;
+        cfg->seccomp = sc;
+    }
+    const char *label;
+    if (get_string(lx, "mountLabel", "linux", false, &label, err) < 0)
+        return -1;
+    if (label && label[0])
+        add_warning(cfg, "linux.mountLabel (SELinux) is not supported and is ignored");
+    if (member(lx, "intelRdt"))
+        add_warning(cfg, "linux.intelRdt is not supported and is ignored");
+    return 0;
+}
+
+/* ---- hooks -------------------------------------------------------------- */
+
+static const char *const hook_names[OCI_HOOK_COUNT] = {
+    "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
+};
+
+int oci_hooks_validate(json_t *hooks, struct bh_error *err)
+{
+    if (want_object(hooks, "hooks", err) < 0)
+        return -1;
+    for (int k = 0; k < OCI_HOOK_COUNT; k++) {
+        json_t *list = member(hooks, hook_names[k]);
+        if (list == NULL)
+            continue;
+        if (!json_is_array(list))
+            return bh_error_set(err, EINVAL, "config.json: `hooks.%s` must be an array",
+                                hook_names[k]);
+        size_t i;
+        json_t *h;
+        json_array_foreach(list, i, h)
+        {
+            char where[64];
+            snprintf(where, sizeof(where), "hooks.%s[%zu]", hook_names[k], i);
+            const char *path;
+            char **args = NULL, **env = NULL;
+            long long timeout = 0;
+            bool has_t;
+            if (want_object(h, where, err) < 0 ||
+                get_string(h, "path", where, true, &path, err) < 0 ||
+                get_string_array(h, "args", where, false, &args, NULL, err) < 0)
+                return -1;
+            strv_free(args);
+            if (get_string_array(h, "env", where, false, &env, NULL, err) < 0)
+                return -1;
+            strv_free(env);
+            if (get_int(h, "timeout", where, 1, INT_MAX, &timeout, &has_t, err) < 0)
+                return -1;
+            if (path[0] != '/')
+                return bh_error_set(err, EINVAL,
+                                    "config.json: `%s.path` `%s` must be an absolute path", where,
+                                    path);
+        }
+    }
+    return 0;
+}
+
+/* ---- the document -------------------------------------------------------- */
+
+void oci_config_free(struct oci_config *cfg)
+{
+    bh_sandbox_spec_free(&cfg->spec);
+    free(cfg->oci_version);
+    free(cfg->bundle);
+    free(cfg->report_socket);
+    for (size_t i = 0; i < cfg->n_warnings; i++)
+        free(cfg->warnings[i]);
+    free(cfg->warnings);
+    if (cfg->doc)
+        json_decref(cfg->doc);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
+{
+    json_t *doc = cfg->doc;
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    if (!json_is_object(doc))
+        return bh_error_set(err, EINVAL, "config.json: the top level must be an object");
+    const char *ver;
+    if (get_string(doc, "ociVersion", "(top)", true, &ver, err) < 0)
+        return bh_error_set(err, EINVAL,
+                            "config.json: `ociVersion` is required and must be a "
+                            "string such as \"1.0.2\"");
+    if (oci_version_check(ver, err) < 0)
+        return -1;
+    cfg->oci_version = strdup(ver);
+
+    json_t *ann = member(doc, "annotations");
+    if (ann != NULL) {
+        if (want_object(ann, "annotations", err) < 0)
+            return -1;
+        const char *k;
+        json_t *v;
+        json_object_foreach(ann, k, v)
+        {
+            if (!json_is_string(v))
+                return bh_error_set(err, EINVAL, "config.json: `annotations.%s` must be a string",
+                                    k);
+        }
+        cfg->annotations = ann;
+    } else {
+        cfg->annotations = json_object();
+        json_object_set_new(doc, "annotations", cfg->annotations);
+    }
+    spec->tier = BH_TIER_KERNEL;
+    const char *tier = json_string_value(json_object_get(cfg->annotations, OCI_ANNOTATION_TIER));
+    if (tier != NULL) {
+        if (strcmp(tier, "kernel") == 0)
+            spec->tier = BH_TIER_KERNEL;
+        else if (strcmp(tier, "container") == 0)
+            spec->tier = BH_TIER_CONTAINER;
+        else
+            return bh_error_set(err, EINVAL, "annotation `%s` is `%s`: use `container` or `kernel`",
+                                OCI_ANNOTATION_TIER, tier);
+    }
+    const char *rs =
+        json_string_value(json_object_get(cfg->annotations, OCI_ANNOTATION_REPORT_SOCKET));
+    if (rs != NULL) {
+        if (rs[0] != '/')
+            return bh_error_set(err, EINVAL,
+                                "annotation `%s` `%s` must be an absolute path to a unix socket",
+                                OCI_ANNOTATION_REPORT_SOCKET, rs);
+        cfg->report_socket = strdup(rs);
+    }
+
+    json_t *root = member(doc, "root");
+    if (root == NULL)
+        return bh_error_set(err, EINVAL,
+                            "config.json: `root` is required (root.path names the "
+                            "container's root filesystem)");
+    if (want_object(root, "root", err) < 0)
+        return -1;
+    const char *rpath;
+    if (get_string(root, "path", "root", true, &rpath, err) < 0 ||
+        get_bool(root, "readonly", "root", &spec->rootfs_readonly, err) < 0)
+        return -1;
+    if (resolve_in_bundle(cfg->bundle, rpath, "root.path", &spec->rootfs, err) < 0)
+        return -1;
+    struct stat st;
+    if (stat(spec->rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
+        return bh_error_set(err, ENOTDIR, "config.json: `root.path` `%s` is not a directory",
+                            spec->rootfs);
+    if (strcmp(spec->rootfs, "/") == 0)
+        return bh_error_set(err, EPERM,
+                            "config.json: `root.path` is the host's `/`: bulkhead refuses to use "
+                            "the host's root as a container's root filesystem");
+
+    json_t *mounts = member(doc, "mounts");
+    if (mounts != NULL) {
+        if (!json_is_array(mounts))
+            return bh_error_set(err, EINVAL, "config.json: `mounts` must be an array");
+        spec->mounts = calloc(json_array_size(mounts) + 1, sizeof(struct bh_mount));
+        size_t i;
+        json_t *m;
+        json_array_foreach(mounts, i, m)
+        {
+            if (parse_mount(cfg, m, i, &spec->mounts[spec->n_mounts], err) < 0)
+                return -1;
+            spec->n_mounts++;
+        }
+    }
+
+    json_t *proc = member(doc, "process");
+    if (proc == NULL)
+        return bh_error_set(err, EINVAL,
+                            "config.json: `process` is required (bulkhead runs "
+                            "the process it describes)");
+    const char *apparmor = NULL;
+    if (parse_process(proc, "process", &spec->process, &cfg->no_new_privileges, &apparmor, err) < 0)
+        return -1;
+    if (apparmor && apparmor[0])
+        add_warning(cfg,
+                    "process.apparmorProfile `%s` is unsupported and not applied (bulkhead "
+                    "confines with seccomp, Landlock and namespaces instead)",
+                    apparmor);
+    const char *selinux;
+    if (get_string(proc, "selinuxLabel", "process", false, &selinux, err) < 0)
+        return -1;
+    if (selinux && selinux[0])
+        add_warning(cfg, "process.selinuxLabel is unsupported and not applied");
+
+    const char *hostname;
+    if (get_string(doc, "hostname", "(top)", false, &hostname, err) < 0)
+        return -1;
+    if (hostname && hostname[0]) {
+        if (strlen(hostname) > 64)
+            return bh_error_set(err, EINVAL, "config.json: `hostname` is longer than 64 bytes");
+        spec->hostname = strdup(hostname);
+    }
+    const char *domain;
+    if (get_string(doc, "domainname", "(top)", false, &domain, err) < 0)
+        return -1;
+    if (domain && domain[0])
+        add_warning(cfg, "domainname is not set (unsupported)");
+
+    json_t *lx = member(doc, "linux");
+    if (lx != NULL && parse_linux(cfg, lx, err) < 0)
+        return -1;
+    json_t *hooks = member(doc, "hooks");
+    if (hooks != NULL) {
+        if (oci_hooks_validate(hooks, err) < 0)
+            return -1;
+        cfg->hooks = hooks;
+    }
+    if (cfg->seccomp != NULL &&
+        oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text, err) < 0)
+        return bh_error_prefix(err, "config.json: `linux.seccomp`");
+    return 0;
+}
+
+int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
+                     struct bh_error *err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    bh_sandbox_spec_init(&cfg->spec);
+    cfg->bundle = strdup(bundle);
+    json_error_t jerr;
+    cfg->doc = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (cfg->doc == NULL) {
+        bh_error_set(err, EINVAL, "config.json line %d column %d: %s", jerr.line, jerr.column,
+                     jerr.text);
+        oci_config_free(cfg);
+        return -1;
+    }
+    if (config_from_doc(cfg, err) < 0) {
+        oci_config_free(cfg);
+        return -1;
+    }
+    return 0;
+}
+
+int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error *err)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    char *real = realpath(bundle, NULL);
+    if (real == NULL)
+        return bh_error_errno(err, errno, "bundle `%s` cannot be opened", bundle);
+    cleanup_free char *bundle_real = real;
+    cleanup_free char *path = NULL;
+    if (asprintf(&path, "%s/config.json", bundle_real) < 0)
+        return bh_error_errno(err, ENOMEM, "bundle `%s`", bundle);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "open `%s`", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return bh_error_set(err, EINVAL, "`%s` is not a regular file", path);
+    if (st.st_size > 16 * 1024 * 1024)
+        return bh_error_set(err, EFBIG, "`%s` is larger than 16 MiB", path);
+    cleanup_free char *text = malloc((size_t)st.st_size + 1);
+    if (text == NULL)
+        return bh_error_errno(err, ENOMEM, "read `%s`", path);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, text + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return bh_error_errno(err, errno, "read `%s`", path);
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    text[got] = '\0';
+    if (strlen(text) != got)
+        return bh_error_set(err, EINVAL, "`%s` contains a NUL byte", path);
+    return oci_config_parse(text, bundle_real, cfg, err);
+}

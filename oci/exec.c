@@ -1,0 +1,339 @@
+/* Owns `bulkhead exec`: one more process in a running container, spawned
+ * inside the sandbox by its sentry (so it is confined like any guest), and
+ * the small proxy that stands for it on the host. The shim must reap and
+ * signal the pid it is given, but the guest is a child of the sentry; so the
+ * proxy (re-parented to the shim once `bulkhead exec --detach` exits) waits
+ * for the guest over the control channel, forwards every signal it gets, and
+ * ends the way the guest ended. It holds none of the caller's stdio. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "control.h"
+#include "oci-internal.h"
+
+struct waiter {
+    struct bh_sentry_conn *conn;
+    pid_t pid;
+    int status;
+    int rc;
+    struct bh_error err;
+    int done_pipe;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = bh_sentry_wait(w->conn, w->pid, &w->status, &w->err);
+    char c = 1;
+    ssize_t r = write(w->done_pipe, &c, 1);
+    (void)r;
+    return NULL;
+}
+
+/* Waits for pid while forwarding signals (all blocked by the caller) to it.
+ * Returns 0 with *status, or -1. */
+static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, pid_t pid,
+                           int *status, struct bh_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "pipe");
+    struct waiter w = {.conn = conn, .pid = pid, .done_pipe = p[1]};
+    pthread_t t;
+    if (pthread_create(&t, NULL, wait_thread, &w) != 0) {
+        close(p[0]);
+        close(p[1]);
+        return bh_error_set(err, EAGAIN, "start the waiting thread");
+    }
+    sigset_t all;
+    sigfillset(&all);
+    for (;;) {
+        char c;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        siginfo_t si;
+        int sig = sigtimedwait(&all, &si, &ts);
+        if (sig > 0 && sig != SIGCHLD && sig != SIGPIPE) {
+            struct bh_sentry_conn *sc = NULL;
+            struct bh_error serr = {0};
+            if (bh_sentry_connect(state_dir, &sc, &serr) == 0) {
+                bh_sentry_signal(sc, pid, sig, &serr);
+                bh_sentry_disconnect(sc);
+            }
+        }
+        int fl = fcntl(p[0], F_GETFL);
+        fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+        if (read(p[0], &c, 1) == 1)
+            break;
+    }
+    pthread_join(t, NULL);
+    close(p[0]);
+    close(p[1]);
+    if (w.rc < 0) {
+        *err = w.err;
+        return -1;
+    }
+    *status = w.status;
+    return 0;
+}
+
+static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/config.json", bundle);
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
+        bh_error_set(err, EINVAL, "%s line %d: %s", path, jerr.line, jerr.text);
+        return NULL;
+    }
+    json_t *p = json_object_get(doc, "process");
+    json_t *copy = json_is_object(p) ? json_deep_copy(p) : NULL;
+    json_decref(doc);
+    if (copy == NULL)
+        bh_error_set(err, EINVAL, "%s has no process object to start from", path);
+    return copy;
+}
+
+int cmd_exec(const struct cli_globals *g, int argc, char **argv)
+{
+    const char *process_file = NULL, *pid_file = NULL, *console_socket = NULL, *cwd = NULL,
+               *user = NULL, *apparmor = NULL, *label = NULL, *preserve = NULL, *cgroup = NULL;
+    bool detach = false, tty = false, nnp = false, ignore_paused = false;
+    struct oci_list env = {0}, gids = {0}, caps = {0};
+    const struct oci_opt opts[] = {
+        {"process", 'p', OCI_OPT_STRING, &process_file},
+        {"detach", 'd', OCI_OPT_BOOL, &detach},
+        {"pid-file", 0, OCI_OPT_STRING, &pid_file},
+        {"console-socket", 0, OCI_OPT_STRING, &console_socket},
+        {"tty", 't', OCI_OPT_BOOL, &tty},
+        {"cwd", 0, OCI_OPT_STRING, &cwd},
+        {"env", 'e', OCI_OPT_LIST, &env},
+        {"user", 'u', OCI_OPT_STRING, &user},
+        {"additional-gids", 'g', OCI_OPT_LIST, &gids},
+        {"cap", 'c', OCI_OPT_LIST, &caps},
+        {"no-new-privs", 0, OCI_OPT_BOOL, &nnp},
+        {"apparmor", 0, OCI_OPT_STRING, &apparmor},
+        {"process-label", 0, OCI_OPT_STRING, &label},
+        {"preserve-fds", 0, OCI_OPT_STRING, &preserve},
+        {"ignore-paused", 0, OCI_OPT_BOOL, &ignore_paused},
+        {"cgroup", 0, OCI_OPT_STRING, &cgroup},
+    };
+    bool help = false;
+    struct bh_error err = {0};
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
+    int rc = 1;
+    json_t *pj = NULL;
+    struct bh_process proc = {0};
+    struct oci_state st = {0};
+    cleanup_close int dirfd = -1;
+    if (pos < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        rc = CLI_EXIT_REFUSED;
+        goto out_args;
+    }
+    if (help) {
+        printf("usage: bulkhead exec [--process FILE] [--detach] [--pid-file FILE] [--tty]\n"
+               "       [--console-socket SOCK] [--cwd DIR] [--env K=V]... [--user UID[:GID]]\n"
+               "       ID [COMMAND ARGS...]\n");
+        rc = 0;
+        goto out_args;
+    }
+    const char *id;
+    if (oci_need_id(g, "exec", argc, argv, pos, &id) < 0) {
+        rc = CLI_EXIT_REFUSED;
+        goto out_args;
+    }
+    if (preserve && strcmp(preserve, "0") != 0) {
+        cli_report_error(g, "exec: --preserve-fds is not supported");
+        rc = CLI_EXIT_REFUSED;
+        goto out_args;
+    }
+    if (oci_open(g, "exec", id, &dirfd, &st) < 0)
+        goto out_args;
+    const char *status = oci_state_status(&st);
+    if (strcmp(status, "running") != 0 && strcmp(status, "created") != 0 &&
+        !(ignore_paused && strcmp(status, "paused") == 0)) {
+        cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
+        goto out;
+    }
+    if (process_file) {
+        json_error_t jerr;
+        pj = strcmp(process_file, "-") == 0
+                 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+                 : json_load_file(process_file, JSON_REJECT_DUPLICATES, &jerr);
+        if (pj == NULL) {
+            cli_report_error(g, "exec: --process `%s` line %d column %d: %s", process_file,
+                             jerr.line, jerr.column, jerr.text);
+            goto out;
+        }
+    } else {
+        if (pos + 1 >= argc) {
+            cli_report_error(g, "exec: a command to run is required (or --process FILE)");
+            rc = CLI_EXIT_REFUSED;
+            goto out;
+        }
+        pj = load_bundle_process(st.bundle, &err);
+        if (pj == NULL) {
+            cli_report_error(g, "exec: %s", err.msg);
+            goto out;
+        }
+        json_t *args = json_array();
+        for (int i = pos + 1; i < argc; i++)
+            json_array_append_new(args, json_string(argv[i]));
+        json_object_set_new(pj, "args", args);
+        json_object_set_new(pj, "terminal", json_boolean(tty));
+        if (cwd)
+            json_object_set_new(pj, "cwd", json_string(cwd));
+        json_t *e = json_object_get(pj, "env");
+        if (!json_is_array(e)) {
+            e = json_array();
+            json_object_set_new(pj, "env", e);
+        }
+        for (size_t i = 0; i < env.n; i++)
+            json_array_append_new(e, json_string(env.items[i]));
+        if (user) {
+            unsigned long uid = 0, gid = 0;
+            char *end;
+            uid = strtoul(user, &end, 10);
+            if (*end == ':')
+                gid = strtoul(end + 1, &end, 10);
+            if (*end != '\0' || end == user) {
+                cli_report_error(g, "exec: --user `%s` must be UID or UID:GID (numbers)", user);
+                rc = CLI_EXIT_REFUSED;
+                goto out;
+            }
+            json_t *u = json_object();
+            json_object_set_new(u, "uid", json_integer((json_int_t)uid));
+            json_object_set_new(u, "gid", json_integer((json_int_t)gid));
+            json_object_set_new(pj, "user", u);
+        }
+        if (gids.n) {
+            json_t *u = json_object_get(pj, "user");
+            json_t *ag = json_array();
+            for (size_t i = 0; i < gids.n; i++)
+                json_array_append_new(ag, json_integer(strtoll(gids.items[i], NULL, 10)));
+            json_object_set_new(u, "additionalGids", ag);
+        }
+    }
+    bool nnp_cfg = false;
+    if (oci_process_parse(pj, "process", &proc, &nnp_cfg, &err) < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
+    if (proc.terminal && console_socket == NULL) {
+        cli_report_error(g, "exec: process.terminal is true but no --console-socket was given");
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
+    char state_dir[4096];
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+    struct bh_sentry_conn *conn = NULL;
+    if (bh_sentry_connect(state_dir, &conn, &err) < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
+    /* Blocked before the proxy exists, so no signal meant for the guest is lost. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    const int stdio[3] = {0, 1, 2};
+    pid_t pid = 0;
+    if (bh_sentry_exec(conn, &proc, stdio, proc.terminal ? console_socket : NULL, &pid, &err) < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        bh_sentry_disconnect(conn);
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
+    if (detach) {
+        pid_t proxy = fork();
+        if (proxy < 0) {
+            int e = errno;
+            struct bh_error kerr = {0};
+            bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            cli_report_error(g, "exec: fork the proxy: %s", strerror(e));
+            goto out;
+        }
+        if (proxy == 0) {
+            /* The proxy: holds nothing of the caller's but the channel. */
+            close(dirfd);
+            dirfd = -1;
+            int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+            if (null >= 0) {
+                dup2(null, 0);
+                dup2(null, 1);
+                dup2(null, 2);
+                close(null);
+            }
+            prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
+            int wst = 0;
+            struct bh_error werr = {0};
+            if (wait_forwarding(conn, state_dir, pid, &wst, &werr) < 0)
+                _exit(255);
+            if (WIFSIGNALED(wst)) {
+                struct rlimit none = {0, 0};
+                setrlimit(RLIMIT_CORE, &none);
+                signal(WTERMSIG(wst), SIG_DFL);
+                sigset_t one;
+                sigemptyset(&one);
+                sigaddset(&one, WTERMSIG(wst));
+                sigprocmask(SIG_UNBLOCK, &one, NULL);
+                kill(getpid(), WTERMSIG(wst));
+                _exit(128 + WTERMSIG(wst));
+            }
+            _exit(WEXITSTATUS(wst));
+        }
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (pid_file) {
+            char buf[32];
+            int n = snprintf(buf, sizeof(buf), "%d", proxy);
+            cleanup_free char *abs = NULL;
+            if (pid_file[0] != '/') {
+                char cwdb[4096];
+                if (getcwd(cwdb, sizeof(cwdb)) == NULL ||
+                    asprintf(&abs, "%s/%s", cwdb, pid_file) < 0)
+                    abs = NULL;
+            }
+            if (oci_write_file_atomic(AT_FDCWD, abs ? abs : pid_file, buf, (size_t)n, &err) < 0) {
+                kill(proxy, SIGKILL);
+                cli_report_error(g, "exec: pid file: %s", err.msg);
+                goto out;
+            }
+        }
+        rc = 0;
+        goto out;
+    }
+    /* Attached: we are the proxy ourselves; the lock is not held while waiting. */
+    close(dirfd);
+    dirfd = -1;
+    int wst = 0;
+    if (wait_forwarding(conn, state_dir, pid, &wst, &err) < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    bh_sentry_disconnect(conn);
+    rc = bh_status_to_exit_code(wst);
+out:
+    oci_process_free(&proc);
+    if (pj)
+        json_decref(pj);
+    oci_state_free(&st);
+out_args:
+    oci_list_free(&env);
+    oci_list_free(&gids);
+    oci_list_free(&caps);
+    return rc;
+}

@@ -1,0 +1,195 @@
+/* Owns running OCI hooks: each hook gets the container's state JSON on its
+ * stdin, its own args and env, and is killed at its timeout. Hooks of the
+ * container namespace kind (createContainer, startContainer) join the
+ * sandbox's user and mount namespaces first. Output is captured so a failed
+ * hook's error names what it said. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "oci-internal.h"
+
+static const char *const kind_names[OCI_HOOK_COUNT] = {
+    "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
+};
+
+static char **strv_from_json(json_t *arr, const char *fallback)
+{
+    size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+    char **v = calloc(n + 2, sizeof(char *));
+    if (v == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (s)
+            v[k++] = (char *)s;
+    }
+    if (k == 0 && fallback)
+        v[k++] = (char *)fallback;
+    return v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run_one(json_t *hook, const char *what, const char *state_json, pid_t ns_pid,
+                   struct bh_error *err)
+{
+    const char *path = json_string_value(json_object_get(hook, "path"));
+    json_int_t timeout = json_integer_value(json_object_get(hook, "timeout"));
+    cleanup_free char **args = strv_from_json(json_object_get(hook, "args"), path);
+    cleanup_free char **env = strv_from_json(json_object_get(hook, "env"), NULL);
+    if (path == NULL || args == NULL || env == NULL)
+        return bh_error_set(err, EINVAL, "%s hook has no path", what);
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "%s hook `%s`: pipe", what, path);
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        close(in[0]);
+        close(in[1]);
+        return bh_error_errno(err, errno, "%s hook `%s`: pipe", what, path);
+    }
+    int nsfds[2] = {-1, -1};
+    if (ns_pid > 0) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/user", ns_pid);
+        nsfds[0] = open(p, O_RDONLY | O_CLOEXEC);
+        snprintf(p, sizeof(p), "/proc/%d/ns/mnt", ns_pid);
+        nsfds[1] = open(p, O_RDONLY | O_CLOEXEC);
+        if (nsfds[0] < 0 || nsfds[1] < 0) {
+            int e = errno;
+            for (int i = 0; i < 2; i++)
+                if (nsfds[i] >= 0)
+                    close(nsfds[i]);
+            close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+            return bh_error_errno(err, e, "%s hook `%s`: open the container's namespaces", what,
+                                  path);
+        }
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        return bh_error_errno(err, e, "%s hook `%s`: fork", what, path);
+    }
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        if (nsfds[0] >= 0) {
+            if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0) {
+                dprintf(2, "join the container's namespaces: %s", strerror(errno));
+                _exit(127);
+            }
+            if (chdir("/") < 0)
+                _exit(127);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(path, args, env);
+        dprintf(2, "exec: %s", strerror(errno));
+        _exit(127);
+    }
+    for (int i = 0; i < 2; i++)
+        if (nsfds[i] >= 0)
+            close(nsfds[i]);
+    close(in[0]);
+    close(out[1]);
+    /* The state is small (a few KiB): the pipe buffer holds it, so a hook that
+     * never reads stdin cannot block us. */
+    signal(SIGPIPE, SIG_IGN);
+    ssize_t w = write(in[1], state_json, strlen(state_json));
+    (void)w;
+    close(in[1]);
+    char output[2048];
+    size_t olen = 0;
+    double deadline = timeout > 0 ? now_s() + (double)timeout : 0;
+    int status = 0;
+    bool timed_out = false, out_open = true;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (deadline > 0 && now_s() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        if (out_open) {
+            struct pollfd pfd = {out[0], POLLIN, 0};
+            if (poll(&pfd, 1, 50) > 0) {
+                char tmp[512];
+                ssize_t n = read(out[0], tmp, sizeof(tmp));
+                if (n <= 0) {
+                    out_open = false;
+                } else {
+                    size_t take = (size_t)n;
+                    if (take > sizeof(output) - 1 - olen)
+                        take = sizeof(output) - 1 - olen;
+                    memcpy(output + olen, tmp, take);
+                    olen += take;
+                }
+            }
+        } else {
+            usleep(10000);
+        }
+    }
+    close(out[0]);
+    output[olen] = '\0';
+    while (olen > 0 && (output[olen - 1] == '\n' || output[olen - 1] == ' '))
+        output[--olen] = '\0';
+    if (timed_out)
+        return bh_error_set(err, ETIMEDOUT,
+                            "%s hook `%s` did not finish within its timeout of %llds", what, path,
+                            (long long)timeout);
+    if (WIFSIGNALED(status))
+        return bh_error_set(err, ECHILD, "%s hook `%s` was killed by signal %d%s%s", what, path,
+                            WTERMSIG(status), olen ? ": " : "", output);
+    if (WEXITSTATUS(status) != 0)
+        return bh_error_set(err, ECHILD, "%s hook `%s` exited with status %d%s%s", what, path,
+                            WEXITSTATUS(status), olen ? ": " : "", output);
+    return 0;
+}
+
+int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
+                  const char *state_json, pid_t ns_pid, struct bh_error *err)
+{
+    if (hooks == NULL)
+        return 0;
+    json_t *list = json_object_get(hooks, kind_names[kind]);
+    if (!json_is_array(list))
+        return 0;
+    bool fatal = kind != OCI_HOOK_POSTSTART && kind != OCI_HOOK_POSTSTOP;
+    size_t i;
+    json_t *h;
+    json_array_foreach(list, i, h)
+    {
+        struct bh_error herr = {0};
+        char what[64];
+        snprintf(what, sizeof(what), "%s[%zu]", kind_names[kind], i);
+        if (run_one(h, what, state_json, ns_pid, &herr) < 0) {
+            if (fatal) {
+                *err = herr;
+                return -1;
+            }
+            cli_log(g, "warning", "%s", herr.msg);
+        }
+    }
+    return 0;
+}

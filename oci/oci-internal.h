@@ -1,0 +1,167 @@
+/* Shared between the runc-compatible commands of oci/: the parsed bundle
+ * (config.json), the per-container state directory, hooks, and the small
+ * argument parser every subcommand uses. */
+#ifndef BH_OCI_INTERNAL_H
+#define BH_OCI_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "error.h"
+#include "sandbox.h"
+
+#define OCI_VERSION "1.2.0"
+#define OCI_ANNOTATION_TIER "dev.bulkhead.tier"
+#define OCI_ANNOTATION_REPORT_SOCKET "dev.bulkhead.report-socket"
+
+/* ---- config.json (oci/config.c) ----------------------------------------- */
+
+enum oci_hook_kind {
+    OCI_HOOK_PRESTART = 0,
+    OCI_HOOK_CREATE_RUNTIME,
+    OCI_HOOK_CREATE_CONTAINER,
+    OCI_HOOK_START_CONTAINER,
+    OCI_HOOK_POSTSTART,
+    OCI_HOOK_POSTSTOP,
+    OCI_HOOK_COUNT,
+};
+
+struct oci_config {
+    struct bh_sandbox_spec spec;
+    char *oci_version;
+    char *bundle;        /* absolute, canonical */
+    json_t *doc;         /* the whole document (owned) */
+    json_t *annotations; /* borrowed from doc; an object, maybe empty */
+    json_t *hooks;       /* borrowed from doc or NULL; validated */
+    json_t *seccomp;     /* borrowed from doc or NULL */
+    bool no_new_privileges;
+    char *report_socket; /* dev.bulkhead.report-socket or NULL */
+    /* Things accepted but not enforced; each is logged as a warning. */
+    char **warnings;
+    size_t n_warnings;
+};
+
+/* Reads BUNDLE/config.json and validates every field bulkhead uses. Errors
+ * name the field ("`process.args` must be ...") or the JSON line/column. */
+int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error *err);
+/* Parses from text (tests, `run` from a given file); bundle must be absolute. */
+int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
+                     struct bh_error *err);
+void oci_config_free(struct oci_config *cfg);
+
+/* An OCI Process object (exec --process) into p (strings malloc'd). */
+int oci_process_parse(json_t *obj, const char *where, struct bh_process *p, bool *nnp,
+                      struct bh_error *err);
+void oci_process_free(struct bh_process *p);
+/* LinuxResources (update --resources) into limits (only fields set). */
+int oci_resources_parse(json_t *obj, const char *where, struct bh_limits *limits,
+                        struct bh_error *err);
+/* Hooks object validation. */
+int oci_hooks_validate(json_t *hooks, struct bh_error *err);
+/* ociVersion accepted: 1.0.x to 1.3.0. */
+int oci_version_check(const char *v, struct bh_error *err);
+/* Translates an OCI LinuxSeccomp object into extra policy text (oci/seccomp-profile.c).
+ * *text is malloc'd, or NULL when the profile adds nothing. */
+int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
+
+/* ---- state directory (oci/state.c) -------------------------------------- */
+
+struct oci_state {
+    char *id;
+    pid_t pid;
+    unsigned long long pid_start; /* /proc/PID/stat starttime: guards against pid reuse */
+    char *bundle;
+    char *rootfs;
+    char *created; /* RFC 3339 */
+    char *owner;
+    json_t *annotations; /* object (owned) */
+    json_t *hooks;       /* object or NULL (owned): poststop runs at delete */
+    json_t *tier_report; /* verified report or NULL (owned) */
+    char *cgroup_path;
+    enum bh_tier tier;
+    bool started;
+    bool paused;
+};
+
+/* Container ids: [A-Za-z0-9_+.-]{1,1024}, not "." or "..". */
+int oci_id_validate(const char *id, struct bh_error *err);
+/* ROOT/ID into buf. */
+int oci_state_path(const char *root, const char *id, char *buf, size_t len, struct bh_error *err);
+/* Makes ROOT/ID (fails if it exists) and returns it locked. */
+int oci_state_dir_create(const char *root, const char *id, int *dirfd, struct bh_error *err);
+/* Opens and locks ROOT/ID and reads its state.json. errno ENOENT when the
+ * container does not exist (message "container `ID` does not exist"). */
+int oci_state_open(const char *root, const char *id, int *dirfd, struct oci_state *st,
+                   struct bh_error *err);
+int oci_state_write(int dirfd, const struct oci_state *st, struct bh_error *err);
+void oci_state_free(struct oci_state *st);
+/* Removes ROOT/ID and everything in it. */
+int oci_state_remove(const char *root, const char *id, struct bh_error *err);
+/* "created", "running", "paused" or "stopped", from the live process. */
+const char *oci_state_status(const struct oci_state *st);
+bool oci_pid_alive(pid_t pid, unsigned long long start);
+unsigned long long oci_pid_start_time(pid_t pid);
+/* runc's `state` JSON. */
+json_t *oci_state_json(const struct oci_state *st, const char *status);
+/* Atomic small file write (tmp + rename), no trailing newline added. */
+int oci_write_file_atomic(int dirfd, const char *path, const char *data, size_t len,
+                          struct bh_error *err);
+void oci_rfc3339_now(char *buf, size_t len);
+
+/* ---- hooks (oci/hooks.c) ------------------------------------------------- */
+
+/* Runs every hook of one kind with the state JSON on stdin. With
+ * stop_on_error false (poststart, poststop) failures are only logged. */
+int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
+                  const char *state_json, pid_t ns_pid, struct bh_error *err);
+
+/* ---- argument parsing (oci/args.c) -------------------------------------- */
+
+enum oci_opt_kind { OCI_OPT_BOOL, OCI_OPT_STRING, OCI_OPT_LIST };
+
+struct oci_opt {
+    const char *name; /* long name without "--" */
+    char short_name;  /* 0: none */
+    enum oci_opt_kind kind;
+    void *value; /* bool *, const char **, or struct oci_list * */
+};
+
+struct oci_list {
+    const char **items;
+    size_t n;
+};
+
+/* Parses flags up to the first positional argument; returns the index of
+ * that argument (argc when there is none), or -1 with err filled. "--help"
+ * sets *help. */
+int oci_parse_args(int argc, char **argv, const struct oci_opt *opts, size_t n_opts, bool *help,
+                   struct bh_error *err);
+void oci_list_free(struct oci_list *l);
+
+/* ---- shared by the commands (oci/runtime.c) ------------------------------ */
+
+struct oci_create_args {
+    const char *bundle;
+    const char *pid_file;
+    const char *console_socket;
+    const char *preserve_fds;
+};
+
+int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
+                  pid_t *pid_out);
+int oci_do_start(const struct cli_globals *g, const char *id);
+int oci_do_delete(const struct cli_globals *g, const char *id, bool force);
+/* The id at argv[pos], validated; reports and returns -1 otherwise. */
+int oci_need_id(const struct cli_globals *g, const char *cmd, int argc, char **argv, int pos,
+                const char **id);
+/* Opens and locks a container's state, reporting errors. */
+int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *dirfd,
+             struct oci_state *st);
+const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len);
+char *oci_state_text(const struct oci_state *st, const char *status);
+int oci_parse_signal(const char *s, int *sig);
+
+#endif

@@ -1,0 +1,15 @@
+/* The OCI container's tier report (oci/report.c). Separate from
+ * oci-internal.h because it needs the generated protobuf header. */
+#ifndef BH_OCI_REPORT_H
+#define BH_OCI_REPORT_H
+
+#include "oci-internal.h"
+
+/* Checks the live sandbox whose sentry is pid; returns the report as JSON:
+ * {container_id, tier, requested, verified_at_unix_ms, checks:[{name,passed,detail}]}. */
+json_t *oci_report_build(const char *id, pid_t pid, enum bh_tier requested,
+                         const char *cgroup_path);
+/* Sends it as one TierReport frame; fails when it cannot be delivered. */
+int oci_report_send(const char *socket_path, json_t *report, struct bh_error *err);
+
+#endif

@@ -1,0 +1,263 @@
+/* Owns `bulkhead update` (LinuxResources JSON or flags, applied to the
+ * container's cgroups) and `bulkhead events` (runc's event stream: stats
+ * once with --stats, else every --interval while the container lives). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "oci-internal.h"
+
+/* "512m", "1g", "1048576" → bytes; -1 stays -1 (unlimited). */
+static int parse_size(const char *s, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s)
+        return -1;
+    long long mul = 1;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        mul = 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024LL * 1024 * 1024;
+        end++;
+        break;
+    default:
+        return -1;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0')
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int cmd_update(const struct cli_globals *g, int argc, char **argv)
+{
+    const char *resources = NULL, *memory = NULL, *swap = NULL, *pids = NULL, *quota = NULL,
+               *period = NULL, *shares = NULL, *reservation = NULL, *kmem = NULL, *blkio = NULL,
+               *cpus = NULL, *mems = NULL, *rt_period = NULL, *rt_runtime = NULL;
+    const struct oci_opt opts[] = {
+        {"resources", 'r', OCI_OPT_STRING, &resources},
+        {"memory", 0, OCI_OPT_STRING, &memory},
+        {"memory-swap", 0, OCI_OPT_STRING, &swap},
+        {"memory-reservation", 0, OCI_OPT_STRING, &reservation},
+        {"kernel-memory", 0, OCI_OPT_STRING, &kmem},
+        {"pids-limit", 0, OCI_OPT_STRING, &pids},
+        {"cpu-quota", 0, OCI_OPT_STRING, &quota},
+        {"cpu-period", 0, OCI_OPT_STRING, &period},
+        {"cpu-share", 0, OCI_OPT_STRING, &shares},
+        {"blkio-weight", 0, OCI_OPT_STRING, &blkio},
+        {"cpuset-cpus", 0, OCI_OPT_STRING, &cpus},
+        {"cpuset-mems", 0, OCI_OPT_STRING, &mems},
+        {"cpu-rt-period", 0, OCI_OPT_STRING, &rt_period},
+        {"cpu-rt-runtime", 0, OCI_OPT_STRING, &rt_runtime},
+    };
+    bool help = false;
+    struct bh_error err = {0};
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
+    if (pos < 0) {
+        cli_report_error(g, "update: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (help) {
+        printf("usage: bulkhead update [--resources FILE|-] [--memory N] [--memory-swap N]\n"
+               "       [--pids-limit N] [--cpu-quota N] [--cpu-period N] [--cpu-share N] ID\n");
+        return 0;
+    }
+    const char *id;
+    if (oci_need_id(g, "update", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    if (cpus || mems || rt_period || rt_runtime || blkio) {
+        cli_report_error(g, "update: cpuset, realtime and blkio limits are not supported by "
+                            "bulkhead; use --memory, --pids-limit and --cpu-*");
+        return CLI_EXIT_REFUSED;
+    }
+    struct bh_limits l = {0};
+    if (resources) {
+        json_error_t jerr;
+        json_t *doc = strcmp(resources, "-") == 0
+                          ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+                          : json_load_file(resources, JSON_REJECT_DUPLICATES, &jerr);
+        if (doc == NULL) {
+            cli_report_error(g, "update: --resources line %d column %d: %s", jerr.line, jerr.column,
+                             jerr.text);
+            return CLI_EXIT_REFUSED;
+        }
+        int r = oci_resources_parse(doc, "resources", &l, &err);
+        json_decref(doc);
+        if (r < 0) {
+            cli_report_error(g, "update: %s", err.msg);
+            return CLI_EXIT_REFUSED;
+        }
+    }
+    struct {
+        const char *flag, *v;
+        int64_t *dst;
+    } flags[] = {
+        {"--memory", memory, &l.memory_bytes},
+        {"--memory-swap", swap, &l.memory_swap_bytes},
+        {"--pids-limit", pids, &l.pids},
+        {"--cpu-quota", quota, &l.cpu_quota_us},
+        {"--cpu-period", period, &l.cpu_period_us},
+        {"--cpu-share", shares, &l.cpu_shares},
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(flags); i++) {
+        if (flags[i].v == NULL)
+            continue;
+        int64_t v;
+        if (parse_size(flags[i].v, &v) < 0) {
+            cli_report_error(g, "update: %s `%s` is not a number", flags[i].flag, flags[i].v);
+            return CLI_EXIT_REFUSED;
+        }
+        *flags[i].dst = v > 0 ? v : 0;
+    }
+    if (l.cpu_quota_us > 0 && l.cpu_period_us == 0)
+        l.cpu_period_us = 100000;
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "update", id, &dirfd, &st) < 0)
+        return 1;
+    int rc = 1;
+    char cgbuf[1200];
+    struct bh_cgroup *cg = NULL;
+    if (strcmp(oci_state_status(&st), "stopped") == 0) {
+        cli_report_error(g, "update: container `%s` is stopped", id);
+    } else if (bh_cgroup_open(oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0 ||
+               bh_cgroup_update(cg, &l, &err) < 0) {
+        cli_report_error(g, "update: %s", err.msg);
+    } else {
+        rc = 0;
+    }
+    if (cg)
+        bh_cgroup_free(cg);
+    oci_state_free(&st);
+    return rc;
+}
+
+static json_t *stats_json(const char *id, const struct bh_cgroup_stats *s)
+{
+    json_t *data = json_object();
+    json_t *cpu = json_object(), *usage = json_object();
+    json_object_set_new(usage, "total", json_integer((json_int_t)s->cpu_usage_ns));
+    json_object_set_new(cpu, "usage", usage);
+    json_object_set_new(data, "cpu", cpu);
+    json_t *mem = json_object(), *mu = json_object();
+    json_object_set_new(mu, "usage", json_integer((json_int_t)s->memory_usage));
+    json_object_set_new(mu, "max", json_integer((json_int_t)s->memory_max_usage));
+    json_object_set_new(mu, "limit",
+                        json_integer(s->memory_limit == UINT64_MAX ? (json_int_t)INT64_MAX
+                                                                   : (json_int_t)s->memory_limit));
+    json_object_set_new(mem, "usage", mu);
+    json_object_set_new(data, "memory", mem);
+    json_t *pids = json_object();
+    json_object_set_new(pids, "current", json_integer((json_int_t)s->pids_current));
+    json_object_set_new(pids, "limit",
+                        json_integer(s->pids_limit == UINT64_MAX ? 0 : (json_int_t)s->pids_limit));
+    json_object_set_new(data, "pids", pids);
+    json_t *ev = json_object();
+    json_object_set_new(ev, "type", json_string("stats"));
+    json_object_set_new(ev, "id", json_string(id));
+    json_object_set_new(ev, "data", data);
+    return ev;
+}
+
+/* Go durations as runc takes them: "5s", "500ms", "1m"; a bare number is seconds. */
+static int parse_interval(const char *s, unsigned *ms)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v <= 0)
+        return -1;
+    if (strcmp(end, "ms") == 0)
+        *ms = (unsigned)v;
+    else if (strcmp(end, "s") == 0 || *end == '\0')
+        *ms = (unsigned)(v * 1000);
+    else if (strcmp(end, "m") == 0)
+        *ms = (unsigned)(v * 60000);
+    else
+        return -1;
+    return *ms > 0 ? 0 : -1;
+}
+
+int cmd_events(const struct cli_globals *g, int argc, char **argv)
+{
+    bool stats = false;
+    const char *interval = "5s";
+    const struct oci_opt opts[] = {
+        {"stats", 0, OCI_OPT_BOOL, &stats},
+        {"interval", 0, OCI_OPT_STRING, &interval},
+    };
+    bool help = false;
+    struct bh_error err = {0};
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
+    if (pos < 0) {
+        cli_report_error(g, "events: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (help) {
+        printf("usage: bulkhead events [--stats] [--interval 5s] ID\n");
+        return 0;
+    }
+    const char *id;
+    if (oci_need_id(g, "events", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    unsigned ms;
+    if (parse_interval(interval, &ms) < 0) {
+        cli_report_error(g, "events: --interval `%s` is not a duration (5s, 500ms)", interval);
+        return CLI_EXIT_REFUSED;
+    }
+    for (;;) {
+        struct oci_state st;
+        int dirfd = -1;
+        if (oci_open(g, "events", id, &dirfd, &st) < 0)
+            return 1;
+        close(dirfd);
+        bool stopped = strcmp(oci_state_status(&st), "stopped") == 0;
+        char cgbuf[1200];
+        struct bh_cgroup *cg = NULL;
+        struct bh_cgroup_stats s;
+        int r = -1;
+        if (!stopped && bh_cgroup_open(oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)), &cg, &err) == 0) {
+            r = bh_cgroup_stats(cg, &s, &err);
+            bh_cgroup_free(cg);
+        }
+        oci_state_free(&st);
+        if (stopped) {
+            if (stats) {
+                cli_report_error(g, "events: container `%s` is not running", id);
+                return 1;
+            }
+            return 0;
+        }
+        if (r < 0) {
+            cli_report_error(g, "events: %s", err.msg);
+            return 1;
+        }
+        json_t *ev = stats_json(id, &s);
+        char *text = json_dumps(ev, JSON_COMPACT);
+        printf("%s\n", text);
+        fflush(stdout);
+        free(text);
+        json_decref(ev);
+        if (stats)
+            return 0;
+        usleep(ms * 1000);
+    }
+}
