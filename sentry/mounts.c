@@ -902,9 +902,7 @@ static int prepare_cwd(struct setup *s, const char *cwd, struct bh_error *err)
         uid_t uid;
         gid_t gid;
         guest_ids(s->spec, &uid, &gid);
-        char p[32];
-        fd_path(p, fd);
-        if (chown(p, uid, gid) < 0)
+        if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
             return bh_error_errno(err, errno, "chown working directory `%s`", cwd);
     }
     return 0;

@@ -1,0 +1,801 @@
+/* bh_mounts_setup for real: each test forks a child that unshares user,
+ * mount, pid, network and ipc namespaces (the parent, root on the host,
+ * writes its id maps), which forks pid 1 of the new pid namespace; pid 1
+ * builds the tree, checks it from inside and sends the results back over a
+ * pipe, so Criterion's asserts run here. The host's mount table and the
+ * planted escape targets are checked from the parent. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mounts.h"
+#include "sandbox.h"
+
+#define HOST_ID_BASE 3000000000u
+#define ID_COUNT 65537u
+#define GUEST_UID 1000u
+#define GUEST_GID 1000u
+#define MAX_CHECKS 64
+#ifndef MQUEUE_MAGIC
+#define MQUEUE_MAGIC 0x19800202
+#endif
+
+struct check {
+    char name[48];
+    int ok;
+    char detail[200];
+};
+
+struct report {
+    int setup_rc;
+    struct bh_error err;
+    double setup_ms;
+    int n;
+    struct check checks[MAX_CHECKS];
+};
+
+typedef void (*inside_fn)(struct report *r, void *arg);
+
+/* ---- inside helpers ------------------------------------------------------ */
+
+static void check(struct report *r, const char *name, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void check(struct report *r, const char *name, int ok, const char *fmt, ...)
+{
+    if (r->n >= MAX_CHECKS)
+        return;
+    struct check *c = &r->checks[r->n++];
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->ok = ok;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->detail, sizeof(c->detail), fmt, ap);
+    va_end(ap);
+}
+
+/* errno of creating a file at path (0 when it worked; the file is removed). */
+static int create_errno(const char *path)
+{
+    int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
+static long fs_type(const char *path)
+{
+    struct statfs sf;
+    if (statfs(path, &sf) < 0)
+        return -errno;
+    return (long)sf.f_type;
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+/* ---- harness ------------------------------------------------------------- */
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            _exit(120);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+static void write_map(pid_t pid, const char *which)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, which);
+    snprintf(line, sizeof(line), "0 %u %u\n", HOST_ID_BASE, ID_COUNT);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line), "write %s: %s", path,
+                 strerror(errno));
+    close(fd);
+}
+
+static char *read_mountinfo(void)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    cr_assert_not_null(f);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    char line[4096];
+    while (fgets(line, sizeof(line), f) != NULL)
+        fputs(line, out);
+    fclose(f);
+    fclose(out);
+    return buf;
+}
+
+static void skip_unless_able(void)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root on the host to write the sandbox's id maps");
+    if (access("/proc/self/ns/user", F_OK) < 0)
+        cr_skip_test("no user namespaces on this kernel");
+}
+
+/* Runs setup and fn as pid 1 of fresh namespaces; the report comes back in r. */
+static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void *arg,
+                          struct report *r)
+{
+    skip_unless_able();
+    char *before = read_mountinfo();
+    int up[2], go[2], res[2];
+    cr_assert_eq(pipe2(up, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(res, O_CLOEXEC), 0);
+
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(up[0]);
+        close(go[1]);
+        close(res[0]);
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) < 0)
+            _exit(101);
+        char c = 'u';
+        write_all(up[1], &c, 1);
+        if (read(go[0], &c, 1) != 1)
+            _exit(102);
+        if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+            _exit(103);
+        pid_t init = fork();
+        if (init < 0)
+            _exit(104);
+        if (init == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            close(up[1]);
+            close(go[0]);
+            struct report *rep = calloc(1, sizeof(*rep));
+            if (rep == NULL)
+                _exit(105);
+            int fds_before = count_fds();
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            rep->setup_rc = bh_mounts_setup(spec, &rep->err);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            rep->setup_ms =
+                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            if (rep->setup_rc == 0) {
+                int fds_after = count_fds();
+                check(rep, "no fd leaked by setup", fds_after == fds_before,
+                      "%d fds before, %d after", fds_before, fds_after);
+                check(rep, "pid 1", getpid() == 1, "getpid() = %d", (int)getpid());
+                fn(rep, arg);
+            }
+            write_all(res[1], rep, sizeof(*rep));
+            _exit(0);
+        }
+        close(res[1]);
+        int status;
+        while (waitpid(init, &status, 0) < 0 && errno == EINTR)
+            ;
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 110);
+    }
+    close(up[1]);
+    close(go[0]);
+    close(res[1]);
+    char c;
+    cr_assert_eq(read(up[0], &c, 1), 1, "child failed to unshare its namespaces");
+    write_map(child, "uid_map");
+    write_map(child, "gid_map");
+    cr_assert_eq(write(go[1], "g", 1), 1);
+
+    memset(r, 0, sizeof(*r));
+    size_t got = 0;
+    while (got < sizeof(*r)) {
+        struct pollfd p = {.fd = res[0], .events = POLLIN};
+        if (poll(&p, 1, 20000) <= 0) {
+            kill(child, SIGKILL);
+            break;
+        }
+        ssize_t n = read(res[0], (char *)r + got, sizeof(*r) - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    int status;
+    waitpid(child, &status, 0);
+    close(up[0]);
+    close(go[1]);
+    close(res[0]);
+    cr_assert_eq(got, sizeof(*r), "no report from the sandbox (child status %#x)", status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sandbox child status %#x", status);
+
+    char *after = read_mountinfo();
+    cr_expect_str_eq(after, before, "the host's mount table changed");
+    free(before);
+    free(after);
+}
+
+static void assert_checks(const struct report *r)
+{
+    cr_assert_eq(r->setup_rc, 0, "bh_mounts_setup failed: %s", r->err.msg);
+    for (int i = 0; i < r->n; i++)
+        cr_expect(r->checks[i].ok, "%s: %s", r->checks[i].name, r->checks[i].detail);
+    cr_log_info("bh_mounts_setup took %.2f ms", r->setup_ms);
+}
+
+static void spec_base(struct bh_sandbox_spec *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->process.uid = GUEST_UID;
+    spec->process.gid = GUEST_GID;
+    spec->stdio[0] = spec->stdio[1] = spec->stdio[2] = -1;
+}
+
+/* ---- temp trees ----------------------------------------------------------- */
+
+static char tmp_dir[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void tmp_cleanup(void)
+{
+    if (tmp_dir[0] != '\0')
+        nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmp_dir[0] = '\0';
+}
+
+static void tmp_make(void)
+{
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/bh-mounts-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp_dir));
+    chmod(tmp_dir, 0755);
+}
+
+static void pathf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void pathf(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
+static void put_file(const char *path, const char *content)
+{
+    FILE *f = fopen(path, "we");
+    cr_assert_not_null(f, "create %s", path);
+    fputs(content, f);
+    fclose(f);
+}
+
+/* Everything under dir owned by the sandbox's root, as an image unpacked for
+ * this id range would be. */
+static int chown_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return lchown(path, HOST_ID_BASE, HOST_ID_BASE);
+}
+
+/* tmp/rootfs with a marker file and proc, dev, sys, tmp; the caller plants more. */
+static void make_rootfs(char *rootfs, size_t size)
+{
+    pathf(rootfs, size, "%s/rootfs", tmp_dir);
+    cr_assert_eq(mkdir(rootfs, 0755), 0);
+    static const char *const dirs[] = {"proc", "dev", "sys", "tmp"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char p[512];
+        pathf(p, sizeof(p), "%s/%s", rootfs, dirs[i]);
+        cr_assert_eq(mkdir(p, 0755), 0);
+    }
+    char p[512];
+    pathf(p, sizeof(p), "%s/marker", rootfs);
+    put_file(p, "rootfs\n");
+}
+
+static bool dir_is_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return false;
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            empty = false;
+    closedir(d);
+    return empty;
+}
+
+/* ---- the embedded default -------------------------------------------------- */
+
+static void inside_embedded(struct report *r, void *arg)
+{
+    (void)arg;
+    char buf[256];
+    if (getenv("BH_DEBUG_MI")) {
+        FILE *mi = fopen("/proc/self/mountinfo", "re");
+        char l[400];
+        while (mi && fgets(l, sizeof l, mi))
+            check(r, "mi", 0, "%s", l);
+    }
+    long t = fs_type("/");
+    check(r, "root is the staging tmpfs", t == TMPFS_MAGIC, "statfs(/) type %#lx", t);
+    check(r, "no host file at /", access("/.dockerenv", F_OK) < 0 && errno == ENOENT,
+          "/.dockerenv visible");
+    check(r, "/etc/shadow absent", access("/etc/shadow", F_OK) < 0 && errno == ENOENT, "access: %s",
+          strerror(errno));
+    check(r, "/etc/machine-id absent", access("/etc/machine-id", F_OK) < 0, "visible");
+    check(r, "/etc/ssl/private absent", access("/etc/ssl/private", F_OK) < 0, "visible");
+    check(r, "python3 exists", access("/usr/bin/python3", X_OK) == 0, "access: %s",
+          strerror(errno));
+    check(r, "/bin is a symlink into usr", readlink("/bin", buf, sizeof(buf)) > 0, "readlink: %s",
+          strerror(errno));
+    check(r, "/bin/sh reachable", access("/bin/sh", X_OK) == 0, "access: %s", strerror(errno));
+    int e = create_errno("/usr/bh-mounts-test");
+    check(r, "/usr is read-only", e == EROFS, "create under /usr: %s", strerror(e));
+    e = create_errno("/etc/bh-mounts-test");
+    check(r, "/etc is read-only", e == EROFS, "create under /etc: %s", strerror(e));
+    e = mkdir("/newdir", 0755) < 0 ? errno : 0;
+    check(r, "/ is read-only", e == EROFS, "mkdir /newdir: %s", strerror(e));
+    check(r, "ld.so.cache present", access("/etc/ld.so.cache", R_OK) == 0, "%s", strerror(errno));
+    check(r, "ca certificates present", access("/etc/ssl/certs", R_OK) == 0, "%s", strerror(errno));
+
+    FILE *f = fopen("/etc/passwd", "re");
+    bool guest = false, root = false;
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof(line), f) != NULL) {
+            guest |= strncmp(line, "sandbox:x:1000:1000:sandbox:/work:", 34) == 0;
+            root |= strncmp(line, "root:x:0:0:", 11) == 0;
+        }
+        fclose(f);
+    }
+    check(r, "passwd made up for the sandbox", guest && root, "guest %d root %d", guest, root);
+    f = fopen("/etc/hosts", "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    check(r, "hosts has localhost", strstr(buf, "127.0.0.1\tlocalhost") != NULL, "%s", buf);
+
+    /* /tmp: writable, size-limited (1 MiB in this spec), sticky. */
+    struct stat st = {0};
+    check(r, "/tmp mode 1777", stat("/tmp", &st) == 0 && (st.st_mode & 07777) == 01777, "mode %o",
+          st.st_mode & 07777);
+    int fd = open("/tmp/big", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    check(r, "/tmp writable", fd >= 0, "open: %s", strerror(errno));
+    int werr = 0;
+    if (fd >= 0) {
+        static char chunk[64 * 1024];
+        for (int i = 0; i < 64 && werr == 0; i++)
+            if (write(fd, chunk, sizeof(chunk)) < 0)
+                werr = errno;
+        close(fd);
+        unlink("/tmp/big");
+    }
+    check(r, "/tmp size-limited", werr == ENOSPC, "writing 4 MiB: %s", strerror(werr));
+
+    check(r, "/work owned by the guest",
+          stat("/work", &st) == 0 && st.st_uid == GUEST_UID && st.st_gid == GUEST_GID,
+          "uid %u gid %u", st.st_uid, st.st_gid);
+    check(r, "/work is a tmpfs", fs_type("/work") == TMPFS_MAGIC, "type %#lx", fs_type("/work"));
+    check(r, "/work is not /tmp", stat("/tmp", &st) == 0 && ({
+                                      struct stat w;
+                                      stat("/work", &w) == 0 && w.st_dev != st.st_dev;
+                                  }),
+          "same device");
+    check(r, "cwd is the working directory", getcwd(buf, sizeof(buf)) && !strcmp(buf, "/work"),
+          "cwd %s", buf);
+    check(r, "/var/tmp -> /tmp",
+          readlink("/var/tmp", buf, sizeof(buf)) == 4 && strncmp(buf, "/tmp", 4) == 0, "readlink");
+
+    /* /proc: our own, masked and read-only paths. */
+    n = (size_t)readlink("/proc/self", buf, sizeof(buf) - 1);
+    buf[n < sizeof(buf) ? n : 0] = '\0';
+    check(r, "/proc is the sandbox's", strcmp(buf, "1") == 0, "/proc/self -> %s", buf);
+    /* Not every kernel has /proc/kcore; /proc/keys stands in where it lacks. */
+    static const char *const masked[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list"};
+    for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++) {
+        int se = stat(masked[i], &st) < 0 ? errno : 0;
+        check(r, masked[i],
+              se == ENOENT || (se == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)),
+              "not masked: %s mode %o rdev %lx", strerror(se), st.st_mode,
+              (unsigned long)st.st_rdev);
+    }
+    check(r, "a masked file exists", access("/proc/keys", F_OK) == 0, "no /proc/keys");
+    /* A sysctl of the sandbox's own netns: writable but for the ro mount. */
+    fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+    check(r, "/proc/sys read-only", fd < 0 && errno == EROFS, "open for writing: %s",
+          fd < 0 ? strerror(errno) : "worked");
+    if (fd >= 0)
+        close(fd);
+    if (access("/proc/scsi", F_OK) == 0)
+        check(r, "/proc/scsi masked by tmpfs", fs_type("/proc/scsi") == TMPFS_MAGIC, "type %#lx",
+              fs_type("/proc/scsi"));
+
+    /* /sys: a fresh read-only sysfs (the test gives the sandbox its own netns). */
+    t = fs_type("/sys");
+    check(r, "/sys is sysfs", t == SYSFS_MAGIC, "type %#lx", t);
+    e = create_errno("/sys/bh-mounts-test");
+    check(r, "/sys read-only", e == EROFS, "create: %s", strerror(e));
+
+    /* /dev */
+    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    check(r, "/dev/null opens", fd >= 0, "open: %s", strerror(errno));
+    if (fd >= 0) {
+        check(r, "/dev/null swallows", write(fd, "hello", 5) == 5 && read(fd, buf, 5) == 0,
+              "write/read");
+        close(fd);
+    }
+    fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    check(r, "/dev/urandom reads", fd >= 0 && read(fd, buf, 16) == 16, "%s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    check(r, "/dev/pts is a devpts", fs_type("/dev/pts") == DEVPTS_SUPER_MAGIC, "type %#lx",
+          fs_type("/dev/pts"));
+    fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    check(r, "/dev/ptmx gives a pty", fd >= 0, "open: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    check(r, "/dev/shm writable", create_errno("/dev/shm/x") == 0, "create");
+    check(r, "/dev/fd link", readlink("/dev/fd", buf, sizeof(buf)) == 13, "readlink");
+    e = create_errno("/dev/bh-mounts-test");
+    check(r, "/dev tmpfs read-only", e == EROFS, "create: %s", strerror(e));
+
+    /* Nothing of the old root left in the mount table. */
+    f = fopen("/proc/self/mountinfo", "re");
+    int lines = 0, root_lines = 0;
+    if (f != NULL) {
+        char line[1024];
+        while (fgets(line, sizeof(line), f) != NULL) {
+            lines++;
+            char mp[512];
+            if (sscanf(line, "%*s %*s %*s %*s %511s", mp) == 1 && strcmp(mp, "/") == 0)
+                root_lines++;
+        }
+        fclose(f);
+    }
+    check(r, "one root mount", root_lines == 1, "%d mounts on /, %d mounts in all", root_lines,
+          lines);
+}
+
+Test(mounts, embedded_default)
+{
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.limits.tmpfs_bytes = 1 << 20;
+    struct report r;
+    run_sandboxed(&spec, inside_embedded, NULL, &r);
+    assert_checks(&r);
+    cr_expect_lt(r.setup_ms, 10.0, "setup took %.2f ms", r.setup_ms);
+}
+
+/* ---- a rootfs with planted escape symlinks -------------------------------- */
+
+struct escape_arg {
+    char host_abs[256];
+    char host_rel[256];
+};
+
+static void inside_escape(struct report *r, void *arg)
+{
+    struct escape_arg *a = arg;
+    char buf[64] = "";
+    int fd = open("/marker", O_RDONLY | O_CLOEXEC);
+    check(r, "/ is the rootfs", fd >= 0 && read(fd, buf, 6) == 6 && !strncmp(buf, "rootfs", 6),
+          "marker: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    long t = fs_type("/etc/foo");
+    check(r, "tmpfs through the absolute link", t == TMPFS_MAGIC, "/etc/foo type %#lx", t);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/foo", a->host_abs);
+    t = fs_type(p);
+    check(r, "absolute link target made inside the root", t == TMPFS_MAGIC, "%s type %#lx", p, t);
+    check(r, "bind through the relative link", access("/etc2/bar/hello", R_OK) == 0, "%s",
+          strerror(errno));
+    int e = create_errno("/etc2/bar/new");
+    check(r, "read-only bind", e == EROFS, "create: %s", strerror(e));
+    check(r, "dangling link made inside", fs_type("/deep/x") == TMPFS_MAGIC, "type %#lx",
+          fs_type("/deep/x"));
+    check(r, "proc mounted", access("/proc/self/status", R_OK) == 0, "%s", strerror(errno));
+    check(r, "cwd /", getcwd(buf, sizeof(buf)) && strcmp(buf, "/") == 0, "cwd %s", buf);
+    e = create_errno("/written-by-guest");
+    check(r, "rootfs writable without readonly", e == 0, "create: %s", strerror(e));
+}
+
+Test(mounts, rootfs_escape_symlinks_stay_inside, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256], p[512], src[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    struct escape_arg a;
+    /* Host directories the links point at; writable by anyone, so a
+     * mount point made through the link would really land there. */
+    pathf(a.host_abs, sizeof(a.host_abs), "%s/host-abs", tmp_dir);
+    pathf(a.host_rel, sizeof(a.host_rel), "%s/host-rel", tmp_dir);
+    cr_assert_eq(mkdir(a.host_abs, 0777), 0);
+    cr_assert_eq(mkdir(a.host_rel, 0777), 0);
+    chmod(a.host_abs, 0777);
+    chmod(a.host_rel, 0777);
+    pathf(p, sizeof(p), "%s/etc", rootfs);
+    cr_assert_eq(symlink(a.host_abs, p), 0);
+    pathf(p, sizeof(p), "%s/etc2", rootfs);
+    char rel[512];
+    pathf(rel, sizeof(rel), "../../../../../../..%s", a.host_rel);
+    cr_assert_eq(symlink(rel, p), 0);
+    pathf(p, sizeof(p), "%s/deep", rootfs);
+    cr_assert_eq(symlink("/../../nonexistent/../../x/y", p), 0);
+    pathf(src, sizeof(src), "%s/src", tmp_dir);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    pathf(p, sizeof(p), "%s/hello", src);
+    put_file(p, "hi\n");
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/etc/foo", .type = "tmpfs", .data = "size=64k"},
+        {.source = src, .destination = "etc2/bar", .type = "bind", .flags = MS_BIND | MS_RDONLY},
+        {.source = "tmpfs", .destination = "/deep/x", .type = "tmpfs"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.mounts = mounts;
+    spec.n_mounts = sizeof(mounts) / sizeof(mounts[0]);
+    struct report r;
+    run_sandboxed(&spec, inside_escape, &a, &r);
+    assert_checks(&r);
+
+    cr_expect(dir_is_empty(a.host_abs), "the host directory %s got an entry", a.host_abs);
+    cr_expect(dir_is_empty(a.host_rel), "the host directory %s got an entry", a.host_rel);
+    pathf(p, sizeof(p), "%s%s/foo", rootfs, a.host_abs);
+    cr_expect_eq(access(p, F_OK), 0, "mount point not made inside the rootfs at %s", p);
+    pathf(p, sizeof(p), "%s/x/y", rootfs);
+    cr_expect_eq(access(p, F_OK), 0, "dangling link's mount point not made at %s", p);
+}
+
+/* ---- read-only rootfs and overlay ------------------------------------------ */
+
+static void inside_readonly(struct report *r, void *arg)
+{
+    (void)arg;
+    int e = create_errno("/new");
+    check(r, "rootfs read-only", e == EROFS, "create /new: %s", strerror(e));
+    e = create_errno("/tmp/new");
+    check(r, "tmpfs mount still writable", e == 0, "create /tmp/new: %s", strerror(e));
+    struct stat st;
+    check(r, "default masks apply", stat("/proc/keys", &st) == 0 && S_ISCHR(st.st_mode),
+          "/proc/keys is not /dev/null");
+}
+
+Test(mounts, rootfs_readonly, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/tmp", .type = "tmpfs", .data = "size=64k"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.rootfs_readonly = true;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    struct report r;
+    run_sandboxed(&spec, inside_readonly, NULL, &r);
+    assert_checks(&r);
+}
+
+static void inside_overlay(struct report *r, void *arg)
+{
+    (void)arg;
+    int fd = open("/marker", O_WRONLY | O_TRUNC | O_CLOEXEC);
+    check(r, "rootfs file writable through the overlay", fd >= 0 && write(fd, "guest\n", 6) == 6,
+          "%s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    fd = open("/new-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    check(r, "new file in the overlay", fd >= 0, "%s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    check(r, "mount point made in the upper layer", fs_type("/made/here") == TMPFS_MAGIC,
+          "type %#lx", fs_type("/made/here"));
+}
+
+Test(mounts, rootfs_overlay_leaves_rootfs_alone, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256], p[512];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/made/here", .type = "tmpfs"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.rootfs_overlay = true;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    struct report r;
+    run_sandboxed(&spec, inside_overlay, NULL, &r);
+    assert_checks(&r);
+    pathf(p, sizeof(p), "%s/new-file", rootfs);
+    cr_expect_neq(access(p, F_OK), 0, "the guest's new file reached the rootfs");
+    pathf(p, sizeof(p), "%s/made", rootfs);
+    cr_expect_neq(access(p, F_OK), 0, "a mount point reached the rootfs");
+    pathf(p, sizeof(p), "%s/marker", rootfs);
+    FILE *f = fopen(p, "re");
+    char buf[16] = "";
+    cr_assert_not_null(f);
+    cr_expect_not_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    cr_expect_str_eq(buf, "rootfs\n", "the rootfs's file was changed");
+}
+
+/* ---- the spec's own lists and mount types ----------------------------------- */
+
+static void inside_custom(struct report *r, void *arg)
+{
+    (void)arg;
+    struct stat st = {0};
+    check(r, "custom masked file", stat("/proc/version", &st) == 0 && S_ISCHR(st.st_mode),
+          "mode %o", st.st_mode);
+    check(r, "default mask not applied with a custom list",
+          stat("/proc/keys", &st) == 0 && S_ISREG(st.st_mode), "mode %o", st.st_mode);
+    int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+    check(r, "/proc/sys writable in its own namespace without the default list", fd >= 0, "%s",
+          strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    int e = create_errno("/data/x");
+    check(r, "custom read-only path", e == EROFS, "create /data/x: %s", strerror(e));
+    long t = fs_type("/dev/mqueue");
+    check(r, "mqueue mounted", t == MQUEUE_MAGIC, "type %#lx", t);
+    t = fs_type("/sys/fs/cgroup");
+    check(r, "cgroup mount read-only",
+          (t == CGROUP2_SUPER_MAGIC || t == TMPFS_MAGIC) &&
+              create_errno("/sys/fs/cgroup/x") == EROFS,
+          "type %#lx", t);
+}
+
+Test(mounts, custom_masks_and_mount_types, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    char *masked[] = {"/proc/version", "/does/not/exist", NULL};
+    char *readonly[] = {"/data", NULL};
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/data", .type = "tmpfs"},
+        {.source = "mqueue",
+         .destination = "/dev/mqueue",
+         .type = "mqueue",
+         .flags = MS_NOSUID | MS_NODEV | MS_NOEXEC},
+        {.source = "sysfs", .destination = "/sys", .type = "sysfs", .flags = MS_RDONLY},
+        {.source = "cgroup", .destination = "/sys/fs/cgroup", .type = "cgroup"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.masked_paths = masked;
+    spec.readonly_paths = readonly;
+    spec.mounts = mounts;
+    spec.n_mounts = sizeof(mounts) / sizeof(mounts[0]);
+    struct report r;
+    run_sandboxed(&spec, inside_custom, NULL, &r);
+    assert_checks(&r);
+}
+
+/* ---- refusals --------------------------------------------------------------- */
+
+static void nothing(struct report *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+}
+
+Test(mounts, missing_rootfs_is_a_clear_error)
+{
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = "/nonexistent/bh-mounts-rootfs";
+    struct report r;
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "/nonexistent/bh-mounts-rootfs") != NULL, "%s", r.err.msg);
+    cr_expect(strstr(r.err.msg, "not an existing directory") != NULL, "%s", r.err.msg);
+    cr_expect_eq(r.err.code, ENOENT);
+}
+
+Test(mounts, relative_rootfs_is_a_clear_error)
+{
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = "relative/rootfs";
+    struct report r;
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "relative/rootfs") != NULL, "%s", r.err.msg);
+    cr_expect(strstr(r.err.msg, "not an absolute path") != NULL, "%s", r.err.msg);
+}
+
+Test(mounts, failing_mount_names_source_and_destination, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    struct bh_mount mounts[] = {
+        {.source = "/nonexistent/bh-src", .destination = "/x", .type = "bind", .flags = MS_BIND},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    struct report r;
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "/nonexistent/bh-src") != NULL, "%s", r.err.msg);
+    cr_expect(strstr(r.err.msg, "/x") != NULL, "%s", r.err.msg);
+    cr_expect(strstr(r.err.msg, "No such file") != NULL, "%s", r.err.msg);
+
+    mounts[0] = (struct bh_mount){.source = "x", .destination = "/y", .type = "nfs"};
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "nfs") != NULL && strstr(r.err.msg, "not supported") != NULL, "%s",
+              r.err.msg);
+}
