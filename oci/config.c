@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "oci-internal.h"
+#include "policy.h"
 
 #ifndef MS_NOSYMFOLLOW
 #define MS_NOSYMFOLLOW 256
@@ -1132,6 +1133,13 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     if (cfg->seccomp != NULL &&
         oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text, err) < 0)
         return bh_error_prefix(err, "config.json: `linux.seccomp`");
+    if (spec->extra_policy_text != NULL) {
+        /* Checked now so a profile the grammar cannot hold fails here, named. */
+        struct bh_policy *pol = NULL;
+        if (bh_policy_parse(spec->extra_policy_text, "linux.seccomp", NULL, &pol, err) < 0)
+            return bh_error_prefix(err, "config.json: `linux.seccomp` as a bulkhead policy");
+        bh_policy_free(pol);
+    }
     return 0;
 }
 

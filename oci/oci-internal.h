@@ -82,6 +82,7 @@ struct oci_state {
     json_t *tier_report; /* verified report or NULL (owned) */
     char *cgroup_path;
     enum bh_tier tier;
+    uint64_t caps; /* the guests' capability mask, for the live checks */
     bool started;
     bool paused;
 };

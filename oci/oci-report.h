@@ -5,10 +5,9 @@
 
 #include "oci-internal.h"
 
-/* Checks the live sandbox whose sentry is pid; returns the report as JSON:
- * {container_id, tier, requested, verified_at_unix_ms, checks:[{name,passed,detail}]}. */
-json_t *oci_report_build(const char *id, pid_t pid, enum bh_tier requested,
-                         const char *cgroup_path);
+/* Checks the live sandbox whose sentry is pid (caps: the guests' expected
+ * capability mask); returns bh_tier_report_json's form as JSON. */
+json_t *oci_report_build(const char *id, pid_t pid, enum bh_tier requested, uint64_t caps);
 /* Sends it as one TierReport frame; fails when it cannot be delivered. */
 int oci_report_send(const char *socket_path, json_t *report, struct bh_error *err);
 

@@ -156,7 +156,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     }
     st.pid = bh_sandbox_pid(sb);
     st.pid_start = oci_pid_start_time(st.pid);
-    st.tier_report = oci_report_build(id, st.pid, st.tier, cgroup_path);
+    st.caps = spec->process.cap_effective;
+    st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
 
     if (oci_state_write(dirfd, &st, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
@@ -253,9 +254,7 @@ int oci_do_start(const struct cli_globals *g, const char *id)
     const char *rs =
         json_string_value(json_object_get(st.annotations, OCI_ANNOTATION_REPORT_SOCKET));
     if (rs != NULL) {
-        char cgbuf[1200];
-        json_t *report =
-            oci_report_build(id, st.pid, st.tier, oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)));
+        json_t *report = oci_report_build(id, st.pid, st.tier, st.caps);
         if (st.tier_report)
             json_decref(st.tier_report);
         st.tier_report = report;

@@ -153,6 +153,7 @@ int oci_state_open(const char *root, const char *id, int *dirfd, struct oci_stat
     st->owner = dup_member(doc, "owner");
     st->cgroup_path = dup_member(doc, "cgroup_path");
     st->started = json_is_true(json_object_get(doc, "started"));
+    st->caps = (uint64_t)json_integer_value(json_object_get(doc, "caps"));
     st->paused = json_is_true(json_object_get(doc, "paused"));
     const char *tier = json_string_value(json_object_get(doc, "tier"));
     st->tier = BH_TIER_KERNEL;
@@ -226,6 +227,7 @@ int oci_state_write(int dirfd, const struct oci_state *st, struct bh_error *err)
     if (st->cgroup_path)
         json_object_set_new(doc, "cgroup_path", json_string(st->cgroup_path));
     json_object_set_new(doc, "started", json_boolean(st->started));
+    json_object_set_new(doc, "caps", json_integer((json_int_t)st->caps));
     json_object_set_new(doc, "paused", json_boolean(st->paused));
     json_object_set_new(doc, "tier", json_string(bh_tier_name(st->tier)));
     json_object_set(doc, "annotations", st->annotations ? st->annotations : json_object());
