@@ -1,0 +1,413 @@
+/* The escape suite: every attack of tests/e2e/attacks/ runs as the guest of
+ * the real `bulkhead do --tier kernel`, and every attempt must come back
+ * refused (the attack programs check the refusal itself: a call that fails
+ * with a bad-argument errno is "inconclusive", which fails here too). Also:
+ * kill -9 of the sentry ends every guest at once and leaves nothing behind,
+ * and the runtime binaries are unchanged after the attacks.
+ *
+ * Attack binaries enter the sandbox on stdin: a shell in the guest copies
+ * them into its private /tmp and execs them, as any guest could. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <sys/random.h>
+
+#include "attacks/harness.h"
+#include "cleanup.h"
+#include "sha256.h"
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/bh-escape-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    if (tmpdir[0] == '\0')
+        return;
+    DIR *d = opendir(tmpdir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(tmpdir);
+    tmpdir[0] = '\0';
+}
+
+/* Skips (with the reason bulkhead gave) until the kernel tier runs. */
+static void require_kernel_tier(void)
+{
+    char *bh = h_path("bulkhead");
+    if (access(bh, X_OK) < 0)
+        cr_skip_test("%s is not built", bh);
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 60);
+    if (r.status != 0)
+        cr_skip_test("the kernel tier does not run yet (`bulkhead do --tier kernel -- /bin/true` "
+                     "exited %d: %.300s)",
+                     r.status, r.err);
+    h_free(&r);
+    free(bh);
+}
+
+/* Runs attack NAME (compiled into tmpdir) in a kernel-tier sandbox. */
+static struct run_result run_attack(const char *name, char *const args[])
+{
+    char *bin = h_compile_attack(tmpdir, name);
+    char *bh = h_path("bulkhead");
+    char *argv[32] = {
+        bh,       "do",
+        "--tier", "kernel",
+        "--",     "/bin/sh",
+        "-c",     "cat > /tmp/attack && chmod 755 /tmp/attack && exec /tmp/attack \"$@\"",
+        "attack"};
+    size_t n = 9;
+    for (size_t i = 0; args && args[i] && n < 30; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    struct run_result r = h_run(argv, NULL, bin, 120);
+    free(bh);
+    free(bin);
+    return r;
+}
+
+static void expect_refused(const struct run_result *r, const char *const *names, size_t n)
+{
+    cr_assert(strstr(r->out, "\ndone\n") != NULL || strncmp(r->out, "done\n", 5) == 0,
+              "the attack did not finish (exit %d)\nstdout:\n%s\nstderr:\n%s", r->status, r->out,
+              r->err);
+    for (size_t i = 0; i < n; i++) {
+        char line[640];
+        const char *v = h_verdict(r->out, names[i], line, sizeof(line));
+        cr_assert_not_null(v, "no verdict for `%s`\nstdout:\n%s", names[i], r->out);
+        cr_expect(strncmp(v, "refused ", 8) == 0, "%s", line);
+    }
+    cr_assert(strstr(r->out, " ESCAPED ") == NULL, "an attempt escaped:\n%s", r->out);
+    cr_assert(strstr(r->out, " inconclusive ") == NULL, "an attempt proved nothing:\n%s", r->out);
+}
+
+TestSuite(escape, .init = make_tmpdir, .fini = remove_tmpdir, .timeout = 300);
+
+Test(escape, refused_syscalls)
+{
+    require_kernel_tier();
+    static const char *const names[] = {
+        "open_by_handle_at", "io_uring_setup",  "bpf",
+        "perf_event_open",   "userfaultfd",     "keyctl",
+        "add_key",           "unshare_newuser", "clone_newuser",
+        "mount_tmpfs",       "mount_bind",      "tiocsti",
+        "raw_socket",        "packet_socket",   "netlink_socket",
+    };
+    struct run_result r = run_attack("syscalls", NULL);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    /* The policy's errno, not an accident of arguments. */
+    char line[640];
+    const char *v = h_verdict(r.out, "keyctl", line, sizeof(line));
+    cr_expect(v && strstr(v, "EPERM") != NULL, "%s", line);
+    h_free(&r);
+}
+
+static void file_digest(const char *path, char out[BH_SHA256_HEX])
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open %s", path);
+    struct bh_sha256 s;
+    bh_sha256_init(&s);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        bh_sha256_update(&s, buf, (size_t)n);
+    close(fd);
+    uint8_t d[BH_SHA256_LEN];
+    bh_sha256_final(&s, d);
+    bh_hex(d, sizeof(d), out);
+}
+
+Test(escape, sentry_and_runtime_binaries)
+{
+    require_kernel_tier();
+    char *sentry = h_path("bulkhead-sentry"), *bh = h_path("bulkhead");
+    char before_s[BH_SHA256_HEX], before_b[BH_SHA256_HEX], after[BH_SHA256_HEX];
+    file_digest(sentry, before_s);
+    file_digest(bh, before_b);
+
+    static const char *const names[] = {
+        "ptrace_attach_sentry",    "ptrace_seize_sentry",  "proc1_mem_open",
+        "process_vm_readv_sentry", "proc1_environ_open",   "kill_sentry_term",
+        "kill_sentry_kill",        "kill_sentry_stop",     "kill_sentry_usr1",
+        "tgkill_sentry",           "write_proc1_exe",      "write_proc_self_exe",
+        "reopen_proc1_exe",        "reopen_proc_self_exe",
+    };
+    struct run_result r = run_attack("sentry", NULL);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    cr_expect_eq(r.status, 0, "the guest did not end normally (%d): the sentry died?\n%s", r.status,
+                 r.err);
+    h_free(&r);
+
+    file_digest(sentry, after);
+    cr_assert_str_eq(after, before_s, "bulkhead-sentry changed");
+    file_digest(bh, after);
+    cr_assert_str_eq(after, before_b, "bulkhead changed");
+    free(sentry);
+    free(bh);
+}
+
+Test(escape, path_tricks_and_writes_to_proc_sys)
+{
+    require_kernel_tier();
+    /* A host secret where no sandbox layout mounts anything. */
+    char dir[] = "/run/bh-escape-secret-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    chmod(dir, 0755);
+    char path[128], token[33];
+    uint8_t raw[16];
+    cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
+    bh_hex(raw, sizeof(raw), token);
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    FILE *f = fopen(path, "we");
+    cr_assert_not_null(f);
+    fputs(token, f);
+    fclose(f);
+    chmod(path, 0644);
+
+    static const char *const names[] = {
+        "direct",
+        "dotdot_relative",
+        "dotdot_absolute",
+        "magic_proc_self_root",
+        "magic_proc1_root",
+        "magic_proc1_cwd",
+        "magic_proc_self_cwd",
+        "symlink_tmp_dotdot",
+        "symlink_tmp_magic",
+        "symlink_tmp_dir",
+        "write_proc_sys_hostname",
+        "write_proc_sys_core_pattern",
+        "write_proc_sysrq",
+        "write_sys_uevent_helper",
+        "write_sys_lo_mtu",
+    };
+    char *args[] = {path, token, NULL};
+    struct run_result r = run_attack("paths", args);
+    unlink(path);
+    rmdir(dir);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+Test(escape, toctou_path_rewrite)
+{
+    require_kernel_tier();
+    static const char *const names[] = {"toctou_precondition", "toctou_open"};
+    char *args[] = {"2", NULL};
+    struct run_result r = run_attack("toctou", args);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+Test(escape, no_host_fd_reaches_the_guest)
+{
+    require_kernel_tier();
+    /* An fd the caller leaks on purpose (no O_CLOEXEC) into bulkhead. */
+    int leak = open("/etc/hostname", O_RDONLY);
+    cr_assert_geq(leak, 3);
+    struct run_result r = run_attack("fds", NULL);
+    close(leak);
+    static const char *const names[] = {"leaked_fd"};
+    expect_refused(&r, names, 1);
+    h_free(&r);
+}
+
+/* ---- kill -9 of the sentry ------------------------------------------------------ */
+
+static pid_t ppid_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    char state;
+    int ppid;
+    if (rp == NULL || sscanf(rp + 2, "%c %d", &state, &ppid) != 2)
+        return -1;
+    return ppid;
+}
+
+static bool comm_is(pid_t pid, const char *name)
+{
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return strcmp(buf, name) == 0;
+}
+
+static bool descends_from(pid_t pid, pid_t ancestor)
+{
+    for (int depth = 0; depth < 16 && pid > 1; depth++) {
+        pid = ppid_of(pid);
+        if (pid == ancestor)
+            return true;
+    }
+    return false;
+}
+
+/* Host pids whose pid namespace is ns_ino, and the sentry among bulkhead's
+ * descendants. */
+static size_t scan(pid_t root, pid_t *sentry, unsigned long ns_ino, pid_t *pids, size_t max)
+{
+    DIR *d = opendir("/proc");
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        pid_t pid = (pid_t)atoi(de->d_name);
+        if (pid <= 0)
+            continue;
+        if (sentry && *sentry <= 0 && comm_is(pid, "bulkhead-sentry") && descends_from(pid, root))
+            *sentry = pid;
+        if (ns_ino != 0 && n < max) {
+            char path[64];
+            struct stat st;
+            snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+            if (stat(path, &st) == 0 && st.st_ino == ns_ino)
+                pids[n++] = pid;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static bool alive(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
+{
+    require_kernel_tier();
+    char *bh = h_path("bulkhead");
+    int out[2];
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    pid_t runner = fork();
+    cr_assert_geq(runner, 0);
+    if (runner == 0) {
+        dup2(out[1], 1);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        execl(bh, bh, "do", "--tier", "kernel", "--", "/bin/sh", "-c",
+              "sleep 300 & sleep 300 & (sleep 300; :) & echo ready; wait", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char buf[64] = "";
+    struct pollfd p = {.fd = out[0], .events = POLLIN};
+    bool ready = poll(&p, 1, 30000) == 1 && read(out[0], buf, sizeof(buf) - 1) > 0 &&
+                 strstr(buf, "ready") != NULL;
+    if (!ready) {
+        kill(runner, SIGKILL);
+        waitpid(runner, NULL, 0);
+        cr_assert_fail("the guest never said ready");
+    }
+
+    pid_t sentry = -1, guests[64];
+    scan(runner, &sentry, 0, NULL, 0);
+    if (sentry <= 0) {
+        kill(runner, SIGKILL);
+        waitpid(runner, NULL, 0);
+        cr_assert_fail("no bulkhead-sentry under `bulkhead do` (pid %d)", (int)runner);
+    }
+    char path[64], cg_before[4096] = "";
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)sentry);
+    cr_assert_eq(stat(path, &st), 0);
+    unsigned long ns = st.st_ino;
+    size_t n = scan(runner, NULL, ns, guests, BH_ARRAY_SIZE(guests));
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)sentry);
+    int cfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (cfd >= 0) {
+        ssize_t cn = read(cfd, cg_before, sizeof(cg_before) - 1);
+        cg_before[cn > 0 ? cn : 0] = '\0';
+        close(cfd);
+    }
+    cr_assert_geq(n, 5, "expected the sentry, sh and three sleeps in the pid namespace, saw %zu",
+                  n);
+
+    double t0 = h_now();
+    cr_assert_eq(kill(sentry, SIGKILL), 0);
+    double gone_after = -1;
+    while (h_now() - t0 < 5) {
+        size_t left = 0;
+        for (size_t i = 0; i < n; i++)
+            left += alive(guests[i]);
+        if (left == 0) {
+            gone_after = h_now() - t0;
+            break;
+        }
+        usleep(1000);
+    }
+    int rst = 0;
+    double waited = h_now();
+    while (waitpid(runner, &rst, WNOHANG) == 0 && h_now() - waited < 10)
+        usleep(10000);
+    if (waitpid(runner, &rst, WNOHANG) == 0) {
+        kill(runner, SIGKILL);
+        waitpid(runner, &rst, 0);
+        cr_expect_fail("`bulkhead do` did not end within 10 s of its sentry's death");
+    }
+    close(out[0]);
+    cr_assert_geq(gone_after, 0, "guest processes outlived the sentry by 5 s");
+    cr_expect_lt(gone_after, 0.5, "guests took %.3f s to end", gone_after);
+    cr_log_info("every guest ended %.1f ms after kill -9 of the sentry", gone_after * 1000);
+    cr_expect(WIFEXITED(rst) && WEXITSTATUS(rst) != 0, "`bulkhead do` reported success");
+
+    /* Nothing left: no process in that pid namespace, no cgroup, no mount. */
+    cr_assert_eq(scan(runner, NULL, ns, guests, BH_ARRAY_SIZE(guests)), 0);
+    char *save = NULL;
+    for (char *line = strtok_r(cg_before, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL || strstr(c2, "bulkhead") == NULL)
+            continue;
+        *c2 = '\0';
+        const char *ctrl = c1 + 1;
+        if (*ctrl == '\0' || strncmp(ctrl, "name=", 5) == 0)
+            continue;
+        char dir[PATH_MAX];
+        char first[64];
+        snprintf(first, sizeof(first), "%.*s", (int)strcspn(ctrl, ","), ctrl);
+        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s%s", first, c2 + 1);
+        cr_expect(access(dir, F_OK) < 0, "cgroup %s is left behind", dir);
+    }
+    free(bh);
+}
