@@ -1,6 +1,17 @@
 /* The sentry's syscall broker: it receives seccomp user notifications from
  * guest processes, reads their pointer arguments once, decides by policy,
- * performs the operation itself and answers (or refuses with an errno). */
+ * performs the operation itself and answers (or refuses with an errno).
+ *
+ * What the broker needs from the sentry process:
+ *  - capabilities in the sandbox's user namespace: CAP_SYS_PTRACE (guest
+ *    memory with process_vm_readv/writev, pidfd_getfd, /proc/PID/{cwd,exe}),
+ *    CAP_SETUID and CAP_SETGID (per-thread setfsuid/setfsgid/setgroups so
+ *    that every permission check is the guest's own). CAP_KILL is not used.
+ *    No capability that overrides file permissions (DAC_*, FOWNER) may be
+ *    held, or guests would inherit it through the broker.
+ *  - a /proc of the guests' pid namespace at /proc in its root;
+ *  - the syscalls listed at the top of sentry/broker.c (for sentry.policy).
+ * Which syscalls it answers (and how) is listed there too. */
 #ifndef BH_BROKER_H
 #define BH_BROKER_H
 
@@ -10,22 +21,43 @@
 #include "error.h"
 
 struct bh_broker_config {
-    uint32_t guest_uid; /* file operations run with the guest's fs ids */
+    /* Unused: every request runs with the fs ids of the guest thread that
+     * made it, read from /proc/PID/status. Kept for compatibility. */
+    uint32_t guest_uid;
     uint32_t guest_gid;
-    pid_t sentry_pid;   /* the sentry's pid as the guest sees it (1): never a target */
+    pid_t sentry_pid; /* the sentry's pid as the guest sees it (1): never a target */
+    /* The guest's "/" as a directory fd (the broker dups it), or -1 for the
+     * broker's own "/" (the sentry after pivot_root). Tests use a temp dir. */
+    int root_fd;
+    /* The guest policy notifies the whole set*id/setgroups family: the
+     * broker then caches each thread's ids (invalidated by those calls and
+     * by the thread's exit) instead of reading /proc/PID/status per call. */
+    bool ids_notified;
+    /* Upper bound of worker threads (0: 64). */
+    unsigned max_workers;
+};
+
+/* Counters since bh_broker_new, for tests and the sentry's debug output. */
+struct bh_broker_stats {
+    unsigned long handled;   /* every notification answered */
+    unsigned long refused;   /* answered with an errno */
+    unsigned long continued; /* answered with SECCOMP_USER_NOTIF_FLAG_CONTINUE */
+    unsigned long unknown;   /* notified syscalls the broker does not handle (ENOSYS) */
+    unsigned long dead;      /* the caller was gone before the answer */
 };
 
 struct bh_broker;
 
-int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out,
-                  struct bh_error *err);
+int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err);
 /* Starts the broker's threads. Signals must already be blocked in the caller
  * so that they stay with the thread that reads its signalfd. */
 int bh_broker_start(struct bh_broker *broker, struct bh_error *err);
 /* Hands a listener fd (from a guest's filter) to the broker, which owns it
  * from then on. Safe to call from any thread, before or after start. */
 int bh_broker_add_listener(struct bh_broker *broker, int listener_fd, struct bh_error *err);
-/* Stops the threads and closes every listener. */
+void bh_broker_get_stats(struct bh_broker *broker, struct bh_broker_stats *out);
+/* Stops the threads and closes every listener. A worker still blocked in a
+ * guest's slow call (a FIFO open, a connect) is cancelled after ~1 s. */
 void bh_broker_free(struct bh_broker *broker);
 
 #endif

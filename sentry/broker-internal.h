@@ -1,0 +1,175 @@
+/* Internals shared by the broker's files (broker.c: threads, guest memory,
+ * replies; broker-fs.c: confined path resolution and the file syscalls;
+ * broker-net.c: the socket syscalls). Nothing here is for front ends. */
+#ifndef BH_BROKER_INTERNAL_H
+#define BH_BROKER_INTERNAL_H
+
+#include <limits.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "broker.h"
+
+/* Linux 6.6 and later, newer than the system headers. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef AT_EACCESS
+#define AT_EACCESS 0x200
+#endif
+
+/* Handlers answer through their return value: >= 0 is the syscall's result,
+ * -errno a refusal; these two mean the handler already answered (ADDFD with
+ * SEND) or wants the kernel to run the syscall itself. */
+#define BH_REPLIED (-100000L)
+#define BH_CONTINUE (-100001L)
+
+#define BH_BROKER_MAX_GROUPS 64
+
+/* A listener (one guest filter). Referenced by the workers answering on it. */
+struct bh_listener {
+    int fd;
+    atomic_int refs;
+    struct bh_listener *prev, *next; /* in bh_broker.listeners while watched */
+};
+
+/* What the broker knows of one guest thread, keyed by tid. A pidfd on the
+ * thread (PIDFD_THREAD) proves the entry still describes the same task: a
+ * tid reused after an exit is a different, live task while the old pidfd
+ * reads as exited. */
+struct bh_guest {
+    atomic_int refs;
+    pid_t tid;
+    pid_t tgid;
+    int pidfd;      /* -1 when the kernel has no thread pidfds */
+    bool ids_valid; /* fs ids below may be reused (see config.ids_notified) */
+    uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
+    int ngroups;
+    uint32_t groups[BH_BROKER_MAX_GROUPS];
+};
+
+struct bh_broker {
+    struct bh_broker_config cfg;
+    int root_fd;              /* O_PATH, the guest's "/" */
+    char root_path[PATH_MAX]; /* the root as the broker's own root sees it; "" for "/" */
+    size_t root_len;
+    pid_t self_pid; /* the sentry's own tgid, never a target */
+    int epoll_fd;
+    int stop_fd; /* eventfd: readable when the broker stops */
+    size_t notif_size, resp_size;
+    bool debug;
+    atomic_bool stopping;
+    bool started;
+
+    pthread_mutex_t lock; /* threads list, listeners list, guest cache */
+    struct bh_listener *listeners;
+    pthread_t *threads;
+    size_t n_threads, cap_threads;
+    atomic_int idle;
+    size_t max_threads;
+
+    struct bh_guest *cache[256];
+
+    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead;
+};
+
+/* One notification being answered. */
+struct bh_req {
+    struct bh_broker *b;
+    struct bh_listener *l;
+    struct seccomp_notif *n;
+    struct bh_guest *g;
+    const char *name; /* syscall name for the debug log */
+};
+
+typedef long (*bh_handler_fn)(struct bh_req *r);
+
+/* Guest memory (process_vm_readv/writev on the notifying thread). */
+int bh_mem_read(struct bh_req *r, uint64_t addr, void *buf, size_t len);
+/* Reads a NUL-terminated string of at most cap-1 bytes: its length, -EFAULT
+ * or -ENAMETOOLONG. */
+long bh_mem_read_str(struct bh_req *r, uint64_t addr, char *buf, size_t cap);
+int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len);
+/* After every read and before acting: the notifying task still waits. */
+int bh_req_valid(struct bh_req *r);
+/* Switches the calling worker's fs ids to the guest's (real ids instead of
+ * the effective ones when real_ids, for access(2)). */
+int bh_req_become_guest(struct bh_req *r, bool real_ids);
+/* The guest's umask (read fresh: umask(2) is not brokered). */
+int bh_req_umask(struct bh_req *r, mode_t *mask);
+/* A copy of the guest's fd in the broker (pidfd_getfd), or -errno. */
+int bh_req_getfd(struct bh_req *r, int guest_fd);
+/* Installs fd in the guest and answers with its number (ADDFD + SEND). */
+long bh_req_addfd(struct bh_req *r, int fd, bool cloexec);
+void bh_debug(struct bh_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Marks a worker as about to make a call that may block indefinitely (FIFO
+ * open, connect): cancellation is allowed only there, at broker shutdown. */
+void bh_blocking_begin(void);
+void bh_blocking_end(void);
+
+/* broker-fs.c */
+long bh_sys_open(struct bh_req *r);
+long bh_sys_openat(struct bh_req *r);
+long bh_sys_openat2(struct bh_req *r);
+long bh_sys_creat(struct bh_req *r);
+long bh_sys_stat(struct bh_req *r);
+long bh_sys_lstat(struct bh_req *r);
+long bh_sys_newfstatat(struct bh_req *r);
+long bh_sys_statx(struct bh_req *r);
+long bh_sys_access(struct bh_req *r);
+long bh_sys_faccessat(struct bh_req *r);
+long bh_sys_faccessat2(struct bh_req *r);
+long bh_sys_readlink(struct bh_req *r);
+long bh_sys_readlinkat(struct bh_req *r);
+long bh_sys_mkdir(struct bh_req *r);
+long bh_sys_mkdirat(struct bh_req *r);
+long bh_sys_mknod(struct bh_req *r);
+long bh_sys_mknodat(struct bh_req *r);
+long bh_sys_rmdir(struct bh_req *r);
+long bh_sys_unlink(struct bh_req *r);
+long bh_sys_unlinkat(struct bh_req *r);
+long bh_sys_rename(struct bh_req *r);
+long bh_sys_renameat(struct bh_req *r);
+long bh_sys_renameat2(struct bh_req *r);
+long bh_sys_symlink(struct bh_req *r);
+long bh_sys_symlinkat(struct bh_req *r);
+long bh_sys_link(struct bh_req *r);
+long bh_sys_linkat(struct bh_req *r);
+long bh_sys_chmod(struct bh_req *r);
+long bh_sys_fchmodat(struct bh_req *r);
+long bh_sys_fchmodat2(struct bh_req *r);
+long bh_sys_chown(struct bh_req *r);
+long bh_sys_lchown(struct bh_req *r);
+long bh_sys_fchownat(struct bh_req *r);
+long bh_sys_utimensat(struct bh_req *r);
+long bh_sys_truncate(struct bh_req *r);
+long bh_sys_statfs(struct bh_req *r);
+
+/* broker-net.c */
+long bh_sys_connect(struct bh_req *r);
+long bh_sys_bind(struct bh_req *r);
+long bh_sys_sendto(struct bh_req *r);
+long bh_sys_sendmsg(struct bh_req *r);
+
+/* broker-fs.c, for broker-net.c: resolves a guest path (dirfd AT_FDCWD
+ * for relative ones) to an fd opened with flags, confined to the root. */
+int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
+                    bool for_socket);
+/* Resolves everything but the last component: an O_PATH fd on the parent
+ * directory and the last name copied to last (NAME_MAX+1). */
+int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last);
+
+#endif

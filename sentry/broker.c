@@ -1,0 +1,738 @@
+/* Owns the broker's machinery: its threads, the listeners, the per-thread
+ * guest cache (pidfd, ids), guest memory access, fs-id switching, and the
+ * table of the syscalls it answers. The answers themselves live in
+ * broker-fs.c (files) and broker-net.c (sockets).
+ *
+ * Syscalls the broker answers when the guest policy notifies them (the
+ * contract with seccomp-policies/kernel.policy; any other notified syscall,
+ * or one from a foreign arch, gets ENOSYS, never CONTINUE):
+ *
+ *   files, emulated with the guest's fs ids, paths confined to the root:
+ *     open openat openat2 creat                    (fd installed by ADDFD+SEND)
+ *     stat lstat newfstatat statx statfs access faccessat faccessat2
+ *     readlink readlinkat
+ *     mkdir mkdirat mknod mknodat rmdir unlink unlinkat
+ *     rename renameat renameat2 symlink symlinkat link linkat
+ *     chmod fchmodat fchmodat2 chown lchown fchownat utimensat truncate
+ *   sockets, performed on a dup of the guest's socket (pidfd_getfd):
+ *     connect bind sendto sendmsg   (AF_UNIX paths confined to the root,
+ *                                    AF_INET/AF_INET6 to loopback only)
+ *   ids, answered CONTINUE (values only: nothing read from guest memory
+ *   decides anything; the broker only forgets the thread's cached ids):
+ *     setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid
+ *     setgroups
+ *
+ * Not answerable, so the policy must keep them direct: chdir and fchdir (the
+ * broker cannot change another process's cwd; the kernel resolves the path
+ * in the guest's own mount namespace and root, where Landlock confines it,
+ * and every later relative path is re-confined by the broker anyway), and
+ * execve/execveat (Landlock's execute right decides what may run).
+ *
+ * Threads: no dispatcher. Every worker waits in epoll_wait on one epoll set
+ * holding every listener (EPOLLONESHOT), receives the notification itself,
+ * re-arms the listener and answers. A worker blocked in a slow call (a FIFO
+ * open, a blocking connect) therefore holds up no one; when the last idle
+ * worker takes a notification a new worker is started (up to max_workers).
+ *
+ * Syscalls the broker itself makes (for sentry.policy): epoll_create1,
+ * epoll_ctl, epoll_wait, eventfd2, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
+ * (SECCOMP_GET_NOTIF_SIZES), clone3/clone (threads), unshare(CLONE_FS),
+ * futex, mmap/munmap/mprotect, poll, pidfd_open, pidfd_getfd,
+ * process_vm_readv, process_vm_writev, openat, openat2, read, close, fstat,
+ * newfstatat, statx, fstatfs, readlinkat, faccessat2, mkdirat, mknodat,
+ * unlinkat, renameat2, symlinkat, linkat, fchmodat2, fchownat, utimensat,
+ * ftruncate, umask, setfsuid, setfsgid, setgroups, connect, bind, sendto,
+ * sendmsg, getsockopt, getpid, gettid, write (debug log), rt_sigprocmask,
+ * tgkill (thread cancellation at shutdown), madvise, exit. */
+#include "broker-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#if defined(__x86_64__)
+#define BH_NATIVE_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define BH_NATIVE_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "unsupported architecture"
+#endif
+
+static long sys_set_ids(struct bh_req *r);
+
+#define H(name) [SYS_##name] = {bh_sys_##name, #name}
+struct handler {
+    bh_handler_fn fn;
+    const char *name;
+};
+static const struct handler handlers[512] = {
+#ifdef SYS_open
+    H(open),
+    H(creat),
+    H(stat),
+    H(lstat),
+    H(access),
+    H(readlink),
+    H(mkdir),
+    H(mknod),
+    H(rmdir),
+    H(unlink),
+    H(rename),
+    H(symlink),
+    H(link),
+    H(chmod),
+    H(chown),
+    H(lchown),
+#endif
+    H(openat),
+    H(openat2),
+    H(newfstatat),
+    H(statx),
+    H(statfs),
+    H(faccessat),
+    H(faccessat2),
+    H(readlinkat),
+    H(mkdirat),
+    H(mknodat),
+    H(unlinkat),
+    H(renameat),
+    H(renameat2),
+    H(symlinkat),
+    H(linkat),
+    H(fchmodat),
+    H(fchmodat2),
+    H(fchownat),
+    H(utimensat),
+    H(truncate),
+    H(connect),
+    H(bind),
+    H(sendto),
+    H(sendmsg),
+    [SYS_setuid] = {sys_set_ids, "setuid"},
+    [SYS_setgid] = {sys_set_ids, "setgid"},
+    [SYS_setreuid] = {sys_set_ids, "setreuid"},
+    [SYS_setregid] = {sys_set_ids, "setregid"},
+    [SYS_setresuid] = {sys_set_ids, "setresuid"},
+    [SYS_setresgid] = {sys_set_ids, "setresgid"},
+    [SYS_setfsuid] = {sys_set_ids, "setfsuid"},
+    [SYS_setfsgid] = {sys_set_ids, "setfsgid"},
+    [SYS_setgroups] = {sys_set_ids, "setgroups"},
+};
+#undef H
+
+/* ---- guest memory ------------------------------------------------------ */
+
+int bh_mem_read(struct bh_req *r, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    struct iovec local = {buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_readv(r->n->pid, &local, 1, &remote, 1, 0);
+    if (n < 0)
+        return errno == ESRCH ? -ESRCH : -EFAULT;
+    return (size_t)n == len ? 0 : -EFAULT;
+}
+
+long bh_mem_read_str(struct bh_req *r, uint64_t addr, char *buf, size_t cap)
+{
+    size_t got = 0;
+    if (addr == 0)
+        return -EFAULT;
+    while (got < cap) {
+        /* Page by page: a string ending just before an unmapped page is valid. */
+        size_t chunk = 4096 - ((addr + got) & 4095);
+        if (chunk > cap - got)
+            chunk = cap - got;
+        struct iovec local = {buf + got, chunk};
+        struct iovec remote = {(void *)(uintptr_t)(addr + got), chunk};
+        ssize_t n = process_vm_readv(r->n->pid, &local, 1, &remote, 1, 0);
+        if (n <= 0)
+            return -EFAULT;
+        char *nul = memchr(buf + got, '\0', (size_t)n);
+        if (nul != NULL)
+            return nul - buf;
+        got += (size_t)n;
+    }
+    return -ENAMETOOLONG;
+}
+
+int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    struct iovec local = {(void *)buf, len};
+    struct iovec remote = {(void *)(uintptr_t)addr, len};
+    ssize_t n = process_vm_writev(r->n->pid, &local, 1, &remote, 1, 0);
+    return n >= 0 && (size_t)n == len ? 0 : -EFAULT;
+}
+
+int bh_req_valid(struct bh_req *r)
+{
+    uint64_t id = r->n->id;
+    if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
+        return -ESRCH;
+    return 0;
+}
+
+void bh_debug(struct bh_req *r, const char *fmt, ...)
+{
+    if (!r->b->debug)
+        return;
+    char line[512];
+    int at = snprintf(line, sizeof(line), "bulkhead-sentry: broker: pid %d %s: ", r->n->pid,
+                      r->name ? r->name : "?");
+    va_list ap;
+    va_start(ap, fmt);
+    if (at > 0 && (size_t)at < sizeof(line))
+        vsnprintf(line + at, sizeof(line) - (size_t)at, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}
+
+void bh_blocking_begin(void)
+{
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+}
+
+void bh_blocking_end(void)
+{
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+}
+
+/* ---- guest threads: pidfd, tgid, ids ----------------------------------- */
+
+static void guest_put(struct bh_guest *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1) {
+        if (g->pidfd >= 0)
+            close(g->pidfd);
+        free(g);
+    }
+}
+
+static int parse_ids(const char *line, uint32_t out[4])
+{
+    return sscanf(line, "%u %u %u %u", &out[0], &out[1], &out[2], &out[3]) == 4 ? 0 : -1;
+}
+
+/* Reads Tgid, Uid, Gid, Groups (and Umask when asked) of a thread. */
+static int read_status(pid_t tid, struct bh_guest *g, mode_t *umask_out)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", tid);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -ESRCH;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return -ESRCH;
+    buf[n] = '\0';
+    bool have_uid = false, have_gid = false, have_tgid = false;
+    g->ngroups = 0;
+    for (char *line = buf; line != NULL && *line != '\0';) {
+        char *next = strchr(line, '\n');
+        if (next != NULL)
+            *next++ = '\0';
+        uint32_t ids[4];
+        if (strncmp(line, "Tgid:", 5) == 0) {
+            g->tgid = (pid_t)strtol(line + 5, NULL, 10);
+            have_tgid = true;
+        } else if (strncmp(line, "Uid:", 4) == 0 && parse_ids(line + 4, ids) == 0) {
+            g->ruid = ids[0], g->euid = ids[1], g->fsuid = ids[3];
+            have_uid = true;
+        } else if (strncmp(line, "Gid:", 4) == 0 && parse_ids(line + 4, ids) == 0) {
+            g->rgid = ids[0], g->egid = ids[1], g->fsgid = ids[3];
+            have_gid = true;
+        } else if (strncmp(line, "Groups:", 7) == 0) {
+            char *p = line + 7, *end;
+            for (;;) {
+                unsigned long v = strtoul(p, &end, 10);
+                if (end == p)
+                    break;
+                /* More groups than we carry: fail closed rather than drop some
+                 * (a dropped group could be one that denies access). */
+                if (g->ngroups == BH_BROKER_MAX_GROUPS)
+                    return -E2BIG;
+                g->groups[g->ngroups++] = (uint32_t)v;
+                p = end;
+            }
+        } else if (umask_out != NULL && strncmp(line, "Umask:", 6) == 0) {
+            *umask_out = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
+        }
+        line = next;
+    }
+    return have_uid && have_gid && have_tgid ? 0 : -ESRCH;
+}
+
+static bool pidfd_alive(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) == 0;
+}
+
+/* The entry of the notifying thread, its ids current. NULL: thread gone. */
+static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
+{
+    unsigned slot = (unsigned)tid % BH_ARRAY_SIZE(b->cache);
+    struct bh_guest *g = NULL;
+    pthread_mutex_lock(&b->lock);
+    struct bh_guest *c = b->cache[slot];
+    if (c != NULL && c->tid == tid) {
+        if (pidfd_alive(c->pidfd)) {
+            atomic_fetch_add(&c->refs, 1);
+            g = c;
+        } else {
+            b->cache[slot] = NULL;
+            guest_put(c);
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+
+    if (g != NULL) {
+        if (g->ids_valid && b->cfg.ids_notified)
+            return g;
+        /* Fresh ids into the shared entry: only this thread's own requests
+         * use it, and the thread waits for this one. */
+        if (read_status(tid, g, NULL) < 0) {
+            guest_put(g);
+            return NULL;
+        }
+        g->ids_valid = true;
+        return g;
+    }
+
+    g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return NULL;
+    atomic_init(&g->refs, 1);
+    g->tid = tid;
+    g->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+    if (g->pidfd < 0 || read_status(tid, g, NULL) < 0) {
+        guest_put(g);
+        return NULL;
+    }
+    g->ids_valid = true;
+    atomic_fetch_add(&g->refs, 1);
+    pthread_mutex_lock(&b->lock);
+    struct bh_guest *old = b->cache[slot];
+    b->cache[slot] = g;
+    pthread_mutex_unlock(&b->lock);
+    guest_put(old);
+    return g;
+}
+
+/* The set*id family: the kernel applies them with the guest's own rights;
+ * the broker only forgets the cached ids of the calling thread. */
+static long sys_set_ids(struct bh_req *r)
+{
+    struct bh_broker *b = r->b;
+    pthread_mutex_lock(&b->lock);
+    struct bh_guest *c = b->cache[(unsigned)r->n->pid % BH_ARRAY_SIZE(b->cache)];
+    if (c != NULL && c->tid == (pid_t)r->n->pid)
+        c->ids_valid = false;
+    pthread_mutex_unlock(&b->lock);
+    return BH_CONTINUE;
+}
+
+/* Per worker thread: the fs ids it currently carries. */
+static __thread struct {
+    bool set;
+    uint32_t fsuid, fsgid;
+    int ngroups;
+    uint32_t groups[BH_BROKER_MAX_GROUPS];
+} worker_ids;
+
+int bh_req_become_guest(struct bh_req *r, bool real_ids)
+{
+    const struct bh_guest *g = r->g;
+    uint32_t uid = real_ids ? g->ruid : g->fsuid;
+    uint32_t gid = real_ids ? g->rgid : g->fsgid;
+    if (worker_ids.set && worker_ids.fsuid == uid && worker_ids.fsgid == gid &&
+        worker_ids.ngroups == g->ngroups &&
+        memcmp(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups) == 0)
+        return 0;
+    worker_ids.set = false;
+    /* Raw syscalls: glibc's wrappers would change every thread of the sentry. */
+    if (syscall(SYS_setgroups, (size_t)g->ngroups, g->groups) < 0)
+        return -EPERM;
+    syscall(SYS_setfsgid, gid);
+    syscall(SYS_setfsuid, uid);
+    if ((uint32_t)syscall(SYS_setfsgid, -1) != gid || (uint32_t)syscall(SYS_setfsuid, -1) != uid)
+        return -EPERM;
+    worker_ids.set = true;
+    worker_ids.fsuid = uid;
+    worker_ids.fsgid = gid;
+    worker_ids.ngroups = g->ngroups;
+    memcpy(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups);
+    return 0;
+}
+
+int bh_req_umask(struct bh_req *r, mode_t *mask)
+{
+    struct bh_guest tmp = {0};
+    *mask = 022;
+    return read_status(r->n->pid, &tmp, mask) < 0 ? -ESRCH : 0;
+}
+
+int bh_req_getfd(struct bh_req *r, int guest_fd)
+{
+    if (guest_fd < 0)
+        return -EBADF;
+    int fd = (int)syscall(SYS_pidfd_getfd, r->g->pidfd, guest_fd, 0);
+    if (fd < 0)
+        return errno == EBADF ? -EBADF : -errno;
+    return fd;
+}
+
+long bh_req_addfd(struct bh_req *r, int fd, bool cloexec)
+{
+    struct seccomp_notif_addfd a = {
+        .id = r->n->id,
+        .flags = SECCOMP_ADDFD_FLAG_SEND,
+        .srcfd = (uint32_t)fd,
+        .newfd = 0,
+        .newfd_flags = cloexec ? O_CLOEXEC : 0,
+    };
+    int ret = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
+    if (ret >= 0) {
+        bh_debug(r, "fd %d installed", ret);
+        atomic_fetch_add(&r->b->n_handled, 1);
+        return BH_REPLIED;
+    }
+    if (errno == ENOENT) {
+        atomic_fetch_add(&r->b->n_dead, 1);
+        return BH_REPLIED;
+    }
+    return -errno; /* EMFILE and friends: the guest sees them */
+}
+
+/* ---- answering --------------------------------------------------------- */
+
+static void reply(struct bh_req *r, long ret)
+{
+    struct bh_broker *b = r->b;
+    if (ret == BH_REPLIED)
+        return;
+    struct seccomp_notif_resp resp = {.id = r->n->id};
+    if (ret == BH_CONTINUE) {
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        atomic_fetch_add(&b->n_continued, 1);
+    } else if (ret < 0) {
+        resp.error = (int32_t)ret;
+        atomic_fetch_add(&b->n_refused, 1);
+        bh_debug(r, "refused: %s", strerror((int)-ret));
+    } else {
+        resp.val = ret;
+    }
+    if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
+        atomic_fetch_add(&b->n_dead, 1);
+    else
+        atomic_fetch_add(&b->n_handled, 1);
+}
+
+static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_notif *n)
+{
+    struct bh_req r = {.b = b, .l = l, .n = n};
+    int nr = n->data.nr;
+    if (n->data.arch != BH_NATIVE_ARCH || nr < 0 || (size_t)nr >= BH_ARRAY_SIZE(handlers) ||
+        handlers[nr].fn == NULL) {
+        atomic_fetch_add(&b->n_unknown, 1);
+        if (b->debug)
+            fprintf(stderr, "bulkhead-sentry: broker: pid %d: syscall %d (arch %#x) not brokered\n",
+                    n->pid, nr, n->data.arch);
+        reply(&r, -ENOSYS);
+        return;
+    }
+    r.name = handlers[nr].name;
+    r.g = guest_get(b, n->pid);
+    if (r.g == NULL) {
+        /* Gone (or reused) between the notification and now. */
+        atomic_fetch_add(&b->n_dead, 1);
+        reply(&r, -ESRCH);
+        return;
+    }
+    long ret = handlers[nr].fn(&r);
+    reply(&r, ret);
+    guest_put(r.g);
+}
+
+/* ---- threads ----------------------------------------------------------- */
+
+static void listener_put(struct bh_listener *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1) {
+        close(l->fd);
+        free(l);
+    }
+}
+
+/* Drops the reference the watched list holds. */
+static void listener_unlink(struct bh_broker *b, struct bh_listener *l)
+{
+    pthread_mutex_lock(&b->lock);
+    if (l->prev != NULL)
+        l->prev->next = l->next;
+    else
+        b->listeners = l->next;
+    if (l->next != NULL)
+        l->next->prev = l->prev;
+    pthread_mutex_unlock(&b->lock);
+    listener_put(l);
+}
+
+static void *worker_main(void *arg);
+
+/* Called with b->lock held. */
+static int spawn_worker_locked(struct bh_broker *b)
+{
+    if (b->n_threads >= b->max_threads)
+        return -EAGAIN;
+    if (b->n_threads == b->cap_threads) {
+        size_t cap = b->cap_threads ? b->cap_threads * 2 : 8;
+        pthread_t *t = realloc(b->threads, cap * sizeof(*t));
+        if (t == NULL)
+            return -ENOMEM;
+        b->threads = t;
+        b->cap_threads = cap;
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int rc = pthread_create(&b->threads[b->n_threads], &attr, worker_main, b);
+    pthread_attr_destroy(&attr);
+    if (rc != 0)
+        return -rc;
+    b->n_threads++;
+    atomic_fetch_add(&b->idle, 1);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct bh_broker *b = arg;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+    /* A private cwd and umask per worker: creating calls set the guest's umask. */
+    if (unshare(CLONE_FS) < 0) {
+        atomic_fetch_sub(&b->idle, 1);
+        return NULL;
+    }
+    cleanup_free struct seccomp_notif *n = calloc(1, b->notif_size);
+    if (n == NULL) {
+        atomic_fetch_sub(&b->idle, 1);
+        return NULL;
+    }
+    for (;;) {
+        struct epoll_event ev;
+        int got = epoll_wait(b->epoll_fd, &ev, 1, -1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0 || ev.data.ptr == NULL || atomic_load(&b->stopping))
+            break;
+        struct bh_listener *l = ev.data.ptr;
+        if (atomic_fetch_sub(&b->idle, 1) == 1) {
+            pthread_mutex_lock(&b->lock);
+            spawn_worker_locked(b);
+            pthread_mutex_unlock(&b->lock);
+        }
+        /* The listener is disarmed (EPOLLONESHOT) until we re-arm it, so no
+         * other worker can drop it meanwhile. */
+        atomic_fetch_add(&l->refs, 1);
+        bool received = false;
+        if (ev.events & EPOLLIN) {
+            memset(n, 0, b->notif_size);
+            received = ioctl(l->fd, SECCOMP_IOCTL_NOTIF_RECV, n) == 0;
+        }
+        if (ev.events & (EPOLLHUP | EPOLLERR)) {
+            /* No task uses this filter any more: it never fires again. */
+            epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, l->fd, NULL);
+            listener_unlink(b, l);
+        } else {
+            struct epoll_event re = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
+            epoll_ctl(b->epoll_fd, EPOLL_CTL_MOD, l->fd, &re);
+        }
+        if (received)
+            handle(b, l, n);
+        listener_put(l);
+        atomic_fetch_add(&b->idle, 1);
+    }
+    atomic_fetch_sub(&b->idle, 1);
+    return NULL;
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err)
+{
+    struct seccomp_notif_sizes sizes = {0};
+    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0)
+        return bh_error_errno(err, errno,
+                              "broker: the kernel lacks seccomp user notification "
+                              "(SECCOMP_GET_NOTIF_SIZES); the kernel tier needs Linux 5.14+");
+    struct bh_broker *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return bh_error_errno(err, ENOMEM, "broker: allocate");
+    b->cfg = *cfg;
+    b->root_fd = b->epoll_fd = b->stop_fd = -1;
+    pthread_mutex_init(&b->lock, NULL);
+    b->notif_size = sizes.seccomp_notif > sizeof(struct seccomp_notif)
+                        ? sizes.seccomp_notif
+                        : sizeof(struct seccomp_notif);
+    b->resp_size = sizes.seccomp_notif_resp;
+    b->max_threads = cfg->max_workers ? cfg->max_workers : 64;
+    b->self_pid = getpid();
+    const char *dbg = getenv("BULKHEAD_SENTRY_DEBUG");
+    b->debug = dbg != NULL && *dbg != '\0' && strcmp(dbg, "0") != 0;
+
+    int src = cfg->root_fd >= 0 ? cfg->root_fd : AT_FDCWD;
+    b->root_fd = openat(src, cfg->root_fd >= 0 ? "." : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (b->root_fd < 0) {
+        int e = errno;
+        bh_broker_free(b);
+        return bh_error_errno(err, e, "broker: open the guest's root (fd %d) as a directory",
+                              cfg->root_fd);
+    }
+    if (cfg->root_fd >= 0) {
+        /* The root as the broker's own "/" sees it, to turn /proc links and
+         * cwd paths (which the kernel prints in the broker's view) into the
+         * guest's view. */
+        char link[64];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", b->root_fd);
+        ssize_t len = readlink(link, b->root_path, sizeof(b->root_path) - 1);
+        if (len <= 0 || b->root_path[0] != '/') {
+            int e = len < 0 ? errno : EINVAL;
+            bh_broker_free(b);
+            return bh_error_errno(err, e, "broker: find the path of the guest's root");
+        }
+        b->root_path[len] = '\0';
+        if (strcmp(b->root_path, "/") == 0)
+            b->root_path[0] = '\0';
+        b->root_len = strlen(b->root_path);
+    }
+    b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (b->epoll_fd < 0 || b->stop_fd < 0) {
+        int e = errno;
+        bh_broker_free(b);
+        return bh_error_errno(err, e, "broker: create its epoll set");
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->stop_fd, &ev) < 0) {
+        int e = errno;
+        bh_broker_free(b);
+        return bh_error_errno(err, e, "broker: watch its stop event");
+    }
+    *out = b;
+    return 0;
+}
+
+int bh_broker_start(struct bh_broker *b, struct bh_error *err)
+{
+    pthread_mutex_lock(&b->lock);
+    int rc = 0;
+    /* Two to start with, so that the first slow call never waits for a spawn. */
+    for (int i = 0; i < 2 && rc == 0; i++)
+        rc = spawn_worker_locked(b);
+    b->started = true;
+    pthread_mutex_unlock(&b->lock);
+    if (rc < 0)
+        return bh_error_errno(err, -rc, "broker: start its worker threads");
+    return 0;
+}
+
+int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error *err)
+{
+    cleanup_close int fd = listener_fd;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "broker: listener fd %d", listener_fd);
+    /* Synchronous wake-ups: the guest thread hands its CPU straight to the
+     * worker and back, roughly halving a round trip. Older kernels lack it,
+     * which only costs speed. */
+    uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
+    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &flags) < 0 && errno != EINVAL && errno != ENOTTY)
+        return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
+                              listener_fd);
+    struct bh_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return bh_error_errno(err, ENOMEM, "broker: allocate a listener");
+    atomic_init(&l->refs, 1);
+    l->fd = steal_fd(&fd);
+    pthread_mutex_lock(&b->lock);
+    l->next = b->listeners;
+    if (l->next != NULL)
+        l->next->prev = l;
+    b->listeners = l;
+    pthread_mutex_unlock(&b->lock);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
+    if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, l->fd, &ev) < 0) {
+        int e = errno;
+        listener_unlink(b, l);
+        return bh_error_errno(err, e, "broker: watch listener fd %d", listener_fd);
+    }
+    return 0;
+}
+
+void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
+{
+    out->handled = atomic_load(&b->n_handled);
+    out->refused = atomic_load(&b->n_refused);
+    out->continued = atomic_load(&b->n_continued);
+    out->unknown = atomic_load(&b->n_unknown);
+    out->dead = atomic_load(&b->n_dead);
+}
+
+void bh_broker_free(struct bh_broker *b)
+{
+    if (b == NULL)
+        return;
+    atomic_store(&b->stopping, true);
+    if (b->stop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(b->stop_fd, &one, sizeof(one));
+        (void)w;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 1;
+    for (size_t i = 0; i < b->n_threads; i++) {
+        if (pthread_timedjoin_np(b->threads[i], NULL, &deadline) != 0) {
+            /* Blocked in a guest's slow call: cancellable only there. */
+            pthread_cancel(b->threads[i]);
+            pthread_join(b->threads[i], NULL);
+        }
+    }
+    free(b->threads);
+    /* Listeners still watched: closing them fails the guests' pending and
+     * future notified calls (ENOSYS), never lets them through. */
+    while (b->listeners != NULL)
+        listener_unlink(b, b->listeners);
+    for (size_t i = 0; i < BH_ARRAY_SIZE(b->cache); i++)
+        guest_put(b->cache[i]);
+    if (b->stop_fd >= 0)
+        close(b->stop_fd);
+    if (b->epoll_fd >= 0)
+        close(b->epoll_fd);
+    if (b->root_fd >= 0)
+        close(b->root_fd);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
