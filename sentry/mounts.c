@@ -745,6 +745,89 @@ static int mount_base_sys(struct setup *s, struct bh_error *err)
 
 /* ---- the spec's mounts ------------------------------------------------- */
 
+/* The v1 hierarchies this process is in, as /proc/self/cgroup names them
+ * ("memory", "cpu,cpuacct", "name=systemd"); "" stands for the v2 one. */
+static int cgroup_hierarchies(char names[][64], size_t max, size_t *n, bool *v1)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f == NULL)
+        return -1;
+    char line[512];
+    *n = 0;
+    *v1 = false;
+    while (fgets(line, sizeof(line), f) != NULL && *n < max) {
+        char *a = strchr(line, ':');
+        char *b = a ? strchr(a + 1, ':') : NULL;
+        if (b == NULL)
+            continue;
+        size_t len = (size_t)(b - a - 1);
+        if (len >= 64)
+            continue;
+        memcpy(names[*n], a + 1, len);
+        names[*n][len] = '\0';
+        if (len > 0)
+            *v1 = true;
+        (*n)++;
+    }
+    return 0;
+}
+
+/* cgroup mounts are read-only views of the sandbox's own cgroup namespace.
+ * On v2 that is one cgroup2 mount. On v1 and hybrid hosts (where the limits
+ * live in v1 controllers) it is a tmpfs holding one read-only mount per
+ * hierarchy, as docker lays it out; a hierarchy the kernel will not mount
+ * here stays an empty directory. With no cgroup namespace of our own the
+ * kernel refuses cgroup mounts and an empty read-only tmpfs takes their
+ * place: less visibility, never more. */
+static int mount_cgroup(struct setup *s, const char *dest, unsigned long flags,
+                        struct bh_error *err)
+{
+    flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    char names[16][64];
+    size_t n = 0;
+    bool v1 = false;
+    if (cgroup_hierarchies(names, BH_ARRAY_SIZE(names), &n, &v1) < 0)
+        v1 = false;
+    if (!v1) {
+        struct bh_error first = {0};
+        if (mount_fs(s, "cgroup2", "cgroup2", dest, flags, NULL, &first) == 0)
+            return 0;
+        return mount_fs(s, "tmpfs", "cgroup", dest, flags, "size=4k,mode=0555", err);
+    }
+    if (mount_fs(s, "tmpfs", "cgroup", dest, flags & ~(unsigned long)MS_RDONLY,
+                 "size=16k,nr_inodes=64,mode=0755", err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *fstype = "cgroup", *dir = names[i];
+        char data[96], sub[PATH_MAX];
+        if (names[i][0] == '\0') {
+            fstype = "cgroup2";
+            dir = "unified";
+            data[0] = '\0';
+        } else if (strncmp(names[i], "name=", 5) == 0) {
+            dir = names[i] + 5;
+            snprintf(data, sizeof(data), "none,%.63s", names[i]);
+        } else {
+            snprintf(data, sizeof(data), "%.63s", names[i]);
+        }
+        if (snprintf(sub, sizeof(sub), "%s/%s", dest, dir) >= (int)sizeof(sub))
+            continue;
+        struct bh_error ignored = {0};
+        if (mount_fs(s, fstype, "cgroup", sub, flags, data[0] ? data : NULL, &ignored) < 0)
+            continue;
+        /* "cpu,cpuacct" is also reachable as cpu and cpuacct. */
+        if (strchr(dir, ',') != NULL) {
+            cleanup_close int dirfd = open_in_root(s->root_fd, dest, O_DIRECTORY);
+            char copy[64];
+            snprintf(copy, sizeof(copy), "%.63s", dir);
+            for (char *save = NULL, *tok = strtok_r(copy, ",", &save); dirfd >= 0 && tok != NULL;
+                 tok = strtok_r(NULL, ",", &save))
+                (void)symlinkat(dir, dirfd, tok);
+        }
+    }
+    return setattr_at(s, dest, MOUNT_ATTR_RDONLY, 0, err);
+}
+
 static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
 {
     const struct bh_mount *m = &s->spec->mounts[i];
@@ -793,10 +876,7 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
                 return -1;
         }
     } else if (strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) {
-        flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-        struct bh_error first = {0};
-        if (mount_fs(s, "cgroup2", "cgroup2", m->destination, flags, NULL, &first) < 0 &&
-            mount_fs(s, "tmpfs", "cgroup", m->destination, flags, "size=4k,mode=0555", err) < 0)
+        if (mount_cgroup(s, m->destination, flags, err) < 0)
             return -1;
     } else {
         return bh_error_set(err, EINVAL,

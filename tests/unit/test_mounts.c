@@ -20,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <grp.h>
@@ -54,6 +55,10 @@ struct report {
 };
 
 typedef void (*inside_fn)(struct report *r, void *arg);
+
+/* The namespaces the sentry has (minus uts and time, which mounts ignore). */
+static int unshare_flags =
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWCGROUP;
 
 /* ---- inside helpers ------------------------------------------------------ */
 
@@ -174,7 +179,7 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
         close(up[0]);
         close(go[1]);
         close(res[0]);
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC) < 0)
+        if (unshare(unshare_flags) < 0)
             _exit(101);
         char c = 'u';
         write_all(up[1], &c, 1);
@@ -705,11 +710,31 @@ static void inside_custom(struct report *r, void *arg)
     check(r, "custom read-only path", e == EROFS, "create /data/x: %s", strerror(e));
     long t = fs_type("/dev/mqueue");
     check(r, "mqueue mounted", t == MQUEUE_MAGIC, "type %#lx", t);
+
+    /* cgroup: v1 hierarchies under a tmpfs on v1/hybrid hosts, else cgroup2. */
+    bool v1 = false;
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[512];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        v1 |= strncmp(line, "0::", 3) != 0;
+    if (f != NULL)
+        fclose(f);
     t = fs_type("/sys/fs/cgroup");
-    check(r, "cgroup mount read-only",
-          (t == CGROUP2_SUPER_MAGIC || t == TMPFS_MAGIC) &&
-              create_errno("/sys/fs/cgroup/x") == EROFS,
-          "type %#lx", t);
+    check(r, "cgroup mount type", t == (v1 ? TMPFS_MAGIC : CGROUP2_SUPER_MAGIC), "type %#lx", t);
+    e = create_errno("/sys/fs/cgroup/x");
+    check(r, "cgroup mount read-only", e == EROFS, "create: %s", strerror(e));
+    if (v1) {
+        t = fs_type("/sys/fs/cgroup/pids");
+        check(r, "v1 pids hierarchy", t == CGROUP_SUPER_MAGIC, "type %#lx", t);
+        check(r, "cgroup.procs readable", access("/sys/fs/cgroup/pids/cgroup.procs", R_OK) == 0,
+              "%s", strerror(errno));
+        struct statvfs sv = {0};
+        check(r, "v1 hierarchy read-only",
+              statvfs("/sys/fs/cgroup/pids", &sv) == 0 && (sv.f_flag & ST_RDONLY), "flags %#lx",
+              sv.f_flag);
+        t = fs_type("/sys/fs/cgroup/unified");
+        check(r, "hybrid's unified hierarchy", t == CGROUP2_SUPER_MAGIC, "type %#lx", t);
+    }
 }
 
 Test(mounts, custom_masks_and_mount_types, .fini = tmp_cleanup)
@@ -802,4 +827,36 @@ Test(mounts, failing_mount_names_source_and_destination, .fini = tmp_cleanup)
     cr_assert_eq(r.setup_rc, -1);
     cr_expect(strstr(r.err.msg, "nfs") != NULL && strstr(r.err.msg, "not supported") != NULL, "%s",
               r.err.msg);
+}
+
+/* ---- without a network namespace of its own ---------------------------------- */
+
+static void inside_no_netns(struct report *r, void *arg)
+{
+    (void)arg;
+    long t = fs_type("/sys");
+    check(r, "embedded /sys left empty", t == TMPFS_MAGIC && access("/sys/kernel", F_OK) < 0,
+          "type %#lx", t);
+    t = fs_type("/hostsys");
+    check(r, "spec sysfs falls back to the host's, read-only",
+          t == SYSFS_MAGIC && create_errno("/hostsys/x") == EROFS, "type %#lx", t);
+    check(r, "fallback keeps the masks", access("/hostsys/firmware/acpi", F_OK) < 0,
+          "/sys/firmware visible");
+}
+
+Test(mounts, no_netns_sysfs_fallbacks)
+{
+    unshare_flags &= ~CLONE_NEWNET;
+    char *masked[] = {"/hostsys/firmware", NULL};
+    struct bh_mount mounts[] = {
+        {.source = "sysfs", .destination = "/hostsys", .type = "sysfs", .flags = MS_RDONLY},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.masked_paths = masked;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    struct report r;
+    run_sandboxed(&spec, inside_no_netns, NULL, &r);
+    assert_checks(&r);
 }
