@@ -1,17 +1,472 @@
-/* Placeholder: replaced by its owner. */
+/* `bulkhead session open|run|close|list|stats` and `bulkhead describe`: a
+ * shell user's client of bulkheadd's control socket. Each command sends one
+ * Request frame and prints the Response as JSON (field names as in
+ * supervisor/control.proto), so scripts can read it with jq. Exit status: 0
+ * for an answer, 1 for an error answer, 125 when nothing could be asked. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cleanup.h"
 #include "cli.h"
+#include "control.pb-c.h"
+#include "frame.h"
+
+#define DEFAULT_SOCKET "/run/bulkhead/bulkheadd.sock"
+#define CLIENT_MAX_FRAME (64u * 1024 * 1024)
+
+/* ---- protobuf to JSON, by descriptor ------------------------------------ */
+
+static json_t *msg_to_json(const ProtobufCMessage *m);
+
+static json_t *field_value(const ProtobufCFieldDescriptor *f, const void *p)
+{
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_BOOL:
+        return json_boolean(*(const protobuf_c_boolean *)p);
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+        return json_integer(*(const int32_t *)p);
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+        return json_integer(*(const uint32_t *)p);
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+        return json_integer(*(const int64_t *)p);
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+        return json_integer((json_int_t) * (const uint64_t *)p);
+    case PROTOBUF_C_TYPE_ENUM: {
+        const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+            (const ProtobufCEnumDescriptor *)f->descriptor, *(const int *)p);
+        if (v == NULL)
+            return json_integer(*(const int *)p);
+        /* lower-case names, as the design speaks of them (not_found, idle) */
+        char name[64];
+        size_t i = 0;
+        for (; v->name[i] && i < sizeof(name) - 1; i++)
+            name[i] = (char)(v->name[i] >= 'A' && v->name[i] <= 'Z' ? v->name[i] + 32 : v->name[i]);
+        name[i] = '\0';
+        return json_string(name);
+    }
+    case PROTOBUF_C_TYPE_STRING: {
+        const char *s = *(char *const *)p;
+        return json_string(s ? s : "");
+    }
+    case PROTOBUF_C_TYPE_BYTES: {
+        /* base64, so binary (PNG) survives JSON */
+        const ProtobufCBinaryData *b = p;
+        static const char tbl[] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        char *out = malloc(b->len / 3 * 4 + 5);
+        size_t o = 0;
+        for (size_t i = 0; i < b->len; i += 3) {
+            uint32_t v = (uint32_t)b->data[i] << 16;
+            if (i + 1 < b->len)
+                v |= (uint32_t)b->data[i + 1] << 8;
+            if (i + 2 < b->len)
+                v |= b->data[i + 2];
+            out[o++] = tbl[(v >> 18) & 63];
+            out[o++] = tbl[(v >> 12) & 63];
+            out[o++] = i + 1 < b->len ? tbl[(v >> 6) & 63] : '=';
+            out[o++] = i + 2 < b->len ? tbl[v & 63] : '=';
+        }
+        out[o] = '\0';
+        json_t *j = json_string(out);
+        free(out);
+        return j;
+    }
+    case PROTOBUF_C_TYPE_MESSAGE: {
+        const ProtobufCMessage *sub = *(ProtobufCMessage *const *)p;
+        return sub ? msg_to_json(sub) : json_null();
+    }
+    default:
+        return json_null();
+    }
+}
+
+static size_t field_size(const ProtobufCFieldDescriptor *f)
+{
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_BOOL:
+        return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return 8;
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE:
+        return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES:
+        return sizeof(ProtobufCBinaryData);
+    default:
+        return 4;
+    }
+}
+
+static json_t *msg_to_json(const ProtobufCMessage *m)
+{
+    json_t *o = json_object();
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        const char *base = (const char *)m;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which = *(const uint32_t *)(base + f->quantifier_offset);
+            if (which != f->id)
+                continue;
+        }
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)(base + f->quantifier_offset);
+            const char *arr = *(char *const *)(base + f->offset);
+            json_t *a = json_array();
+            for (size_t k = 0; k < n; k++)
+                json_array_append_new(a, field_value(f, arr + k * field_size(f)));
+            json_object_set_new(o, f->name, a);
+        } else {
+            json_object_set_new(o, f->name, field_value(f, base + f->offset));
+        }
+    }
+    return o;
+}
+
+/* ---- the call ------------------------------------------------------------ */
+
+static int connect_socket(const char *path, struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "socket path `%s` is too long", path);
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int e = errno;
+        close(fd);
+        return bh_error_errno(err, e, "connect to bulkheadd at `%s` (is it running? --socket)",
+                              path);
+    }
+    return fd;
+}
+
+/* Sends req, prints the answer; returns the exit status. */
+static int call(const struct cli_globals *g, const char *path, Bulkhead__Control__Request *req)
+{
+    struct bh_error err = {0};
+    req->version = 1;
+    req->request_id = (uint64_t)getpid();
+    cleanup_close int fd = connect_socket(path, &err);
+    if (fd < 0) {
+        cli_report_error(g, "%s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    size_t len = bulkhead__control__request__get_packed_size(req);
+    cleanup_free uint8_t *buf = malloc(len + 1);
+    bulkhead__control__request__pack(req, buf);
+    if (bh_frame_write(fd, buf, len, &err) < 0) {
+        cli_report_error(g, "send the request: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    cleanup_free void *ans = NULL;
+    size_t alen;
+    int rc = bh_frame_read(fd, CLIENT_MAX_FRAME, -1, &ans, &alen, &err);
+    if (rc <= 0) {
+        cli_report_error(g, "read the answer: %s",
+                         rc == 0 ? "bulkheadd closed the connection" : err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    Bulkhead__Control__Response *resp =
+        bulkhead__control__response__unpack(NULL, alen, (const uint8_t *)ans);
+    if (resp == NULL) {
+        cli_report_error(g, "the answer is not a Response message");
+        return CLI_EXIT_REFUSED;
+    }
+    json_t *j = msg_to_json(&resp->base);
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(j);
+    int status = resp->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? 1 : 0;
+    bulkhead__control__response__free_unpacked(resp, NULL);
+    return status;
+}
+
+static char *slurp(const char *path, struct bh_error *err)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+    if (f == NULL)
+        return bh_error_errno(err, errno, "read `%s`", path), NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(m);
+    if (f != stdin)
+        fclose(f);
+    if (memchr(buf, '\0', len) != NULL) {
+        free(buf);
+        return bh_error_set(err, EINVAL, "`%s` holds a NUL byte: only text is sent", path), NULL;
+    }
+    return buf;
+}
+
+static const char *default_socket(void)
+{
+    const char *e = getenv("BULKHEADD_SOCKET");
+    return e ? e : DEFAULT_SOCKET;
+}
+
+static void session_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: bulkhead session open  [--socket S] --owner O [--conversation C] [--min-tier T]\n"
+        "                              [--lifetime MS] [--idle MS]\n"
+        "       bulkhead session run   [--socket S] ID --lang python|javascript (-c CODE | FILE)\n"
+        "                              [--file PATH=LOCAL]... [--timeout SECONDS]\n"
+        "       bulkhead session close [--socket S] ID\n"
+        "       bulkhead session list  [--socket S] --owner O\n"
+        "       bulkhead session stats [--socket S]\n"
+        "The socket defaults to $BULKHEADD_SOCKET, then " DEFAULT_SOCKET ".\n");
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *v = n;
+    return 0;
+}
+
 int cmd_session(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`session` is not built yet");
-    return CLI_EXIT_REFUSED;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        session_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_REFUSED : 0;
+    }
+    const char *sub = argv[1];
+    const char *sock = default_socket(), *owner = NULL, *conv = "", *tier = "", *lang = NULL,
+               *code = NULL;
+    uint64_t lifetime = 0, idle = 0;
+    double timeout_s = 0;
+    char **file_args = calloc((size_t)argc + 1, sizeof(char *));
+    size_t n_file_args = 0;
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"owner", required_argument, NULL, 'o'},
+        {"conversation", required_argument, NULL, 'C'},
+        {"min-tier", required_argument, NULL, 'T'},
+        {"lifetime", required_argument, NULL, 'L'},
+        {"idle", required_argument, NULL, 'I'},
+        {"lang", required_argument, NULL, 'l'},
+        {"timeout", required_argument, NULL, 't'},
+        {"file", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    optind = 2;
+    opterr = 0;
+    int c;
+    int status = CLI_EXIT_REFUSED;
+    while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            sock = optarg;
+            break;
+        case 'o':
+            owner = optarg;
+            break;
+        case 'C':
+            conv = optarg;
+            break;
+        case 'T':
+            tier = optarg;
+            break;
+        case 'L':
+        case 'I':
+            if (parse_u64(optarg, c == 'L' ? &lifetime : &idle) < 0) {
+                cli_report_error(g, "--%s `%s` is not a number of milliseconds",
+                                 c == 'L' ? "lifetime" : "idle", optarg);
+                goto out;
+            }
+            break;
+        case 'l':
+            lang = optarg;
+            break;
+        case 'c':
+            code = optarg;
+            break;
+        case 't': {
+            char *end;
+            timeout_s = strtod(optarg, &end);
+            if (*end || end == optarg || timeout_s <= 0 || timeout_s > 86400) {
+                cli_report_error(g, "--timeout `%s` is not a number of seconds (0 to 86400)",
+                                 optarg);
+                goto out;
+            }
+            break;
+        }
+        case 'f':
+            file_args[n_file_args++] = optarg;
+            break;
+        case 'h':
+            session_usage(stdout);
+            status = 0;
+            goto out;
+        default:
+            cli_report_error(g, "session %s: unknown or incomplete option `%s`", sub,
+                             argv[optind - 1]);
+            goto out;
+        }
+    }
+    Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+    if (strcmp(sub, "open") == 0) {
+        if (owner == NULL) {
+            cli_report_error(g, "session open: --owner is required");
+            goto out;
+        }
+        Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
+        o.owner = (char *)owner;
+        o.conversation = (char *)conv;
+        o.minimum_isolation = (char *)tier;
+        o.lifetime_ms = lifetime;
+        o.idle_timeout_ms = idle;
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
+        req.open_session = &o;
+        status = call(g, sock, &req);
+    } else if (strcmp(sub, "run") == 0) {
+        if (optind >= argc || lang == NULL) {
+            cli_report_error(g, "session run: give the session ID and --lang");
+            goto out;
+        }
+        const char *id = argv[optind++];
+        struct bh_error err = {0};
+        cleanup_free char *text = NULL;
+        if (code == NULL) {
+            if (optind >= argc) {
+                cli_report_error(g, "session run: give -c CODE or a FILE (- for stdin)");
+                goto out;
+            }
+            text = slurp(argv[optind], &err);
+            if (text == NULL) {
+                cli_report_error(g, "session run: %s", err.msg);
+                goto out;
+            }
+            code = text;
+        }
+        Bulkhead__Control__File *files = calloc(n_file_args + 1, sizeof(*files));
+        Bulkhead__Control__File **fptrs = calloc(n_file_args + 1, sizeof(*fptrs));
+        bool ok = true;
+        for (size_t i = 0; i < n_file_args; i++) {
+            bulkhead__control__file__init(&files[i]);
+            char *eq = strchr(file_args[i], '=');
+            if (eq == NULL) {
+                cli_report_error(g, "--file `%s`: give PATH=LOCAL", file_args[i]);
+                ok = false;
+                break;
+            }
+            *eq = '\0';
+            files[i].path = file_args[i];
+            files[i].content = slurp(eq + 1, &err);
+            if (files[i].content == NULL) {
+                cli_report_error(g, "--file: %s", err.msg);
+                ok = false;
+                break;
+            }
+            fptrs[i] = &files[i];
+        }
+        if (ok) {
+            Bulkhead__Control__RunCell r = BULKHEAD__CONTROL__RUN_CELL__INIT;
+            r.session_id = (char *)id;
+            r.language = (char *)lang;
+            r.code = (char *)code;
+            r.files = fptrs;
+            r.n_files = n_file_args;
+            r.timeout_ms = (uint64_t)(timeout_s * 1000);
+            req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
+            req.run_cell = &r;
+            status = call(g, sock, &req);
+        }
+        for (size_t i = 0; i < n_file_args; i++)
+            if (files[i].content != protobuf_c_empty_string)
+                free(files[i].content);
+        free(files);
+        free(fptrs);
+    } else if (strcmp(sub, "close") == 0) {
+        if (optind >= argc) {
+            cli_report_error(g, "session close: give the session ID");
+            goto out;
+        }
+        Bulkhead__Control__CloseSession cs = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
+        cs.session_id = argv[optind];
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
+        req.close_session = &cs;
+        status = call(g, sock, &req);
+    } else if (strcmp(sub, "list") == 0) {
+        if (owner == NULL) {
+            cli_report_error(g, "session list: --owner is required");
+            goto out;
+        }
+        Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+        ls.owner = (char *)owner;
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+        req.list_sessions = &ls;
+        status = call(g, sock, &req);
+    } else if (strcmp(sub, "stats") == 0) {
+        Bulkhead__Control__Stats st = BULKHEAD__CONTROL__STATS__INIT;
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_STATS;
+        req.stats = &st;
+        status = call(g, sock, &req);
+    } else {
+        cli_report_error(g, "session: unknown subcommand `%s` (open, run, close, list, stats)",
+                         sub);
+    }
+out:
+    free(file_args);
+    return status;
 }
+
 int cmd_describe(const struct cli_globals *g, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_report_error(g, "`describe` is not built yet");
-    return CLI_EXIT_REFUSED;
+    const char *sock = default_socket();
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 's') {
+            sock = optarg;
+        } else if (c == 'h') {
+            printf("usage: bulkhead describe [--socket S]\n"
+                   "Prints bulkheadd's verified tier with every check, the languages it\n"
+                   "proved at start, its limits, and whether it keeps sessions.\n");
+            return 0;
+        } else {
+            cli_report_error(g, "describe: unknown or incomplete option `%s`", argv[optind - 1]);
+            return CLI_EXIT_REFUSED;
+        }
+    }
+    Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Describe d = BULKHEAD__CONTROL__DESCRIBE__INIT;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE;
+    req.describe = &d;
+    return call(g, sock, &req);
 }

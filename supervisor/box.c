@@ -1,0 +1,674 @@
+/* One session's sandbox ("box"): the keeper process that owns it, the
+ * session agent inside and the framed channel to that agent, plus the checks
+ * made on a live box and the validation of everything the agent sends back.
+ *
+ * Why a keeper: a sandbox's cgroups can only be removed by someone alive, and
+ * the core ties an owned sandbox's life to its creator. So each box is created
+ * by a small forked keeper that holds one end of a socketpair to bulkheadd;
+ * when that socket ends (session closed, or bulkheadd killed with -9) the
+ * keeper destroys the sandbox (processes, mounts, cgroups) and exits. The
+ * keeper is single-threaded, so the core's fork-based setup is safe in it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bulkheadd.h"
+#include "cleanup.h"
+#include "frame.h"
+#include "probe.h"
+#include "sandbox.h"
+#include "sha256.h"
+
+#define AGENT_GRACE_MS 10000
+#define AGENT_START_MS 20000
+#define MAX_IMAGES 16
+#define MAX_IMAGE_BYTES (8u * 1024 * 1024)
+#define NODE_PATH "/usr/bin/node"
+#define PYTHON_PATH "/usr/bin/python3"
+#define SANDBOX_WORKDIR "/work"
+
+/* ---- runner sources ------------------------------------------------------ */
+
+static char *read_text(const char *dir, const char *name, struct bh_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    cleanup_fclose FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return bh_error_errno(err, errno, "read runner `%s`", path), NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(m);
+    return buf;
+}
+
+int bhd_runners_load(const char *dir, struct bhd_runners *r, struct bh_error *err)
+{
+    r->agent = read_text(dir, "agent.py", err);
+    if (r->agent == NULL)
+        return -1;
+    r->python = read_text(dir, "runner.py", err);
+    if (r->python == NULL)
+        return -1;
+    r->javascript = read_text(dir, "runner.js", err);
+    if (r->javascript == NULL)
+        return -1;
+    return 0;
+}
+
+/* ---- UTF-8 --------------------------------------------------------------- */
+
+/* Length of the valid sequence at s, or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t left)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (left < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+bool bhd_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(p + i, len - i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+char *bhd_utf8_sanitize(const char *s, size_t len, size_t *out_len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    char *out = malloc(len * 3 + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq(p + i, len - i);
+        if (n == 0 || (n == 1 && p[i] == 0)) {
+            memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD */
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, p + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = '\0';
+    if (out_len)
+        *out_len = o;
+    return out;
+}
+
+/* ---- the keeper ---------------------------------------------------------- */
+
+static volatile sig_atomic_t keeper_stop;
+
+static void keeper_on_term(int sig)
+{
+    (void)sig;
+    keeper_stop = 1;
+}
+
+static char **strv(const char *const *in)
+{
+    size_t n = 0;
+    while (in[n] != NULL)
+        n++;
+    char **v = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; v != NULL && i < n; i++)
+        v[i] = strdup(in[i]);
+    return v;
+}
+
+static const char *const guest_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/work",
+                                        "LANG=C.UTF-8", "TMPDIR=/tmp", NULL};
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void keeper_report(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keeper_report(int fd, const char *fmt, ...)
+{
+    char msg[BH_ERROR_MSG_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    bh_frame_write(fd, msg, strlen(msg), NULL);
+}
+
+/* Runs in the forked keeper: never returns. ctl is our end to bulkheadd,
+ * agent_fd the agent's end of its channel. */
+static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL); /* bulkheadd's threads block SIGTERM */
+    struct sigaction sa = {.sa_handler = keeper_on_term};
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    struct bh_error err = {0};
+    struct bh_sandbox *sb = NULL;
+    pid_t agent = -1;
+    pid_t pid1;
+    const char *argv_agent[] = {PYTHON_PATH, "-I", "-c", bhd_runners.agent, NULL};
+
+    if (bhd_cfg.tier == BH_TIER_NONE) {
+        agent = fork();
+        if (agent < 0) {
+            keeper_report(ctl, "Efork the agent: %s", strerror(errno));
+            _exit(1);
+        }
+        if (agent == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            setpgid(0, 0);
+            int null = open("/dev/null", O_RDWR);
+            dup2(agent_fd, 0);
+            dup2(agent_fd, 1);
+            dup2(null, 2);
+            if (chdir(workdir_none) < 0)
+                _exit(127);
+            execve(PYTHON_PATH, (char **)argv_agent, (char **)guest_env);
+            _exit(127);
+        }
+        setpgid(agent, agent);
+        pid1 = agent;
+    } else {
+        struct bh_sandbox_spec spec;
+        bh_sandbox_spec_init(&spec);
+        uint8_t rnd[6];
+        char hex[13];
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+            memset(rnd, 0, sizeof(rnd));
+        bh_hex(rnd, sizeof(rnd), hex);
+        if (asprintf(&spec.id, "bhd-%d-%s", (int)getppid(), hex) < 0)
+            _exit(1);
+        spec.tier = bhd_cfg.tier;
+        spec.rootfs = bhd_cfg.rootfs ? strdup(bhd_cfg.rootfs) : NULL;
+        spec.rootfs_readonly = true;
+        spec.workdir = strdup(SANDBOX_WORKDIR);
+        spec.hostname = strdup("bulkhead");
+        spec.process.argv = strv(argv_agent);
+        spec.process.env = strv(guest_env);
+        spec.process.cwd = strdup(SANDBOX_WORKDIR);
+        spec.process.uid = 0;
+        spec.process.gid = 0;
+        spec.limits.memory_bytes = bhd_cfg.memory_bytes;
+        spec.limits.pids = bhd_cfg.pids;
+        if (bhd_cfg.cpu_millis > 0) {
+            spec.limits.cpu_period_us = 100000;
+            spec.limits.cpu_quota_us = bhd_cfg.cpu_millis * 100;
+        }
+        /* headroom over the budget so "over budget" is observable after a call */
+        spec.limits.tmpfs_bytes = bhd_cfg.disk_bytes + 1024 * 1024;
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        spec.stdio[0] = agent_fd;
+        spec.stdio[1] = agent_fd;
+        spec.stdio[2] = bhd_cfg.debug ? 2 : null;
+        int rc = bh_sandbox_create(&spec, NULL, &sb, &err);
+        spec.stdio[0] = spec.stdio[1] = spec.stdio[2] = -1;
+        bh_sandbox_spec_free(&spec);
+        if (rc < 0) {
+            keeper_report(ctl, "Ecreate the session sandbox: %s", err.msg);
+            _exit(1);
+        }
+        if (bh_sandbox_start(sb, &err) < 0) {
+            keeper_report(ctl, "Estart the session agent: %s", err.msg);
+            bh_sandbox_destroy(sb);
+            _exit(1);
+        }
+        if (null >= 0)
+            close(null);
+        pid1 = bh_sandbox_pid(sb);
+    }
+    close(agent_fd);
+    keeper_report(ctl, "P%d", (int)pid1);
+
+    int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
+    while (!keeper_stop) {
+        struct pollfd pfd[2] = {{.fd = ctl, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+        int r = poll(pfd, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 500);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        if (pfd[0].revents) {
+            char c;
+            if (read(ctl, &c, 1) <= 0)
+                break; /* bulkheadd closed us, or died */
+        }
+        if (pidfd >= 0 && pfd[1].revents)
+            break; /* the sandbox ended by itself */
+        if (pidfd < 0 && kill(pid1, 0) < 0)
+            break;
+    }
+    if (sb != NULL) {
+        bh_sandbox_destroy(sb);
+    } else {
+        kill(-agent, SIGKILL);
+        kill(agent, SIGKILL);
+        waitpid(agent, NULL, 0);
+        nftw(workdir_none, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    _exit(0);
+}
+
+/* Closes every fd of the forked keeper but stdio and the two it keeps. */
+static void close_others(int a, int b)
+{
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    if (lo > 3)
+        syscall(SYS_close_range, 3, lo - 1, 0);
+    if (hi > lo + 1)
+        syscall(SYS_close_range, lo + 1, hi - 1, 0);
+    syscall(SYS_close_range, hi + 1, ~0U, 0);
+}
+
+static json_t *agent_init(const char *workdir, const char *prestart)
+{
+    json_t *env =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                  "HOME", workdir, "LANG", "C.UTF-8", "TMPDIR", "/tmp", "MPLBACKEND", "Agg",
+                  "MPLCONFIGDIR", "/tmp/.mpl", "PYTHONDONTWRITEBYTECODE", "1");
+    json_t *pre = json_array();
+    if (prestart != NULL && prestart[0] != '\0')
+        json_array_append_new(pre, json_string(prestart));
+    return json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:o}", "workdir", workdir, "sandboxed",
+                     bhd_cfg.tier != BH_TIER_NONE, "python_runner", bhd_runners.python,
+                     "javascript_runner", bhd_runners.javascript, "node", NODE_PATH, "env", env,
+                     "prestart", pre);
+}
+
+static int send_json(int fd, json_t *obj, struct bh_error *err)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    if (text == NULL)
+        return bh_error_set(err, ENOMEM, "encode a message to the agent");
+    int rc = bh_frame_write(fd, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err)
+{
+    int64_t t0 = bh_now_ms();
+    int chan[2], ctl[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
+        return bh_error_errno(err, errno, "socketpair for the agent channel");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
+        close(chan[0]);
+        close(chan[1]);
+        return bh_error_errno(err, errno, "socketpair for the keeper");
+    }
+    char workdir_none[64] = "";
+    if (bhd_cfg.tier == BH_TIER_NONE) {
+        strcpy(workdir_none, "/tmp/bulkheadd-none-XXXXXX");
+        if (mkdtemp(workdir_none) == NULL) {
+            close(chan[0]);
+            close(chan[1]);
+            close(ctl[0]);
+            close(ctl[1]);
+            return bh_error_errno(err, errno, "make a working directory");
+        }
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(chan[0]);
+        close(chan[1]);
+        close(ctl[0]);
+        close(ctl[1]);
+        return bh_error_errno(err, e, "fork a keeper");
+    }
+    if (pid == 0) {
+        close_others(ctl[1], chan[1]);
+        keeper_main(ctl[1], chan[1], workdir_none);
+    }
+    close(chan[1]);
+    close(ctl[1]);
+    struct bhd_box *box = calloc(1, sizeof(*box));
+    box->keeper = pid;
+    box->keeper_fd = ctl[0];
+    box->chan = chan[0];
+    box->tier = bhd_cfg.tier;
+    box->created_ms = t0;
+
+    json_t *init =
+        agent_init(bhd_cfg.tier == BH_TIER_NONE ? workdir_none : SANDBOX_WORKDIR, prestart);
+    int rc = send_json(box->chan, init, err);
+    json_decref(init);
+    void *msg = NULL;
+    size_t len;
+    int64_t deadline = bh_now_ms() + AGENT_START_MS;
+    if (rc == 0) {
+        rc = bh_frame_read(box->keeper_fd, 4096, deadline, &msg, &len, err);
+        if (rc == 0)
+            rc = bh_error_set(err, EPIPE, "the keeper ended before the sandbox was made");
+        else if (rc > 0 && ((char *)msg)[0] == 'E')
+            rc = bh_error_set(err, EIO, "%s", (char *)msg + 1);
+        else if (rc > 0)
+            box->sentry = atoi((char *)msg + 1);
+        free(msg);
+    }
+    if (rc >= 0) {
+        rc = bh_frame_read(box->chan, 4096, deadline, &msg, &len, err);
+        if (rc == 0)
+            rc = bh_error_set(err, EPIPE, "the session agent ended before it was ready");
+        if (rc > 0) {
+            json_t *j = json_loadb(msg, len, 0, NULL);
+            if (!json_is_true(json_object_get(j, "ready")))
+                rc = bh_error_set(err, EPROTO, "the session agent did not say it was ready");
+            json_decref(j);
+        }
+        free(msg);
+    }
+    if (rc < 0) {
+        bh_error_prefix(err, "start a session sandbox");
+        bhd_box_destroy(box);
+        return -1;
+    }
+    box->create_ms = bh_now_ms() - t0;
+    *out = box;
+    return 0;
+}
+
+void bhd_box_destroy(struct bhd_box *box)
+{
+    if (box == NULL)
+        return;
+    if (box->chan >= 0)
+        close(box->chan);
+    if (box->keeper_fd >= 0)
+        close(box->keeper_fd);
+    /* The keeper destroys the sandbox on EOF; wait for it (bounded), so a
+     * closed session has nothing left when the answer goes out. */
+    for (int i = 0; i < 1000; i++) {
+        pid_t r = waitpid(box->keeper, NULL, WNOHANG);
+        if (r == box->keeper || (r < 0 && errno == ECHILD))
+            break;
+        if (i == 999) {
+            kill(box->keeper, SIGKILL);
+            waitpid(box->keeper, NULL, 0);
+        }
+        usleep(i < 50 ? 1000 : 10000);
+    }
+    free(box);
+}
+
+/* ---- a cell -------------------------------------------------------------- */
+
+void bhd_cell_out_free(struct bhd_cell_out *o)
+{
+    free(o->value);
+    free(o->out);
+    free(o->err);
+    for (size_t i = 0; i < o->n_images; i++)
+        free(o->images[i]);
+    free(o->images);
+    free(o->image_lens);
+    free(o->files_error);
+    memset(o, 0, sizeof(*o));
+}
+
+static bool get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!json_is_integer(x))
+        return false;
+    json_int_t n = json_integer_value(x);
+    if (n < lo || n > hi)
+        return false;
+    *v = n;
+    return true;
+}
+
+int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t timeout_ms,
+                struct bhd_cell_out *out, struct bh_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *files = json_array();
+    for (size_t i = 0; i < req->n_files; i++)
+        json_array_append_new(files, json_pack("{s:s, s:s}", "path", req->files[i]->path, "content",
+                                               req->files[i]->content));
+    json_t *msg = json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "op", "cell", "language",
+                            req->language, "code", req->code, "files", files, "timeout_ms",
+                            (json_int_t)timeout_ms, "output_cap", (json_int_t)bhd_cfg.output_bytes);
+    if (msg == NULL)
+        return bh_error_set(err, EINVAL, "encode the cell for the agent");
+    int rc = send_json(box->chan, msg, err);
+    json_decref(msg);
+    int64_t deadline = bh_now_ms() + (int64_t)timeout_ms + AGENT_GRACE_MS;
+    void *buf = NULL;
+    size_t len = 0;
+    json_t *hdr = NULL;
+    if (rc == 0)
+        rc = bh_frame_read(box->chan, 1024 * 1024, deadline, &buf, &len, err);
+    if (rc > 0) {
+        hdr = json_loadb(buf, len, 0, NULL);
+        free(buf);
+        buf = NULL;
+        rc = json_is_object(hdr) ? 1 : bh_error_set(err, EPROTO, "agent sent no result header");
+    }
+    int64_t v = 0;
+    if (rc > 0) {
+        json_t *fe = json_object_get(hdr, "files_error");
+        if (json_is_string(fe)) {
+            out->files_error = bhd_utf8_sanitize(json_string_value(fe),
+                                                 strnlen(json_string_value(fe), 1024), NULL);
+            json_decref(hdr);
+            return 0;
+        }
+        int64_t n_images = 0;
+        if (!get_int(hdr, "exit", -1024, 1024, &v))
+            rc = bh_error_set(err, EPROTO, "agent result: bad exit");
+        out->exit_code = (int)v;
+        if (rc > 0 && !get_int(hdr, "n_images", 0, MAX_IMAGES, &n_images))
+            rc = bh_error_set(err, EPROTO, "agent result: bad image count");
+        out->timed_out = json_is_true(json_object_get(hdr, "timed_out"));
+        out->has_value = json_is_true(json_object_get(hdr, "has_value"));
+        out->fresh_interpreter = json_is_true(json_object_get(hdr, "fresh_interpreter"));
+        out->state_kept = json_is_true(json_object_get(hdr, "state_kept"));
+        json_t *val = json_object_get(hdr, "value");
+        if (out->has_value && json_is_string(val)) {
+            size_t vl = json_string_length(val);
+            if (vl > (size_t)bhd_cfg.output_bytes)
+                vl = (size_t)bhd_cfg.output_bytes;
+            out->value = bhd_utf8_sanitize(json_string_value(val), vl, NULL);
+        }
+        if (get_int(hdr, "stdout_bytes", 0, INT64_MAX, &v))
+            out->out_total = (uint64_t)v;
+        if (get_int(hdr, "stderr_bytes", 0, INT64_MAX, &v))
+            out->err_total = (uint64_t)v;
+        if (get_int(hdr, "run_ms", 0, INT64_MAX, &v))
+            out->run_ms = (uint64_t)v;
+        if (get_int(hdr, "disk_used", 0, INT64_MAX, &v)) {
+            out->disk_used = (uint64_t)v;
+            out->disk_known = true;
+        }
+        for (int s = 0; rc > 0 && s < 2; s++) {
+            rc = bh_frame_read(box->chan, (size_t)bhd_cfg.output_bytes, deadline, &buf, &len, err);
+            if (rc == 0)
+                rc = bh_error_set(err, EPIPE, "agent ended inside a result");
+            if (rc > 0) {
+                size_t clean_len;
+                char *clean = bhd_utf8_sanitize(buf, len, &clean_len);
+                free(buf);
+                buf = NULL;
+                if (s == 0) {
+                    out->out = clean;
+                    out->out_len = clean_len;
+                    if (out->out_total < len)
+                        out->out_total = len;
+                } else {
+                    out->err = clean;
+                    out->err_len = clean_len;
+                    if (out->err_total < len)
+                        out->err_total = len;
+                }
+            }
+        }
+        if (rc > 0 && n_images > 0) {
+            out->images = calloc((size_t)n_images, sizeof(uint8_t *));
+            out->image_lens = calloc((size_t)n_images, sizeof(size_t));
+        }
+        for (int64_t i = 0; rc > 0 && i < n_images; i++) {
+            rc = bh_frame_read(box->chan, MAX_IMAGE_BYTES, deadline, &buf, &len, err);
+            if (rc == 0)
+                rc = bh_error_set(err, EPIPE, "agent ended inside a result");
+            if (rc > 0) {
+                out->images[out->n_images] = buf;
+                out->image_lens[out->n_images++] = len;
+                buf = NULL;
+            }
+        }
+    }
+    json_decref(hdr);
+    if (rc <= 0) {
+        /* the channel is out of step or the agent is gone: the box cannot be
+         * trusted with another call */
+        if (rc == 0)
+            bh_error_set(err, EPIPE, "the session agent ended");
+        box->dead = true;
+        out->box_died = true;
+        return -1;
+    }
+    out->files_persist = true;
+    return 0;
+}
+
+int64_t bhd_box_disk_used(struct bhd_box *box)
+{
+    if (box->tier == BH_TIER_NONE || box->sentry <= 0)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/root" SANDBOX_WORKDIR, (int)box->sentry);
+    struct statvfs st;
+    if (statvfs(path, &st) < 0)
+        return -1;
+    return (int64_t)((st.f_blocks - st.f_bfree) * st.f_frsize);
+}
+
+/* ---- verification -------------------------------------------------------- */
+
+static void report_add(Bulkhead__Control__TierReport *r, const char *name, bool passed,
+                       const char *detail)
+{
+    r->checks = realloc(r->checks, (r->n_checks + 1) * sizeof(*r->checks));
+    Bulkhead__Control__Check *c = calloc(1, sizeof(*c));
+    bulkhead__control__check__init(c);
+    c->name = strdup(name);
+    c->passed = passed;
+    c->detail = bhd_utf8_sanitize(detail ? detail : "", strlen(detail ? detail : ""), NULL);
+    r->checks[r->n_checks++] = c;
+}
+
+void bhd_tier_report_free(Bulkhead__Control__TierReport *r)
+{
+    for (size_t i = 0; i < r->n_checks; i++) {
+        free(r->checks[i]->name);
+        free(r->checks[i]->detail);
+        free(r->checks[i]);
+    }
+    free(r->checks);
+    if (r->tier != protobuf_c_empty_string)
+        free(r->tier);
+    if (r->container_id != protobuf_c_empty_string)
+        free(r->container_id);
+    bulkhead__control__tier_report__init(r);
+}
+
+enum bh_tier bhd_box_verify(struct bhd_box *box, Bulkhead__Control__TierReport *report)
+{
+    bulkhead__control__tier_report__init(report);
+    report->verified_at_unix_ms = (uint64_t)bhd_unix_ms();
+    enum bh_tier tier = BH_TIER_NONE;
+    if (box->tier == BH_TIER_NONE) {
+        report_add(report, "sandbox", false,
+                   "--tier none: cells run without any isolation (development only)");
+    } else {
+        struct bh_tier_report *r = NULL;
+        struct bh_error err = {0};
+        struct bh_limits limits = {0};
+        limits.memory_bytes = bhd_cfg.memory_bytes;
+        limits.pids = bhd_cfg.pids;
+        struct bh_live_target t = {
+            .sentry_pid = box->sentry, .tier = box->tier, .limits = &limits, .caps = 0};
+        if (bh_probe_check_live(&t, &r, &err) < 0) {
+            report_add(report, "live-checks", false, err.msg);
+        } else {
+            for (size_t i = 0; i < r->n_checks; i++) {
+                const struct bh_check *c = &r->checks[i];
+                char detail[1200];
+                snprintf(detail, sizeof(detail), "%s%s[%s, required for %s] %s",
+                         c->result == BH_CHECK_SKIP ? "skipped " : "", "",
+                         bh_check_result_name(c->result), bh_tier_name(c->required_for),
+                         c->detail ? c->detail : "");
+                report_add(report, c->name, c->result == BH_CHECK_PASS, detail);
+            }
+            tier = r->tier;
+            if (tier > box->tier)
+                tier = box->tier; /* never report more than was built */
+        }
+        bh_tier_report_free(r);
+    }
+    report->tier = strdup(bh_tier_name(tier));
+    return tier;
+}

@@ -1,0 +1,109 @@
+/* bulkheadd's internal interfaces: configuration, the per-session sandbox
+ * ("box": a keeper process, the sandbox it owns and the session agent inside),
+ * sessions and the request dispatcher. Private to supervisor/. */
+#ifndef BULKHEADD_H
+#define BULKHEADD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "control.pb-c.h"
+#include "error.h"
+#include "sandbox.h"
+
+#define BHD_VERSION "0.1.0"
+#define BHD_PROTOCOL 1
+
+struct bhd_config {
+    const char *socket_path;
+    const char *socket_group; /* NULL: mode 0600 */
+    enum bh_tier tier;
+    const char *rootfs;
+    const char *audit_path; /* NULL: stderr; "-" too */
+    const char *runners_dir;
+    int64_t idle_ms;
+    int64_t lifetime_ms;
+    int64_t per_owner;
+    int64_t max_sessions;
+    int64_t owner_calls;
+    int64_t disk_bytes;
+    int64_t memory_bytes;
+    int64_t pids;
+    int64_t cpu_millis;
+    int64_t output_bytes;
+    int64_t max_timeout_ms;
+    int64_t default_timeout_ms;
+    int64_t max_frame;
+    int64_t warm;
+    bool debug;
+};
+
+/* Sources the agent gets at start, read once from the runners directory. */
+struct bhd_runners {
+    char *agent;
+    char *python;
+    char *javascript;
+};
+
+/* One sandbox with its session agent, owned by a keeper process: the keeper
+ * creates, waits for and destroys the sandbox, and destroys it as soon as its
+ * control socket to us ends, so a bulkheadd killed with -9 leaves nothing. */
+struct bhd_box {
+    pid_t keeper;
+    int keeper_fd; /* closing it tells the keeper to destroy the sandbox */
+    int chan;      /* frames to and from the agent */
+    pid_t sentry;  /* host pid of the sandbox's pid 1 (tier none: the agent) */
+    enum bh_tier tier;
+    int64_t created_ms;
+    int64_t create_ms; /* how long creation took */
+    bool dead;
+};
+
+struct bhd_cell_out {
+    int exit_code;
+    bool timed_out, has_value, fresh_interpreter, state_kept, files_persist;
+    char *value;
+    char *out, *err;
+    size_t out_len, err_len;
+    uint64_t out_total, err_total;
+    uint8_t **images;
+    size_t *image_lens;
+    size_t n_images;
+    uint64_t run_ms;
+    uint64_t disk_used;
+    bool disk_known;
+    char *files_error; /* files could not be written: nothing ran */
+    bool box_died;     /* the agent did not answer properly: the sandbox is gone */
+};
+
+extern struct bhd_config bhd_cfg;
+extern struct bhd_runners bhd_runners;
+
+/* box.c */
+int bhd_runners_load(const char *dir, struct bhd_runners *r, struct bh_error *err);
+int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err);
+void bhd_box_destroy(struct bhd_box *box);
+int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t timeout_ms,
+                struct bhd_cell_out *out, struct bh_error *err);
+void bhd_cell_out_free(struct bhd_cell_out *o);
+/* Outside checks of a live box; fills report (a TierReport) and returns the tier. */
+enum bh_tier bhd_box_verify(struct bhd_box *box, Bulkhead__Control__TierReport *report);
+void bhd_tier_report_free(Bulkhead__Control__TierReport *r);
+/* Bytes used in the box's working directory, or -1. */
+int64_t bhd_box_disk_used(struct bhd_box *box);
+/* Replaces invalid UTF-8 with U+FFFD; returns a malloc'd NUL-terminated string. */
+char *bhd_utf8_sanitize(const char *s, size_t len, size_t *out_len);
+bool bhd_utf8_valid(const char *s, size_t len);
+
+/* server.c */
+int bhd_server_init(struct bh_error *err);
+void bhd_serve_connection(int fd);
+void *bhd_maintenance_thread(void *arg);
+void bhd_shutdown_sessions(void);
+void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t bhd_unix_ms(void);
+
+#endif

@@ -1,0 +1,1081 @@
+/* Sessions and the control protocol: one thread per connection reads frames,
+ * checks the version before anything else, dispatches, and answers. Sessions
+ * live in one table under one lock; a call holds its session with a ticket
+ * (one call at a time, in arrival order) and runs without the lock. A
+ * maintenance thread ends idle and expired sessions, keeps the warm pool
+ * full and reaps keepers. Session ids are capabilities: they are compared,
+ * never logged; ended sessions are remembered by fingerprint only. */
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bulkheadd.h"
+#include "cleanup.h"
+#include "frame.h"
+#include "sha256.h"
+
+#define MAX_TOMBSTONES 4096
+#define MAX_FILES 200
+#define MAX_FILES_BYTES (4u * 1024 * 1024)
+#define MAX_PATH_BYTES 4096
+#define MAX_OWNER_BYTES 256
+
+struct session {
+    char id[33];
+    char fp[BH_SHA256_HEX];
+    char owner[MAX_OWNER_BYTES + 1];
+    char owner_fp[BH_SHA256_HEX];
+    char *conversation;
+    uid_t uid;
+    struct bhd_box *box;
+    enum bh_tier tier;
+    int64_t opened_unix, opened_ms, last_used_ms, expires_ms, idle_ms;
+    uint64_t calls;
+    char last_digest[BH_SHA256_HEX];
+    bool fresh_sandbox_pending;
+    /* in-order, one-at-a-time calls */
+    uint64_t ticket_next, ticket_serving;
+    int in_flight; /* holders and waiters */
+    int refs;
+    bool ended;
+    int ended_reason;
+    struct session *next;
+};
+
+struct tombstone {
+    char fp[BH_SHA256_HEX];
+    uid_t uid;
+    int reason;
+};
+
+struct warm {
+    struct bhd_box *box;
+    struct warm *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static struct session *sessions;
+static struct warm *warm_pool;
+static int warm_count, warm_creating;
+static struct tombstone tombs[MAX_TOMBSTONES];
+static size_t tomb_next;
+static struct {
+    uint64_t calls, opened, closed, evicted, timed_out, errors;
+} stats;
+static int64_t started_ms;
+static FILE *audit;
+static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool shutting_down;
+static int n_owner_calls_max = 64;
+struct owner_calls {
+    char fp[BH_SHA256_HEX];
+    uid_t uid;
+    int n;
+};
+static struct owner_calls owner_calls[1024];
+
+int64_t bhd_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void bhd_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&audit_lock);
+    fprintf(stderr, "bulkheadd: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    pthread_mutex_unlock(&audit_lock);
+    va_end(ap);
+}
+
+static void audit_line(json_t *obj)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (text == NULL)
+        return;
+    pthread_mutex_lock(&audit_lock);
+    fprintf(audit, "%s\n", text);
+    fflush(audit);
+    pthread_mutex_unlock(&audit_lock);
+    free(text);
+}
+
+int bhd_server_init(struct bh_error *err)
+{
+    started_ms = bh_now_ms();
+    if (bhd_cfg.audit_path == NULL || strcmp(bhd_cfg.audit_path, "-") == 0) {
+        audit = stderr;
+    } else {
+        audit = fopen(bhd_cfg.audit_path, "ae");
+        if (audit == NULL)
+            return bh_error_errno(err, errno, "open the audit log `%s`", bhd_cfg.audit_path);
+    }
+    n_owner_calls_max = (int)bhd_cfg.owner_calls;
+    return 0;
+}
+
+/* ---- responses ----------------------------------------------------------- */
+
+static const char *const ended_names[] = {
+    [BULKHEAD__CONTROL__ERROR__ENDED__IDLE] = "idle",
+    [BULKHEAD__CONTROL__ERROR__ENDED__LIFETIME] = "lifetime",
+    [BULKHEAD__CONTROL__ERROR__ENDED__CLOSED] = "closed",
+    [BULKHEAD__CONTROL__ERROR__ENDED__EVICTED] = "evicted",
+    [BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET] = "disk_budget",
+    [BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED] = "sandbox_died",
+    [BULKHEAD__CONTROL__ERROR__ENDED__SHUTDOWN] = "shutdown",
+};
+
+static const char *ended_name(int reason)
+{
+    if (reason <= 0 || (size_t)reason >= BH_ARRAY_SIZE(ended_names) || !ended_names[reason])
+        return "unknown";
+    return ended_names[reason];
+}
+
+/* An error response; message is copied. */
+static void set_error(Bulkhead__Control__Response *resp, Bulkhead__Control__Error__Code code,
+                      bool not_dispatched, int reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void set_error(Bulkhead__Control__Response *resp, Bulkhead__Control__Error__Code code,
+                      bool not_dispatched, int reason, const char *fmt, ...)
+{
+    Bulkhead__Control__Error *e = calloc(1, sizeof(*e));
+    bulkhead__control__error__init(e);
+    e->code = code;
+    e->retryable = code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY;
+    e->not_dispatched = not_dispatched;
+    e->ended_reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    e->message = msg ? bhd_utf8_sanitize(msg, strlen(msg), NULL) : strdup("error");
+    free(msg);
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_ERROR;
+    resp->error = e;
+    pthread_mutex_lock(&lock);
+    stats.errors++;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Frees what the dispatcher allocated in a response (every string we set is
+ * malloc'd; protobuf_c_empty_string is not). */
+static void free_str(char *s)
+{
+    if (s != NULL && s != protobuf_c_empty_string)
+        free(s);
+}
+
+static void response_free(Bulkhead__Control__Response *r)
+{
+    switch (r->body_case) {
+    case BULKHEAD__CONTROL__RESPONSE__BODY_ERROR:
+        free_str(r->error->message);
+        free(r->error);
+        break;
+    case BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION:
+        free_str(r->open_session->session_id);
+        free_str(r->open_session->fingerprint);
+        free_str(r->open_session->tier);
+        free(r->open_session);
+        break;
+    case BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL: {
+        Bulkhead__Control__CellResult *c = r->run_cell;
+        free_str(c->stdout);
+        free_str(c->stderr);
+        free_str(c->value);
+        free_str(c->tier);
+        if (c->record) {
+            free_str(c->record->language);
+            free_str(c->record->previous_digest);
+            free_str(c->record->digest);
+            free(c->record);
+        }
+        for (size_t i = 0; i < c->n_images; i++) {
+            free(c->images[i]->data.data);
+            free(c->images[i]);
+        }
+        free(c->images);
+        free(c);
+        break;
+    }
+    case BULKHEAD__CONTROL__RESPONSE__BODY_CLOSE_SESSION:
+        free_str(r->close_session->last_record_digest);
+        free(r->close_session);
+        break;
+    case BULKHEAD__CONTROL__RESPONSE__BODY_LIST_SESSIONS:
+        for (size_t i = 0; i < r->list_sessions->n_sessions; i++) {
+            free_str(r->list_sessions->sessions[i]->fingerprint);
+            free_str(r->list_sessions->sessions[i]->conversation);
+            free(r->list_sessions->sessions[i]);
+        }
+        free(r->list_sessions->sessions);
+        free(r->list_sessions);
+        break;
+    case BULKHEAD__CONTROL__RESPONSE__BODY_STATS:
+        free(r->stats);
+        break;
+    case BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE:
+        /* the describe result is shared and static */
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- sessions ------------------------------------------------------------ */
+
+static void owner_digest(const char *owner, uid_t uid, char out[BH_SHA256_HEX])
+{
+    char buf[MAX_OWNER_BYTES + 32];
+    int n = snprintf(buf, sizeof(buf), "%u:%s", (unsigned)uid, owner);
+    bh_sha256_hex(buf, (size_t)n, out);
+}
+
+static void tomb_add(const struct session *s, int reason)
+{
+    struct tombstone *t = &tombs[tomb_next++ % MAX_TOMBSTONES];
+    memcpy(t->fp, s->fp, sizeof(t->fp));
+    t->uid = s->uid;
+    t->reason = reason;
+}
+
+static int tomb_find(const char *fp, uid_t uid)
+{
+    for (size_t i = 0; i < MAX_TOMBSTONES; i++)
+        if (tombs[i].reason != 0 && tombs[i].uid == uid && strcmp(tombs[i].fp, fp) == 0)
+            return tombs[i].reason;
+    return 0;
+}
+
+/* Unlinks s and remembers why (lock held). The box is destroyed by the
+ * caller outside the lock, when the last reference goes. */
+static void session_end_locked(struct session *s, int reason)
+{
+    if (s->ended)
+        return;
+    s->ended = true;
+    s->ended_reason = reason;
+    for (struct session **p = &sessions; *p; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    tomb_add(s, reason);
+    if (reason == BULKHEAD__CONTROL__ERROR__ENDED__EVICTED)
+        stats.evicted++;
+    stats.closed++;
+    audit_line(json_pack("{s:s, s:s, s:s, s:s, s:I}", "event", "session_end", "owner", s->owner_fp,
+                         "session", s->fp, "why", ended_name(reason), "calls",
+                         (json_int_t)s->calls));
+}
+
+static void session_put(struct session *s)
+{
+    pthread_mutex_lock(&lock);
+    bool last = --s->refs == 0;
+    pthread_mutex_unlock(&lock);
+    if (!last)
+        return;
+    bhd_box_destroy(s->box);
+    free(s->conversation);
+    explicit_bzero(s->id, sizeof(s->id));
+    free(s);
+}
+
+/* Finds a live session by id for uid (lock held); takes a reference. */
+static struct session *session_get_locked(const char *id, uid_t uid)
+{
+    for (struct session *s = sessions; s; s = s->next) {
+        if (s->uid == uid && strlen(id) == 32 && memcmp(s->id, id, 32) == 0) {
+            s->refs++;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static struct bhd_box *take_warm_locked(void)
+{
+    struct warm *w = warm_pool;
+    if (w == NULL)
+        return NULL;
+    warm_pool = w->next;
+    warm_count--;
+    struct bhd_box *b = w->box;
+    free(w);
+    pthread_cond_broadcast(&cond);
+    return b;
+}
+
+static bool lang_ok(const char *l)
+{
+    return strcmp(l, "python") == 0 || strcmp(l, "javascript") == 0;
+}
+
+/* ---- procedures ---------------------------------------------------------- */
+
+Bulkhead__Control__DescribeResult bhd_describe;
+
+static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
+                    Bulkhead__Control__Response *resp)
+{
+    int64_t t0 = bh_now_ms();
+    size_t olen = strlen(req->owner);
+    if (olen == 0 || olen > MAX_OWNER_BYTES || !bhd_utf8_valid(req->owner, olen)) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                  "owner must be 1 to %d bytes of UTF-8", MAX_OWNER_BYTES);
+        return;
+    }
+    if (strlen(req->conversation) > 1024 ||
+        !bhd_utf8_valid(req->conversation, strlen(req->conversation))) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                  "conversation must be at most 1024 bytes of UTF-8");
+        return;
+    }
+    enum bh_tier floor = BH_TIER_NONE;
+    if (req->minimum_isolation[0] != '\0') {
+        struct bh_error err = {0};
+        if (bh_tier_parse(req->minimum_isolation, &floor, &err) < 0) {
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0, "%s",
+                      err.msg);
+            return;
+        }
+    }
+    if (floor > bhd_cfg.tier) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__FLOOR_NOT_MET, true, 0,
+                  "minimum_isolation `%s` is above this host's verified tier `%s`: nothing ran; "
+                  "use a host that verifies `%s` or lower the floor",
+                  req->minimum_isolation, bh_tier_name(bhd_cfg.tier), req->minimum_isolation);
+        return;
+    }
+    char ofp[BH_SHA256_HEX];
+    owner_digest(req->owner, uid, ofp);
+
+    /* caps: evict this owner's least recently used idle session if needed */
+    struct session *victim = NULL;
+    pthread_mutex_lock(&lock);
+    if (shutting_down) {
+        pthread_mutex_unlock(&lock);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__DISABLED, true, 0,
+                  "bulkheadd is shutting down");
+        return;
+    }
+    int mine = 0, all = 0;
+    for (struct session *s = sessions; s; s = s->next) {
+        all++;
+        if (s->uid == uid && strcmp(s->owner, req->owner) == 0) {
+            mine++;
+            if (s->in_flight == 0 && (victim == NULL || s->last_used_ms < victim->last_used_ms))
+                victim = s;
+        }
+    }
+    if (mine >= bhd_cfg.per_owner) {
+        if (victim == NULL) {
+            pthread_mutex_unlock(&lock);
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                      "owner has %d sessions, all busy (limit %lld): retry later", mine,
+                      (long long)bhd_cfg.per_owner);
+            return;
+        }
+        session_end_locked(victim, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+        all--;
+    } else {
+        victim = NULL;
+    }
+    if (all >= bhd_cfg.max_sessions) {
+        pthread_mutex_unlock(&lock);
+        if (victim)
+            session_put(victim);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd has %d sessions (limit %lld): retry later", all,
+                  (long long)bhd_cfg.max_sessions);
+        return;
+    }
+    struct bhd_box *box = take_warm_locked();
+    pthread_mutex_unlock(&lock);
+    if (victim)
+        session_put(victim);
+
+    bool warm = box != NULL;
+    if (box == NULL) {
+        struct bh_error err = {0};
+        if (bhd_box_create("python", &box, &err) < 0) {
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INTERNAL, true, 0, "%s", err.msg);
+            return;
+        }
+    }
+    Bulkhead__Control__TierReport rep;
+    enum bh_tier tier = bhd_box_verify(box, &rep);
+    bhd_tier_report_free(&rep);
+    if (tier < floor || tier < bhd_cfg.tier) {
+        bhd_box_destroy(box);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__FLOOR_NOT_MET, true, 0,
+                  "the session sandbox verified as `%s`, below `%s`: nothing ran",
+                  bh_tier_name(tier), bh_tier_name(floor > bhd_cfg.tier ? floor : bhd_cfg.tier));
+        return;
+    }
+
+    struct session *s = calloc(1, sizeof(*s));
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        bhd_box_destroy(box);
+        free(s);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INTERNAL, true, 0, "getrandom failed: %s",
+                  strerror(errno));
+        return;
+    }
+    bh_hex(rnd, sizeof(rnd), s->id);
+    explicit_bzero(rnd, sizeof(rnd));
+    bh_sha256_hex(s->id, 32, s->fp);
+    snprintf(s->owner, sizeof(s->owner), "%s", req->owner);
+    memcpy(s->owner_fp, ofp, sizeof(ofp));
+    s->conversation = strdup(req->conversation);
+    s->uid = uid;
+    s->box = box;
+    s->tier = tier;
+    s->refs = 1;
+    s->opened_unix = bhd_unix_ms();
+    s->opened_ms = s->last_used_ms = bh_now_ms();
+    int64_t life = bhd_cfg.lifetime_ms;
+    if (req->lifetime_ms > 0 && (int64_t)req->lifetime_ms < life)
+        life = (int64_t)req->lifetime_ms;
+    s->idle_ms = bhd_cfg.idle_ms;
+    if (req->idle_timeout_ms > 0 && (int64_t)req->idle_timeout_ms < s->idle_ms)
+        s->idle_ms = (int64_t)req->idle_timeout_ms;
+    s->expires_ms = s->opened_ms + life;
+    s->fresh_sandbox_pending = true;
+
+    Bulkhead__Control__OpenSessionResult *r = calloc(1, sizeof(*r));
+    bulkhead__control__open_session_result__init(r);
+    r->session_id = strdup(s->id);
+    r->fingerprint = strdup(s->fp);
+    r->tier = strdup(bh_tier_name(tier));
+    r->expires_at_unix_ms = (uint64_t)(s->opened_unix + life);
+    r->idle_timeout_ms = (uint64_t)s->idle_ms;
+    r->warm = warm;
+    r->open_ms = (uint64_t)(bh_now_ms() - t0);
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION;
+    resp->open_session = r;
+
+    pthread_mutex_lock(&lock);
+    s->next = sessions;
+    sessions = s;
+    stats.opened++;
+    pthread_mutex_unlock(&lock);
+    audit_line(json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "event", "session_open", "owner", ofp,
+                         "session", s->fp, "tier", bh_tier_name(tier), "warm", warm, "open_ms",
+                         (json_int_t)r->open_ms));
+}
+
+/* Why a RunCell is refused before it reaches the sandbox, or NULL. */
+static const char *check_cell(Bulkhead__Control__RunCell *req, char *why, size_t whylen)
+{
+    if (!lang_ok(req->language)) {
+        snprintf(why, whylen, "language `%.40s` is not served: use python or javascript",
+                 req->language);
+        return why;
+    }
+    size_t clen = strlen(req->code);
+    if (!bhd_utf8_valid(req->code, clen))
+        return "code is not valid UTF-8";
+    if (req->n_files > MAX_FILES) {
+        snprintf(why, whylen, "%zu files: at most %d per cell", req->n_files, MAX_FILES);
+        return why;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < req->n_files; i++) {
+        const char *p = req->files[i]->path;
+        size_t pl = strlen(p);
+        size_t cl = strlen(req->files[i]->content);
+        total += cl;
+        if (pl == 0 || pl > MAX_PATH_BYTES || !bhd_utf8_valid(p, pl)) {
+            snprintf(why, whylen, "file %zu: path must be 1 to %d bytes of UTF-8", i,
+                     MAX_PATH_BYTES);
+            return why;
+        }
+        if (p[0] == '/') {
+            snprintf(why, whylen,
+                     "file path `%.200s` is absolute: give a path relative to the "
+                     "working directory",
+                     p);
+            return why;
+        }
+        /* components: no "", ".", ".." (and no NUL: strings end at the first) */
+        const char *c = p;
+        while (*c) {
+            const char *e = strchr(c, '/');
+            size_t n = e ? (size_t)(e - c) : strlen(c);
+            if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
+                snprintf(why, whylen,
+                         "file path `%.200s` has an empty, `.` or `..` component: refused", p);
+                return why;
+            }
+            c += n;
+            if (*c == '/')
+                c++;
+            if (e && *c == '\0') {
+                snprintf(why, whylen, "file path `%.200s` ends with `/`", p);
+                return why;
+            }
+        }
+        if (!bhd_utf8_valid(req->files[i]->content, cl)) {
+            snprintf(why, whylen, "file `%.200s` is not valid UTF-8 text", p);
+            return why;
+        }
+    }
+    if (total > MAX_FILES_BYTES) {
+        snprintf(why, whylen, "files hold %zu bytes together: at most %u", total, MAX_FILES_BYTES);
+        return why;
+    }
+    return NULL;
+}
+
+static bool owner_calls_enter(const char *ofp, uid_t uid)
+{
+    struct owner_calls *freeslot = NULL;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(owner_calls); i++) {
+        struct owner_calls *o = &owner_calls[i];
+        if (o->n > 0 && o->uid == uid && strcmp(o->fp, ofp) == 0) {
+            if (o->n >= n_owner_calls_max)
+                return false;
+            o->n++;
+            return true;
+        }
+        if (o->n == 0 && freeslot == NULL)
+            freeslot = o;
+    }
+    if (freeslot == NULL)
+        return false;
+    memcpy(freeslot->fp, ofp, BH_SHA256_HEX);
+    freeslot->uid = uid;
+    freeslot->n = 1;
+    return true;
+}
+
+static void owner_calls_leave(const char *ofp, uid_t uid)
+{
+    for (size_t i = 0; i < BH_ARRAY_SIZE(owner_calls); i++) {
+        struct owner_calls *o = &owner_calls[i];
+        if (o->n > 0 && o->uid == uid && strcmp(o->fp, ofp) == 0) {
+            o->n--;
+            return;
+        }
+    }
+}
+
+static void record_digest(Bulkhead__Control__RunRecord *r, char out[BH_SHA256_HEX])
+{
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf),
+                     "bulkhead-record-v1\ncell=%llu\nlanguage=%s\nstarted=%llu\nqueue=%llu\n"
+                     "run=%llu\ntotal=%llu\ntimeout=%llu\nmemory=%llu\npids=%llu\noutput=%llu\n"
+                     "disk=%llu\ndisk_used=%llu\nexit=%d\nprevious=%s\n",
+                     (unsigned long long)r->cell, r->language,
+                     (unsigned long long)r->started_at_unix_ms, (unsigned long long)r->queue_ms,
+                     (unsigned long long)r->run_ms, (unsigned long long)r->total_ms,
+                     (unsigned long long)r->timeout_ms, (unsigned long long)r->memory_bytes,
+                     (unsigned long long)r->pids, (unsigned long long)r->output_bytes,
+                     (unsigned long long)r->disk_bytes, (unsigned long long)r->disk_used_bytes,
+                     r->exit_code, r->previous_digest);
+    bh_sha256_hex(buf, (size_t)n, out);
+}
+
+static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control__Response *resp)
+{
+    int64_t t0 = bh_now_ms();
+    int64_t t0_unix = bhd_unix_ms();
+    char why[512];
+    const char *bad = check_cell(req, why, sizeof(why));
+    if (bad != NULL) {
+        set_error(resp,
+                  lang_ok(req->language) ? BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST
+                                         : BULKHEAD__CONTROL__ERROR__CODE__UNSUPPORTED,
+                  true, 0, "%s", bad);
+        return;
+    }
+    uint64_t timeout = req->timeout_ms ? req->timeout_ms : (uint64_t)bhd_cfg.default_timeout_ms;
+    if (timeout > (uint64_t)bhd_cfg.max_timeout_ms) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                  "timeout_ms %llu is above this host's maximum of %lld ms",
+                  (unsigned long long)req->timeout_ms, (long long)bhd_cfg.max_timeout_ms);
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    struct session *s = session_get_locked(req->session_id, uid);
+    if (s == NULL) {
+        char fp[BH_SHA256_HEX];
+        bh_sha256_hex(req->session_id, strlen(req->session_id), fp);
+        int reason = tomb_find(fp, uid);
+        pthread_mutex_unlock(&lock);
+        if (reason)
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
+                      "the session ended (%s): open a new one", ended_name(reason));
+        else
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND, true, 0, "no such session");
+        return;
+    }
+    if (!owner_calls_enter(s->owner_fp, uid)) {
+        pthread_mutex_unlock(&lock);
+        session_put(s);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "this owner has %d calls in flight (limit): retry later", n_owner_calls_max);
+        return;
+    }
+    uint64_t ticket = s->ticket_next++;
+    s->in_flight++;
+    while (s->ticket_serving != ticket && !s->ended)
+        pthread_cond_wait(&cond, &lock);
+    int64_t t_start = bh_now_ms();
+    bool ended = s->ended;
+    int reason = s->ended_reason;
+    bool fresh_sandbox = s->fresh_sandbox_pending;
+    s->fresh_sandbox_pending = false;
+    uint64_t cell_no = ++s->calls;
+    pthread_mutex_unlock(&lock);
+
+    struct bhd_cell_out out = {0};
+    struct bh_error err = {0};
+    int rc = 0;
+    if (!ended)
+        rc = bhd_box_run(s->box, req, timeout, &out, &err);
+    int64_t t_end = bh_now_ms();
+
+    int end_reason = 0;
+    int64_t used = -1;
+    if (!ended && rc == 0 && out.files_error == NULL) {
+        used = bhd_box_disk_used(s->box);
+        if (used < 0 && out.disk_known && s->box->tier != BH_TIER_NONE)
+            used = (int64_t)out.disk_used;
+        if (used > bhd_cfg.disk_bytes)
+            end_reason = BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET;
+    }
+    if (!ended && rc < 0)
+        end_reason = BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED;
+
+    if (ended) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
+                  "the session ended (%s): open a new one", ended_name(reason));
+        cell_no = 0;
+    } else if (out.files_error != NULL) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0, "%s: nothing ran",
+                  out.files_error);
+        cell_no = 0;
+    } else {
+        Bulkhead__Control__CellResult *c = calloc(1, sizeof(*c));
+        bulkhead__control__cell_result__init(c);
+        if (rc < 0) {
+            bhd_log("session %.12s: the sandbox ended during a call: %s", s->fp, err.msg);
+            c->exit_code = 137;
+            c->stderr = strdup("bulkhead: the session sandbox ended during this call; "
+                               "the session is closed\n");
+            c->stdout = strdup("");
+            c->value = strdup("");
+        } else {
+            c->stdout = out.out ? steal_pointer(&out.out) : strdup("");
+            c->stderr = out.err ? steal_pointer(&out.err) : strdup("");
+            c->stdout_bytes = out.out_total;
+            c->stderr_bytes = out.err_total;
+            c->stdout_truncated = out.out_total > out.out_len;
+            c->stderr_truncated = out.err_total > out.err_len;
+            c->exit_code = out.exit_code;
+            c->timed_out = out.timed_out;
+            c->value = out.value ? steal_pointer(&out.value) : strdup("");
+            c->has_value = out.has_value;
+            c->state_kept = out.state_kept;
+            c->files_persist = end_reason == 0;
+            c->fresh_interpreter = out.fresh_interpreter;
+            c->images = calloc(out.n_images + 1, sizeof(*c->images));
+            for (size_t i = 0; i < out.n_images; i++) {
+                Bulkhead__Control__Image *im = calloc(1, sizeof(*im));
+                bulkhead__control__image__init(im);
+                im->mime = "image/png";
+                im->data.data = steal_pointer(&out.images[i]);
+                im->data.len = out.image_lens[i];
+                c->images[c->n_images++] = im;
+            }
+        }
+        c->fresh_sandbox = fresh_sandbox;
+        c->tier = strdup(bh_tier_name(s->tier));
+        Bulkhead__Control__RunRecord *r = calloc(1, sizeof(*r));
+        bulkhead__control__run_record__init(r);
+        r->cell = cell_no;
+        r->language = strdup(req->language);
+        r->started_at_unix_ms = (uint64_t)t0_unix;
+        r->queue_ms = (uint64_t)(t_start - t0);
+        r->run_ms = out.run_ms;
+        r->total_ms = (uint64_t)(t_end - t0);
+        r->timeout_ms = timeout;
+        r->memory_bytes = (uint64_t)bhd_cfg.memory_bytes;
+        r->pids = (uint64_t)bhd_cfg.pids;
+        r->output_bytes = (uint64_t)bhd_cfg.output_bytes;
+        r->disk_bytes = (uint64_t)bhd_cfg.disk_bytes;
+        r->disk_used_bytes = used > 0 ? (uint64_t)used : 0;
+        r->exit_code = c->exit_code;
+        pthread_mutex_lock(&lock);
+        r->previous_digest = strdup(s->last_digest);
+        char d[BH_SHA256_HEX];
+        record_digest(r, d);
+        memcpy(s->last_digest, d, sizeof(d));
+        if (c->timed_out)
+            stats.timed_out++;
+        stats.calls++;
+        pthread_mutex_unlock(&lock);
+        r->digest = strdup(d);
+        c->record = r;
+        resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL;
+        resp->run_cell = c;
+        audit_line(json_pack(
+            "{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:b, s:I, s:I, s:s, s:b}", "event",
+            "cell", "owner", s->owner_fp, "session", s->fp, "cell", (json_int_t)cell_no, "language",
+            req->language, "queue_ms", (json_int_t)r->queue_ms, "run_ms", (json_int_t)r->run_ms,
+            "total_ms", (json_int_t)r->total_ms, "exit", c->exit_code, "timed_out", c->timed_out,
+            "stdout_bytes", (json_int_t)c->stdout_bytes, "stderr_bytes",
+            (json_int_t)c->stderr_bytes, "tier", bh_tier_name(s->tier), "fresh_interpreter",
+            c->fresh_interpreter));
+    }
+    bhd_cell_out_free(&out);
+
+    pthread_mutex_lock(&lock);
+    s->last_used_ms = bh_now_ms();
+    bool was_ended = s->ended;
+    if (end_reason)
+        session_end_locked(s, end_reason);
+    if (!s->ended && s->last_used_ms >= s->expires_ms)
+        session_end_locked(s, BULKHEAD__CONTROL__ERROR__ENDED__LIFETIME);
+    bool drop_table_ref = !was_ended && s->ended;
+    s->ticket_serving++;
+    s->in_flight--;
+    owner_calls_leave(s->owner_fp, uid);
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    if (drop_table_ref)
+        session_put(s);
+    session_put(s);
+}
+
+static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
+                     Bulkhead__Control__Response *resp)
+{
+    pthread_mutex_lock(&lock);
+    struct session *s = session_get_locked(req->session_id, uid);
+    if (s == NULL) {
+        char fp[BH_SHA256_HEX];
+        bh_sha256_hex(req->session_id, strlen(req->session_id), fp);
+        int reason = tomb_find(fp, uid);
+        pthread_mutex_unlock(&lock);
+        if (reason)
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
+                      "the session already ended (%s)", ended_name(reason));
+        else
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND, true, 0, "no such session");
+        return;
+    }
+    /* wait for calls in flight: close is ordered after them */
+    uint64_t ticket = s->ticket_next++;
+    s->in_flight++;
+    while (s->ticket_serving != ticket && !s->ended)
+        pthread_cond_wait(&cond, &lock);
+    Bulkhead__Control__CloseSessionResult *r = calloc(1, sizeof(*r));
+    bulkhead__control__close_session_result__init(r);
+    r->calls = s->calls;
+    r->last_record_digest = strdup(s->last_digest);
+    session_end_locked(s, BULKHEAD__CONTROL__ERROR__ENDED__CLOSED);
+    s->ticket_serving++;
+    s->in_flight--;
+    s->refs--; /* the table's reference */
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    session_put(s); /* ours: the last one destroys the sandbox before we answer */
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_CLOSE_SESSION;
+    resp->close_session = r;
+}
+
+static void do_list(Bulkhead__Control__ListSessions *req, uid_t uid,
+                    Bulkhead__Control__Response *resp)
+{
+    Bulkhead__Control__ListSessionsResult *r = calloc(1, sizeof(*r));
+    bulkhead__control__list_sessions_result__init(r);
+    pthread_mutex_lock(&lock);
+    size_t n = 0;
+    for (struct session *s = sessions; s; s = s->next)
+        n++;
+    r->sessions = calloc(n + 1, sizeof(*r->sessions));
+    int64_t now = bh_now_ms(), now_unix = bhd_unix_ms();
+    for (struct session *s = sessions; s; s = s->next) {
+        if (s->uid != uid || strcmp(s->owner, req->owner) != 0)
+            continue;
+        Bulkhead__Control__SessionInfo *i = calloc(1, sizeof(*i));
+        bulkhead__control__session_info__init(i);
+        i->fingerprint = strdup(s->fp);
+        i->conversation = strdup(s->conversation);
+        i->calls = s->calls;
+        i->opened_at_unix_ms = (uint64_t)s->opened_unix;
+        i->last_used_unix_ms = (uint64_t)(now_unix - (now - s->last_used_ms));
+        i->expires_at_unix_ms = (uint64_t)(now_unix + (s->expires_ms - now));
+        i->busy = s->in_flight > 0;
+        r->sessions[r->n_sessions++] = i;
+    }
+    pthread_mutex_unlock(&lock);
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_LIST_SESSIONS;
+    resp->list_sessions = r;
+}
+
+static void do_stats(Bulkhead__Control__Response *resp)
+{
+    Bulkhead__Control__StatsResult *r = calloc(1, sizeof(*r));
+    bulkhead__control__stats_result__init(r);
+    pthread_mutex_lock(&lock);
+    for (struct session *s = sessions; s; s = s->next)
+        r->sessions++;
+    r->warm_ready = (uint32_t)warm_count;
+    r->calls = stats.calls;
+    r->opened = stats.opened;
+    r->closed = stats.closed;
+    r->evicted = stats.evicted;
+    r->timed_out = stats.timed_out;
+    r->errors = stats.errors;
+    r->uptime_ms = (uint64_t)(bh_now_ms() - started_ms);
+    pthread_mutex_unlock(&lock);
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_STATS;
+    resp->stats = r;
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static int send_response(int fd, Bulkhead__Control__Response *resp)
+{
+    size_t len = bulkhead__control__response__get_packed_size(resp);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (buf == NULL)
+        return -1;
+    bulkhead__control__response__pack(resp, buf);
+    int rc = bh_frame_write(fd, buf, len, NULL);
+    free(buf);
+    return rc;
+}
+
+void bhd_serve_connection(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+        close(fd);
+        return;
+    }
+    if (cred.uid != 0 && cred.uid != geteuid() && bhd_cfg.socket_group == NULL) {
+        Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
+        set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__DISABLED, true, 0,
+                  "uid %u may not use this socket", (unsigned)cred.uid);
+        send_response(fd, &resp);
+        response_free(&resp);
+        close(fd);
+        return;
+    }
+    for (;;) {
+        void *buf = NULL;
+        size_t len = 0;
+        struct bh_error err = {0};
+        int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame, -1, &buf, &len, &err);
+        if (rc == 0)
+            break;
+        Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
+        if (rc < 0) {
+            if (err.code == EMSGSIZE) {
+                set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                          "%s: closing the connection", err.msg);
+                send_response(fd, &resp);
+                response_free(&resp);
+            }
+            break;
+        }
+        Bulkhead__Control__Request *req =
+            bulkhead__control__request__unpack(NULL, len, (const uint8_t *)buf);
+        free(buf);
+        if (req == NULL) {
+            set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                      "the frame is not a Request message: closing the connection");
+            send_response(fd, &resp);
+            response_free(&resp);
+            break;
+        }
+        resp.request_id = req->request_id;
+        if (req->version != BHD_PROTOCOL) {
+            set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                      "protocol version %u is not served: this bulkheadd speaks version %d",
+                      req->version, BHD_PROTOCOL);
+        } else {
+            switch (req->body_case) {
+            case BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE:
+                resp.body_case = BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE;
+                resp.describe = &bhd_describe;
+                break;
+            case BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION:
+                do_open(req->open_session, cred.uid, &resp);
+                break;
+            case BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL:
+                do_run(req->run_cell, cred.uid, &resp);
+                break;
+            case BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION:
+                do_close(req->close_session, cred.uid, &resp);
+                break;
+            case BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS:
+                do_list(req->list_sessions, cred.uid, &resp);
+                break;
+            case BULKHEAD__CONTROL__REQUEST__BODY_STATS:
+                do_stats(&resp);
+                break;
+            default:
+                set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                          "the request names no procedure this bulkheadd knows");
+                break;
+            }
+        }
+        bulkhead__control__request__free_unpacked(req, NULL);
+        rc = send_response(fd, &resp);
+        response_free(&resp);
+        if (rc < 0)
+            break;
+    }
+    close(fd);
+}
+
+/* ---- maintenance --------------------------------------------------------- */
+
+static void reap_keepers(void)
+{
+    /* keepers of destroyed boxes are waited for by bhd_box_destroy; this only
+     * collects any that ended on their own in between */
+}
+
+void *bhd_maintenance_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct session *ended[64];
+        size_t n_ended = 0;
+        pthread_mutex_lock(&lock);
+        if (shutting_down) {
+            pthread_mutex_unlock(&lock);
+            return NULL;
+        }
+        int64_t now = bh_now_ms();
+        for (struct session *s = sessions, *next; s && n_ended < 64; s = next) {
+            next = s->next;
+            if (s->in_flight > 0)
+                continue;
+            int reason = 0;
+            if (now >= s->expires_ms)
+                reason = BULKHEAD__CONTROL__ERROR__ENDED__LIFETIME;
+            else if (now - s->last_used_ms >= s->idle_ms)
+                reason = BULKHEAD__CONTROL__ERROR__ENDED__IDLE;
+            else {
+                struct pollfd p = {.fd = s->box->keeper_fd, .events = POLLIN};
+                if (poll(&p, 1, 0) > 0)
+                    reason = BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED;
+            }
+            if (reason) {
+                session_end_locked(s, reason);
+                ended[n_ended++] = s;
+            }
+        }
+        bool refill = warm_count + warm_creating < bhd_cfg.warm;
+        if (refill)
+            warm_creating++;
+        pthread_mutex_unlock(&lock);
+        for (size_t i = 0; i < n_ended; i++)
+            session_put(ended[i]);
+        reap_keepers();
+        if (refill) {
+            struct bhd_box *box = NULL;
+            struct bh_error err = {0};
+            int rc = bhd_box_create("python", &box, &err);
+            pthread_mutex_lock(&lock);
+            warm_creating--;
+            if (rc == 0 && !shutting_down) {
+                struct warm *w = calloc(1, sizeof(*w));
+                w->box = box;
+                w->next = warm_pool;
+                warm_pool = w;
+                warm_count++;
+                box = NULL;
+            }
+            pthread_mutex_unlock(&lock);
+            if (rc < 0) {
+                bhd_log("warm pool: %s", err.msg);
+                sleep(1);
+            }
+            bhd_box_destroy(box);
+            continue; /* fill the pool before sleeping */
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&lock);
+        if (!shutting_down)
+            pthread_cond_timedwait(&cond, &lock, &ts);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+void bhd_shutdown_sessions(void)
+{
+    pthread_mutex_lock(&lock);
+    shutting_down = true;
+    struct session *all = sessions;
+    sessions = NULL;
+    struct warm *w = warm_pool;
+    warm_pool = NULL;
+    warm_count = 0;
+    for (struct session *s = all; s; s = s->next) {
+        s->ended = true;
+        s->ended_reason = BULKHEAD__CONTROL__ERROR__ENDED__SHUTDOWN;
+    }
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    /* Boxes go now even if a call holds a reference: closing the channel and
+     * the keeper socket ends the sandbox; the caller's thread sees EOF. */
+    for (struct session *s = all; s; s = s->next) {
+        close(s->box->keeper_fd);
+        s->box->keeper_fd = -1;
+    }
+    while (w) {
+        struct warm *n = w->next;
+        bhd_box_destroy(w->box);
+        free(w);
+        w = n;
+    }
+    for (struct session *s = all; s; s = s->next) {
+        pid_t k = s->box->keeper;
+        for (int i = 0; i < 500; i++) {
+            pid_t r = waitpid(k, NULL, WNOHANG);
+            if (r == k || (r < 0 && errno == ECHILD))
+                break;
+            usleep(10000);
+        }
+    }
+}
