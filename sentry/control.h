@@ -18,6 +18,11 @@ int bh_sentry_connect(const char *state_dir, struct bh_sentry_conn **out, struct
 /* The channel of a sandbox this process created (not to be freed separately). */
 struct bh_sentry_conn *bh_sandbox_conn(struct bh_sandbox *sb);
 void bh_sentry_disconnect(struct bh_sentry_conn *conn);
+/* A second, independent channel to the same sentry (free with
+ * bh_sentry_disconnect): one request runs at a time on a channel, so a thread
+ * that waits on a process should have its own. */
+int bh_sentry_conn_dup(struct bh_sentry_conn *conn, struct bh_sentry_conn **out,
+                       struct bh_error *err);
 
 /* Releases the waiting first guest of a created sandbox (OCI start). */
 int bh_sentry_start(struct bh_sentry_conn *conn, struct bh_error *err);

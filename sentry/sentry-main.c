@@ -1,7 +1,704 @@
-/* Placeholder: replaced by its owner. */
+/* bulkhead-sentry: pid 1 of every sandbox. The front end executes it in the
+ * sandbox's fresh namespaces (as root of its user namespace) with the sync
+ * socket on fd 3. It reads the spec, opens what it needs from the host,
+ * compiles the policies, builds the filesystem and network, confines itself
+ * (its own uid, a few capabilities, non-dumpable, no_new_privs,
+ * sentry.policy), spawns the first guest, says "ready", then serves: it
+ * reaps every process, forwards signals to the first guest, answers the
+ * control channel, and when the first guest ends it kills what is left and
+ * exits with the guest's status. See sentry/README.md. */
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "frame.h"
+#include "mounts.h"
+#include "netns.h"
+#include "policy.h"
+#include "sandbox-internal.h"
+
+#define MAX_CONNS 64
+#define MAX_EXITED 256
+#define MAX_WAITERS 64
+
+struct conn {
+    int fd;
+    bool is_sync;
+};
+
+struct exited {
+    pid_t pid;
+    int status;
+};
+
+struct waiter {
+    int fd;
+    pid_t pid;
+};
+
+static struct {
+    int sync_fd;
+    bool detached;
+    int listen_fd;
+    int epfd;
+    int sigfd;
+    struct bh_sandbox_spec spec;
+    struct bh_sentry_params params;
+    struct sock_fprog prog, extra_prog, sentry_prog;
+    bool have_extra;
+    struct bh_guest_ctx ctx;
+    struct bh_broker *broker;
+    struct bh_guest first;
+    bool first_started;
+    pid_t children[1024]; /* exec'd guests still alive */
+    size_t n_children;
+    struct exited exited[MAX_EXITED];
+    size_t n_exited;
+    struct waiter waiters[MAX_WAITERS];
+    size_t n_waiters;
+    struct conn conns[MAX_CONNS];
+    size_t n_conns;
+} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1};
+
+static __attribute__((noreturn)) void die(const struct bh_error *err)
 {
-    fprintf(stderr, "bulkhead-sentry: not built yet\n");
-    return 125;
+    if (S.sync_fd >= 0) {
+        json_t *m = bh_msg_error(err, "error");
+        bh_msg_send(S.sync_fd, m, NULL, 0, NULL);
+        json_decref(m);
+    }
+    /* pid 1: its exit kills every guest of the namespace. */
+    exit(125);
+}
+
+static void reply(int fd, json_t *msg, const int *fds, size_t n)
+{
+    bh_msg_send(fd, msg, fds, n, NULL);
+    json_decref(msg);
+}
+
+static void reply_error(int fd, const struct bh_error *err)
+{
+    reply(fd, bh_msg_error(err, "re"), NULL, 0);
+}
+
+/* ---- setup, as root of the user namespace ------------------------------- */
+
+static int read_spec(struct bh_error *err)
+{
+    json_t *msg = NULL;
+    int fds[1 + 16];
+    size_t n = 0;
+    int r = bh_msg_recv(S.sync_fd, bh_now_ms() + 30000, &msg, fds, BH_ARRAY_SIZE(fds), &n, err);
+    if (r <= 0)
+        return r == 0 ? bh_error_set(err, EPIPE, "the front end left before sending the spec") : -1;
+    const char *op = json_string_value(json_object_get(msg, "op"));
+    json_decref(msg);
+    if (op == NULL || n < 1)
+        return bh_error_set(err, EPROTO, "expected the spec, got something else");
+    struct stat st;
+    if (fstat(fds[0], &st) < 0 || st.st_size <= 0 || st.st_size > BH_SPEC_MAX)
+        return bh_error_set(err, EPROTO, "the spec is empty or above %d bytes", BH_SPEC_MAX);
+    cleanup_free char *text = malloc((size_t)st.st_size);
+    if (text == NULL || pread(fds[0], text, (size_t)st.st_size, 0) != st.st_size)
+        return bh_error_errno(err, errno, "read the spec");
+    close(fds[0]);
+    json_error_t jerr;
+    json_t *o = json_loadb(text, (size_t)st.st_size, JSON_REJECT_DUPLICATES, &jerr);
+    if (o == NULL)
+        return bh_error_set(err, EPROTO, "the spec is not JSON: %s", jerr.text);
+    if (bh_spec_from_json(o, &S.spec, err) < 0) {
+        json_decref(o);
+        return -1;
+    }
+    json_t *mounts = json_object_get(o, "mounts");
+    for (size_t i = 0; i < S.spec.n_mounts; i++) {
+        json_t *idx = json_object_get(json_array_get(mounts, i), "tree_fd_index");
+        S.spec.mounts[i].tree_fd = -1;
+        if (idx == NULL)
+            continue;
+        json_int_t k = json_integer_value(idx);
+        if (k < 0 || (size_t)k + 1 >= n) {
+            json_decref(o);
+            return bh_error_set(err, EPROTO, "mount %zu names a prepared tree that was not sent",
+                                i);
+        }
+        S.spec.mounts[i].has_tree_fd = true;
+        S.spec.mounts[i].tree_fd = fds[k + 1];
+    }
+    json_t *p = json_object_get(o, "params");
+    const char *state_dir = NULL, *gp = NULL, *sp = NULL;
+    json_int_t su = 0, sg = 0;
+    int det = 0, mn = 0, mu = 0;
+    if (json_unpack(p, "{s:b,s?s,s:s,s:s,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir",
+                    &state_dir, "guest_policy", &gp, "sentry_policy", &sp, "sentry_uid", &su,
+                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu) < 0) {
+        json_decref(o);
+        return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
+    }
+    S.params.detached = det;
+    S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
+    S.params.guest_policy_path = strdup(gp);
+    S.params.sentry_policy_path = strdup(sp);
+    S.params.sentry_uid = (uint32_t)su;
+    S.params.sentry_gid = (uint32_t)sg;
+    S.params.made_netns = mn;
+    S.params.made_utsns = mu;
+    json_decref(o);
+    S.detached = det;
+    return 0;
+}
+
+static int compile_policy(const char *path, const char *what, struct sock_fprog *prog,
+                          bool *has_notify, struct bh_error *err)
+{
+    struct bh_policy *pol = NULL;
+    if (bh_policy_load(path, &pol, err) < 0)
+        return bh_error_prefix(err, "%s", what);
+    if (has_notify != NULL)
+        *has_notify = bh_policy_has_notify(pol);
+    int r = bh_policy_compile(pol, prog, err);
+    bh_policy_free(pol);
+    return r < 0 ? bh_error_prefix(err, "%s", what) : 0;
+}
+
+static int load_policies(struct bh_error *err)
+{
+    const char *tier = bh_tier_name(S.spec.tier);
+    char what[128];
+    snprintf(what, sizeof(what), "seccomp policy of the %s tier", tier);
+    bool notify = false;
+    if (compile_policy(S.params.guest_policy_path, what, &S.prog, &notify, err) < 0)
+        return -1;
+    if (S.spec.tier == BH_TIER_KERNEL && !notify)
+        return bh_error_set(err, EINVAL,
+                            "the kernel tier's policy `%s` brokers no syscall: refused, the "
+                            "kernel tier needs the sentry to check arguments",
+                            S.params.guest_policy_path);
+    if (S.spec.tier != BH_TIER_KERNEL && notify)
+        return bh_error_set(err, EINVAL,
+                            "policy `%s` sends syscalls to the sentry, which only the kernel "
+                            "tier serves",
+                            S.params.guest_policy_path);
+    if (S.spec.extra_policy_text != NULL) {
+        struct bh_policy *pol = NULL;
+        if (bh_policy_parse(S.spec.extra_policy_text, "caller's seccomp profile", NULL, &pol, err) <
+            0)
+            return -1;
+        if (bh_policy_has_notify(pol)) {
+            bh_policy_free(pol);
+            return bh_error_set(err, EINVAL, "the caller's seccomp profile may only take away");
+        }
+        int r = bh_policy_compile(pol, &S.extra_prog, err);
+        bh_policy_free(pol);
+        if (r < 0)
+            return -1;
+        S.have_extra = true;
+    }
+    return compile_policy(S.params.sentry_policy_path, "the sentry's own seccomp policy",
+                          &S.sentry_prog, NULL, err);
+}
+
+static int write_sysctls(struct bh_error *err)
+{
+    for (size_t i = 0; i < S.spec.n_sysctls; i++) {
+        char path[512];
+        snprintf(path, sizeof(path), "/proc/sys/%s", S.spec.sysctls[i].key);
+        for (char *p = path + 10; *p; p++)
+            if (*p == '.')
+                *p = '/';
+        /* Net and ipc sysctls resolve to the opener's namespaces, which are
+         * the sandbox's: the host's /proc is still mounted here. */
+        cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        const char *v = S.spec.sysctls[i].value;
+        if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
+            return bh_error_errno(err, errno, "sysctl %s=%s (only namespaced sysctls can be set)",
+                                  S.spec.sysctls[i].key, v);
+    }
+    return 0;
+}
+
+static int open_control_socket(struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/sentry.sock", S.params.state_dir) >=
+        (int)sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "state directory is too long for a socket");
+    S.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (S.listen_fd < 0)
+        return bh_error_errno(err, errno, "control socket");
+    unlink(addr.sun_path);
+    mode_t old = umask(0077);
+    int r = bind(S.listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+    umask(old);
+    if (r < 0 || listen(S.listen_fd, 16) < 0)
+        return bh_error_errno(err, errno, "bind the control socket `%s`", addr.sun_path);
+    return 0;
+}
+
+static int connect_console(struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", S.spec.console_socket) >=
+        (int)sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "console socket path is too long");
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return bh_error_errno(err, e, "connect to the console socket `%s`", addr.sun_path);
+    }
+    return fd;
+}
+
+static int confine_self(struct bh_error *err)
+{
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        return bh_error_errno(err, errno, "make the sentry non-dumpable");
+    if (bh_caps_sentry_drop(&S.spec.process, S.params.sentry_uid, S.params.sentry_gid, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
+    /* New credentials cleared the death signal. */
+    if (!S.detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        return bh_error_errno(err, errno, "set the sentry's death signal");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return bh_error_errno(err, errno, "set no_new_privs on the sentry");
+    if (bh_policy_install(&S.sentry_prog, false, err) < 0)
+        return bh_error_prefix(err, "the sentry's own seccomp policy");
+    bh_policy_prog_free(&S.sentry_prog);
+    return 0;
+}
+
+static void add_conn(int fd, bool is_sync)
+{
+    if (S.n_conns >= MAX_CONNS) {
+        close(fd);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(S.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        return;
+    }
+    S.conns[S.n_conns++] = (struct conn){fd, is_sync};
+}
+
+static void drop_conn(int fd)
+{
+    epoll_ctl(S.epfd, EPOLL_CTL_DEL, fd, NULL);
+    for (size_t i = 0; i < S.n_waiters;) {
+        if (S.waiters[i].fd == fd)
+            S.waiters[i] = S.waiters[--S.n_waiters];
+        else
+            i++;
+    }
+    for (size_t i = 0; i < S.n_conns; i++) {
+        if (S.conns[i].fd == fd) {
+            S.conns[i] = S.conns[--S.n_conns];
+            break;
+        }
+    }
+    if (fd == S.sync_fd)
+        S.sync_fd = -1;
+    close(fd);
+}
+
+/* ---- the end ------------------------------------------------------------- */
+
+static __attribute__((noreturn)) void finish(int status)
+{
+    /* pid 1 signalling -1 reaches every other process of the namespace. */
+    kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+    if (S.sync_fd >= 0) {
+        json_t *m = json_pack("{s:s,s:i}", "ev", "exit", "status", status);
+        bh_msg_send(S.sync_fd, m, NULL, 0, NULL);
+        json_decref(m);
+    }
+    exit(bh_status_to_exit_code(status));
+}
+
+static void record_exit(pid_t pid, int status)
+{
+    for (size_t i = 0; i < S.n_children; i++) {
+        if (S.children[i] != pid)
+            continue;
+        S.children[i] = S.children[--S.n_children];
+        bool answered = false;
+        for (size_t w = 0; w < S.n_waiters;) {
+            if (S.waiters[w].pid == pid) {
+                reply(S.waiters[w].fd, json_pack("{s:s,s:i}", "re", "status", "status", status),
+                      NULL, 0);
+                S.waiters[w] = S.waiters[--S.n_waiters];
+                answered = true;
+            } else {
+                w++;
+            }
+        }
+        if (!answered) {
+            if (S.n_exited == MAX_EXITED)
+                memmove(S.exited, S.exited + 1, sizeof(S.exited[0]) * --S.n_exited);
+            S.exited[S.n_exited++] = (struct exited){pid, status};
+        }
+        return;
+    }
+}
+
+static void reap(void)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0)
+            return;
+        if (pid == S.first.pid)
+            finish(status);
+        record_exit(pid, status);
+    }
+}
+
+static void on_signal(void)
+{
+    struct signalfd_siginfo si;
+    while (read(S.sigfd, &si, sizeof(si)) == sizeof(si)) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            reap();
+            continue;
+        }
+        switch (sig) {
+        case SIGTERM:
+        case SIGINT:
+        case SIGHUP:
+        case SIGQUIT:
+        case SIGUSR1:
+        case SIGUSR2:
+        case SIGWINCH:
+        case SIGCONT:
+            if (S.first.pid > 0)
+                kill(S.first.pid, sig);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
+{
+    struct bh_error err = {0};
+    struct bh_process proc;
+    if (n_fds < 3) {
+        bh_error_set(&err, EPROTO, "exec needs three stdio fds");
+        reply_error(fd, &err);
+        return;
+    }
+    if (bh_process_from_json(json_object_get(msg, "process"), &proc, &err) < 0) {
+        reply_error(fd, &err);
+        return;
+    }
+    if (proc.argv == NULL || proc.argv[0] == NULL) {
+        bh_error_set(&err, EINVAL, "exec needs a command");
+        bh_process_free(&proc);
+        reply_error(fd, &err);
+        return;
+    }
+    if (S.n_children >= BH_ARRAY_SIZE(S.children)) {
+        bh_error_set(&err, EAGAIN, "too many exec'd processes in this sandbox");
+        bh_process_free(&proc);
+        reply_error(fd, &err);
+        return;
+    }
+    struct bh_guest g;
+    int r = bh_guest_spawn(&S.ctx, &proc, fds, n_fds > 3 ? fds[3] : -1, &g, &err);
+    bh_process_free(&proc);
+    if (r < 0) {
+        reply_error(fd, &err);
+        return;
+    }
+    S.children[S.n_children++] = g.pid;
+    if (g.listener >= 0) {
+        if (bh_broker_add_listener(S.broker, g.listener, &err) < 0) {
+            kill(g.pid, SIGKILL);
+            close(g.pidfd);
+            close(g.setup_fd);
+            reply_error(fd, &err);
+            return;
+        }
+        g.listener = -1;
+    }
+    r = bh_guest_start(&g, &err);
+    if (r < 0) {
+        close(g.pidfd);
+        reply_error(fd, &err);
+        return;
+    }
+    reply(fd, json_pack("{s:s}", "re", "pid"), &g.pidfd, 1);
+    close(g.pidfd);
+}
+
+static void op_wait(int fd, json_t *msg)
+{
+    struct bh_error err = {0};
+    pid_t pid = (pid_t)json_integer_value(json_object_get(msg, "pid"));
+    for (size_t i = 0; i < S.n_exited; i++) {
+        if (S.exited[i].pid == pid) {
+            int st = S.exited[i].status;
+            S.exited[i] = S.exited[--S.n_exited];
+            reply(fd, json_pack("{s:s,s:i}", "re", "status", "status", st), NULL, 0);
+            return;
+        }
+    }
+    for (size_t i = 0; i < S.n_children; i++) {
+        if (S.children[i] == pid && S.n_waiters < MAX_WAITERS) {
+            S.waiters[S.n_waiters++] = (struct waiter){fd, pid};
+            return;
+        }
+    }
+    bh_error_set(&err, ESRCH,
+                 "process %d was not started by exec in this sandbox (or was "
+                 "already waited for)",
+                 pid);
+    reply_error(fd, &err);
+}
+
+static void op_signal(int fd, json_t *msg)
+{
+    struct bh_error err = {0};
+    pid_t pid = (pid_t)json_integer_value(json_object_get(msg, "pid"));
+    int sig = (int)json_integer_value(json_object_get(msg, "sig"));
+    if (pid == 0)
+        pid = S.first.pid;
+    if (pid <= 1 || sig <= 0 || sig >= 65) {
+        bh_error_set(&err, EINVAL, "signal %d to process %d refused", sig, pid);
+        reply_error(fd, &err);
+        return;
+    }
+    if (kill(pid, sig) < 0) {
+        bh_error_errno(&err, errno, "signal %d to process %d", sig, pid);
+        reply_error(fd, &err);
+        return;
+    }
+    reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
+}
+
+static void op_conn(int fd)
+{
+    struct bh_error err = {0};
+    int sv[2];
+    if (S.n_conns + 1 >= MAX_CONNS ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        bh_error_set(&err, EMFILE, "no more channels to this sentry");
+        reply_error(fd, &err);
+        return;
+    }
+    add_conn(sv[0], false);
+    reply(fd, json_pack("{s:s}", "re", "conn"), &sv[1], 1);
+    close(sv[1]);
+}
+
+static void on_request(int fd)
+{
+    struct bh_error err = {0};
+    json_t *msg = NULL;
+    int fds[4];
+    size_t n = 0;
+    int r = bh_msg_recv(fd, -1, &msg, fds, 4, &n, &err);
+    if (r <= 0) {
+        bool was_sync = fd == S.sync_fd;
+        drop_conn(fd);
+        /* An owned sandbox lives no longer than its creator. */
+        if (was_sync && !S.detached)
+            finish(W_EXITCODE(0, SIGKILL));
+        return;
+    }
+    const char *op = json_string_value(json_object_get(msg, "op"));
+    if (op == NULL) {
+        bh_error_set(&err, EPROTO, "request without an op");
+        reply_error(fd, &err);
+    } else if (strcmp(op, "start") == 0) {
+        if (S.first_started) {
+            bh_error_set(&err, EALREADY, "the sandbox was already started");
+            reply_error(fd, &err);
+        } else {
+            S.first_started = true;
+            if (bh_guest_start(&S.first, &err) < 0)
+                reply_error(fd, &err);
+            else
+                reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
+        }
+    } else if (strcmp(op, "exec") == 0) {
+        op_exec(fd, msg, fds, n);
+    } else if (strcmp(op, "wait") == 0) {
+        op_wait(fd, msg);
+    } else if (strcmp(op, "signal") == 0) {
+        op_signal(fd, msg);
+    } else if (strcmp(op, "conn") == 0) {
+        op_conn(fd);
+    } else {
+        bh_error_set(&err, EPROTO, "unknown request `%s`", op);
+        reply_error(fd, &err);
+    }
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    json_decref(msg);
+}
+
+static void on_accept(void)
+{
+    for (;;) {
+        int fd = accept4(S.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        /* Only the host side: a process of this sandbox has a pid here. The
+         * socket itself is mode 0600 in the runtime's root-only state dir. */
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid != 0) {
+            close(fd);
+            continue;
+        }
+        add_conn(fd, false);
+    }
+}
+
+static __attribute__((noreturn)) void serve(void)
+{
+    for (;;) {
+        struct epoll_event evs[8];
+        int n = epoll_wait(S.epfd, evs, 8, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == S.sigfd)
+                on_signal();
+            else if (fd == S.listen_fd)
+                on_accept();
+            else
+                on_request(fd);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct bh_error err = {0};
+    int slot_fd = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--sync-fd=", 10) == 0)
+            S.sync_fd = atoi(argv[i] + 10);
+        else if (strncmp(argv[i], "--slot-fd=", 10) == 0)
+            slot_fd = atoi(argv[i] + 10);
+    }
+    if (S.sync_fd < 3 || getpid() != 1) {
+        fprintf(stderr, "bulkhead-sentry: started by the sandbox core only (bulkhead do, "
+                        "bulkheadd, bulkhead create)\n");
+        return 125;
+    }
+    fcntl(S.sync_fd, F_SETFD, FD_CLOEXEC);
+    if (slot_fd >= 0)
+        fcntl(slot_fd, F_SETFD, FD_CLOEXEC); /* held for the sandbox's life */
+
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, NULL);
+    S.sigfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (S.sigfd < 0) {
+        bh_error_errno(&err, errno, "signalfd");
+        die(&err);
+    }
+    if (read_spec(&err) < 0)
+        die(&err);
+    if (S.detached && S.params.state_dir != NULL && open_control_socket(&err) < 0)
+        die(&err);
+    int console_fd = -1;
+    if (S.spec.process.terminal && S.spec.console_socket != NULL &&
+        (console_fd = connect_console(&err)) < 0)
+        die(&err);
+    if (load_policies(&err) < 0)
+        die(&err);
+    if (write_sysctls(&err) < 0)
+        die(&err);
+    if (bh_mounts_setup(&S.spec, &err) < 0) {
+        bh_error_prefix(&err, "filesystem");
+        die(&err);
+    }
+    if (S.params.made_netns && bh_netns_loopback_up(&err) < 0) {
+        bh_error_prefix(&err, "network namespace");
+        die(&err);
+    }
+    const char *host = S.spec.hostname ? S.spec.hostname : "bulkhead";
+    if (S.params.made_utsns && sethostname(host, strlen(host)) < 0) {
+        bh_error_errno(&err, errno, "set hostname `%s`", host);
+        die(&err);
+    }
+    if (confine_self(&err) < 0)
+        die(&err);
+
+    S.ctx = (struct bh_guest_ctx){.spec = &S.spec,
+                                  .prog = &S.prog,
+                                  .extra_prog = S.have_extra ? &S.extra_prog : NULL,
+                                  .want_listener = S.spec.tier == BH_TIER_KERNEL};
+    if (S.spec.tier == BH_TIER_KERNEL) {
+        struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
+                                       .guest_gid = S.spec.process.gid,
+                                       .sentry_pid = 1,
+                                       .root_fd = -1};
+        if (bh_broker_new(&cfg, &S.broker, &err) < 0 || bh_broker_start(S.broker, &err) < 0) {
+            bh_error_prefix(&err, "the kernel tier's syscall broker");
+            die(&err);
+        }
+    }
+    int stdio[3] = {0, 1, 2};
+    if (bh_guest_spawn(&S.ctx, &S.spec.process, stdio, console_fd, &S.first, &err) < 0)
+        die(&err);
+    if (console_fd >= 0)
+        close(console_fd);
+    if (S.first.listener >= 0) {
+        if (bh_broker_add_listener(S.broker, S.first.listener, &err) < 0)
+            die(&err);
+        S.first.listener = -1;
+    }
+    /* The guest has its own copies: the sentry holds no one's stdio. */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < 3; i++) {
+        if (null >= 0)
+            dup3(null, i, O_CLOEXEC);
+        else
+            close(i);
+    }
+    if (null > 2)
+        close(null);
+
+    S.epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = S.sigfd};
+    if (S.epfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, S.sigfd, &ev) < 0) {
+        bh_error_errno(&err, errno, "epoll");
+        die(&err);
+    }
+    if (S.listen_fd >= 0) {
+        ev.data.fd = S.listen_fd;
+        epoll_ctl(S.epfd, EPOLL_CTL_ADD, S.listen_fd, &ev);
+    }
+    add_conn(S.sync_fd, true);
+    json_t *ready = json_pack("{s:s}", "ev", "ready");
+    bh_msg_send(S.sync_fd, ready, NULL, 0, NULL);
+    json_decref(ready);
+    serve();
 }

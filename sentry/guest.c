@@ -1,0 +1,401 @@
+/* Owns a guest's birth, in the sentry: fork, then the guest's own setup in
+ * the order the kernel needs (session, console, stdio, fds, rlimits,
+ * securebits, ids, capabilities, working directory, no_new_privs, Landlock,
+ * seccomp last), a report to the sentry, a wait for start, and exec.
+ *
+ * The guest talks to the sentry over a SOCK_SEQPACKET pair (its end is
+ * close-on-exec, so the sentry sees the end of the stream when exec
+ * succeeds). At the kernel tier the guest's filter returns a listener fd; the
+ * guest reports its number and waits, and the sentry takes it with
+ * pidfd_getfd before letting the guest go, so the guest never makes a
+ * brokered syscall before the broker holds its listener. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "frame.h"
+#include "landlock.h"
+#include "policy.h"
+#include "sandbox-internal.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define GUEST_SETUP_TIMEOUT_MS 30000
+
+static const char *env_get(char **env, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = env; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+/* PATH lookup inside the sandbox, as runc does, so create can say "not found". */
+static int resolve_program(const struct bh_process *proc, char *out, size_t size,
+                           struct bh_error *err)
+{
+    const char *prog = proc->argv[0];
+    if (strchr(prog, '/') != NULL) {
+        if (snprintf(out, size, "%s", prog) >= (int)size)
+            return bh_error_set(err, ENAMETOOLONG, "program path `%s` is too long", prog);
+        struct stat st;
+        if (stat(out, &st) < 0)
+            return bh_error_errno(err, errno, "exec `%s`", prog);
+        return 0;
+    }
+    const char *path = env_get(proc->env, "PATH");
+    if (path == NULL)
+        path = DEFAULT_PATH;
+    int last = ENOENT;
+    while (*path != '\0') {
+        const char *colon = strchrnul(path, ':');
+        int len = (int)(colon - path);
+        snprintf(out, size, "%.*s/%s", len ? len : 1, len ? path : ".", prog);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (access(out, X_OK) == 0)
+                return 0;
+            last = EACCES;
+        }
+        path = *colon ? colon + 1 : colon;
+    }
+    if (last == EACCES)
+        return bh_error_set(err, EACCES, "exec `%s`: found in $PATH but not executable", prog);
+    return bh_error_set(err, ENOENT, "exec `%s`: executable file not found in $PATH", prog);
+}
+
+static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
+{
+    struct rlimit nofile = {1024, 4096}, core = {0, 0};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+        return bh_error_errno(err, errno, "set default rlimits (nofile 1024/4096, core 0)");
+    for (size_t i = 0; i < proc->n_rlimits; i++) {
+        const struct bh_rlimit *r = &proc->rlimits[i];
+        struct rlimit rl = {r->soft, r->hard};
+        if (setrlimit(r->resource, &rl) < 0)
+            return bh_error_errno(err, errno, "set rlimit %d to %llu/%llu", r->resource,
+                                  (unsigned long long)r->soft, (unsigned long long)r->hard);
+    }
+    return 0;
+}
+
+/* Moves fds onto 0, 1, 2 without clobbering one another. */
+static int place_stdio(const int in[3], struct bh_error *err)
+{
+    int tmp[3];
+    for (int i = 0; i < 3; i++) {
+        tmp[i] = fcntl(in[i], F_DUPFD_CLOEXEC, 10);
+        if (tmp[i] < 0)
+            return bh_error_errno(err, errno, "duplicate stdio fd %d", in[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dup2(tmp[i], i) < 0)
+            return bh_error_errno(err, errno, "install stdio fd %d", i);
+        close(tmp[i]);
+    }
+    return 0;
+}
+
+static int open_console(const struct bh_process *proc, int console_fd, int stdio[3],
+                        struct bh_error *err)
+{
+    cleanup_close int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master < 0)
+        return bh_error_errno(err, errno, "open /dev/ptmx for the guest's terminal");
+    char name[64];
+    int unlock = 0;
+    if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ptsname_r(master, name, sizeof(name)) != 0)
+        return bh_error_errno(err, errno, "unlock the guest's pty");
+    if (proc->console_rows && proc->console_cols) {
+        struct winsize ws = {.ws_row = proc->console_rows, .ws_col = proc->console_cols};
+        ioctl(master, TIOCSWINSZ, &ws);
+    }
+    int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0)
+        return bh_error_errno(err, errno, "open the guest's pty `%s`", name);
+    if (ioctl(slave, TIOCSCTTY, 0) < 0) {
+        close(slave);
+        return bh_error_errno(err, errno, "make `%s` the guest's controlling terminal", name);
+    }
+    if (bh_send_fds(console_fd, name, strlen(name), &master, 1, err) < 0) {
+        close(slave);
+        return bh_error_prefix(err, "send the pty master to the console socket");
+    }
+    stdio[0] = stdio[1] = stdio[2] = slave;
+    return 0;
+}
+
+static int landlock_guest(const struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    struct bh_landlock_rule rules[64];
+    size_t n = 0;
+    int fds[64];
+    const char *writable[48];
+    size_t nw = 0;
+    static const char *const dev_nodes[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty",
+                                            "/dev/pts",  "/dev/ptmx", "/dev/shm",  "/dev/mqueue"};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++)
+        writable[nw++] = dev_nodes[i];
+    bool whole_root = spec->rootfs != NULL && (!spec->rootfs_readonly || spec->rootfs_overlay);
+    if (spec->rootfs == NULL) {
+        writable[nw++] = "/tmp";
+        writable[nw++] = spec->workdir ? spec->workdir : "/work";
+    } else if (!whole_root) {
+        for (size_t i = 0; i < spec->n_mounts && nw < BH_ARRAY_SIZE(writable); i++) {
+            const struct bh_mount *m = &spec->mounts[i];
+            if (m->destination == NULL || (m->flags & MS_RDONLY) || m->type == NULL)
+                continue;
+            if (strcmp(m->type, "tmpfs") == 0 || strcmp(m->type, "bind") == 0 ||
+                (m->flags & MS_BIND))
+                writable[nw++] = m->destination;
+        }
+    }
+    if (spec->process.cwd != NULL && nw < BH_ARRAY_SIZE(writable) && spec->rootfs == NULL)
+        writable[nw++] = spec->process.cwd;
+    fds[n] = open("/", O_PATH | O_CLOEXEC);
+    if (fds[n] < 0)
+        return bh_error_errno(err, errno, "open / for Landlock");
+    rules[n] = (struct bh_landlock_rule){
+        "/", fds[n], BH_LL_READ | BH_LL_EXECUTE | (whole_root ? BH_LL_WRITE : 0)};
+    n++;
+    for (size_t i = 0; i < nw; i++) {
+        int fd = open(writable[i], O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* not in this sandbox: nothing to allow */
+        fds[n] = fd;
+        rules[n] =
+            (struct bh_landlock_rule){writable[i], fd, BH_LL_READ | BH_LL_WRITE | BH_LL_EXECUTE};
+        n++;
+    }
+    int r = bh_landlock_restrict(rules, n, err);
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    if (r < 0)
+        return bh_error_prefix(err, "Landlock (needed by the %s tier)", bh_tier_name(spec->tier));
+    return 0;
+}
+
+static void guest_report(int sock, json_t *msg)
+{
+    bh_msg_send(sock, msg, NULL, 0, NULL);
+    json_decref(msg);
+}
+
+static void guest_fail(int sock, const struct bh_error *err, int code)
+{
+    guest_report(sock, bh_msg_error(err, "error"));
+    _exit(code);
+}
+
+/* Runs in the forked guest; never returns. */
+static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                       const int stdio_in[3], int console_fd, int sock)
+{
+    struct bh_error err = {0};
+    int stdio[3] = {stdio_in[0], stdio_in[1], stdio_in[2]};
+    sigset_t all;
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    if (setsid() < 0) {
+        bh_error_errno(&err, errno, "setsid");
+        guest_fail(sock, &err, 125);
+    }
+    if (proc->terminal) {
+        if (console_fd < 0) {
+            bh_error_set(&err, EINVAL, "a terminal was asked for but there is no console socket");
+            guest_fail(sock, &err, 125);
+        }
+        if (open_console(proc, console_fd, stdio, &err) < 0)
+            guest_fail(sock, &err, 125);
+    }
+    if (place_stdio(stdio, &err) < 0)
+        guest_fail(sock, &err, 125);
+    if (sock != 3) {
+        if (dup3(sock, 3, O_CLOEXEC) < 0) {
+            bh_error_errno(&err, errno, "move the setup socket");
+            guest_fail(sock, &err, 125);
+        }
+        sock = 3;
+    }
+    /* Only 0, 1, 2 (and the close-on-exec setup socket) from here on. */
+    if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+        bh_error_errno(&err, errno, "close inherited fds");
+        guest_fail(sock, &err, 125);
+    }
+    if (set_rlimits(proc, &err) < 0)
+        guest_fail(sock, &err, 125);
+    umask(proc->umask >= 0 ? (mode_t)proc->umask : 022);
+    if (proc->has_oom_score_adj) {
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        char buf[16];
+        int len = snprintf(buf, sizeof(buf), "%d", proc->oom_score_adj);
+        if (fd < 0 || write(fd, buf, (size_t)len) != len) {
+            bh_error_errno(&err, errno, "set oom_score_adj to %d", proc->oom_score_adj);
+            guest_fail(sock, &err, 125);
+        }
+        close(fd);
+    }
+    if (bh_caps_guest_securebits(proc, &err) < 0)
+        guest_fail(sock, &err, 125);
+    gid_t gids[256];
+    size_t ng = proc->n_additional_gids < 256 ? proc->n_additional_gids : 256;
+    for (size_t i = 0; i < ng; i++)
+        gids[i] = proc->additional_gids[i];
+    if (syscall(SYS_setgroups, ng, gids) < 0 ||
+        syscall(SYS_setresgid, proc->gid, proc->gid, proc->gid) < 0 ||
+        syscall(SYS_setresuid, proc->uid, proc->uid, proc->uid) < 0) {
+        bh_error_errno(&err, errno, "switch to the guest's uid/gid %u/%u (is it mapped?)",
+                       proc->uid, proc->gid);
+        guest_fail(sock, &err, 125);
+    }
+    if (bh_caps_guest_apply(proc, &err) < 0)
+        guest_fail(sock, &err, 125);
+    const char *cwd = proc->cwd ? proc->cwd : "/";
+    if (chdir(cwd) < 0) {
+        bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
+        guest_fail(sock, &err, 125);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        bh_error_errno(&err, errno, "set no_new_privs");
+        guest_fail(sock, &err, 125);
+    }
+    if (landlock_guest(ctx->spec, &err) < 0)
+        guest_fail(sock, &err, 125);
+    char program[4096];
+    if (resolve_program(proc, program, sizeof(program), &err) < 0)
+        guest_fail(sock, &err, err.code == ENOENT ? 127 : 126);
+    if (ctx->extra_prog != NULL && bh_policy_install(ctx->extra_prog, false, &err) < 0) {
+        bh_error_prefix(&err, "caller's extra seccomp filter");
+        guest_fail(sock, &err, 125);
+    }
+    int listener = bh_policy_install(ctx->prog, ctx->want_listener, &err);
+    if (listener < 0) {
+        bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
+        guest_fail(sock, &err, 125);
+    }
+    /* From here only direct syscalls: the broker does not hold our listener yet. */
+    char msg[64];
+    int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d}",
+                       ctx->want_listener ? listener : -1);
+    if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
+        _exit(125);
+    char go;
+    if (read(sock, &go, 1) != 1)
+        _exit(125);
+    if (ctx->want_listener && listener > 0)
+        close(listener);
+    execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
+    int e = errno;
+    bh_msg_send_raw_error(sock, e, "exec `%s`: %s", program, strerror(e));
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                   const int stdio[3], int console_fd, struct bh_guest *out, struct bh_error *err)
+{
+    out->pid = -1;
+    out->pidfd = out->setup_fd = out->listener = -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return bh_error_errno(err, errno, "guest setup socket");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return bh_error_errno(err, errno, "fork a guest");
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        guest_main(ctx, proc, stdio, console_fd, sv[1]);
+    }
+    close(sv[1]);
+    out->pid = pid;
+    out->setup_fd = sv[0];
+    out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (out->pidfd < 0) {
+        bh_error_errno(err, errno, "pidfd of guest %d", pid);
+        goto fail;
+    }
+    json_t *msg = NULL;
+    int r =
+        bh_msg_recv(out->setup_fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
+    if (r <= 0) {
+        if (r == 0)
+            bh_error_set(err, EPROTO, "guest %d died during its setup", pid);
+        goto fail;
+    }
+    if (json_object_get(msg, "ev") != NULL) {
+        bh_msg_to_error(msg, err);
+        json_decref(msg);
+        goto fail;
+    }
+    json_int_t lfd = json_integer_value(json_object_get(msg, "listener"));
+    json_decref(msg);
+    if (ctx->want_listener) {
+        if (lfd < 0 || lfd > INT32_MAX) {
+            bh_error_set(err, EPROTO, "guest %d reported no seccomp listener", pid);
+            goto fail;
+        }
+        out->listener = (int)syscall(SYS_pidfd_getfd, out->pidfd, (int)lfd, 0);
+        if (out->listener < 0) {
+            bh_error_errno(err, errno, "take the seccomp listener of guest %d", pid);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (out->pidfd >= 0)
+        close(out->pidfd);
+    close(out->setup_fd);
+    if (out->listener >= 0)
+        close(out->listener);
+    out->pid = -1;
+    out->pidfd = out->setup_fd = out->listener = -1;
+    return -1;
+}
+
+int bh_guest_start(struct bh_guest *g, struct bh_error *err)
+{
+    if (g->setup_fd < 0)
+        return 0;
+    cleanup_close int fd = steal_fd(&g->setup_fd);
+    if (send(fd, "g", 1, MSG_NOSIGNAL) != 1)
+        return bh_error_errno(err, errno, "start guest %d", g->pid);
+    json_t *msg = NULL;
+    int r = bh_msg_recv(fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
+    if (r < 0)
+        return -1;
+    if (r == 0)
+        return 0; /* the close-on-exec end closed: the exec happened */
+    bh_msg_to_error(msg, err);
+    json_decref(msg);
+    return -1;
+}

@@ -1,0 +1,155 @@
+/* Private to the sandbox core: the wire protocol between the front end, the
+ * sentry and its guests, the spec's serialisation, id slots, capabilities
+ * and the guest's setup steps. Nothing here is for front ends. */
+#ifndef BH_SANDBOX_INTERNAL_H
+#define BH_SANDBOX_INTERNAL_H
+
+#include <jansson.h>
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "sandbox.h"
+
+/* ---- ids (userns.c) -------------------------------------------------------
+ * Without maps in the spec, inside ids 0..65536 map to a host slot of 65537
+ * ids starting at BH_IDS_BASE + slot * BH_IDS_SLOT_SIZE; inside 65536 is the
+ * sentry's own uid/gid once setup is done, so no guest shares it. */
+#define BH_IDS_BASE (1u << 30)
+#define BH_IDS_SLOT_SIZE 65537u
+#define BH_IDS_SLOTS 16384u
+#define BH_SENTRY_ID 65536u
+#define BH_IDS_DIR "/run/bulkhead/ids"
+
+struct bh_id_slot {
+    int lock_fd; /* flock'd; -1 when no slot is held */
+    unsigned slot;
+    char path[64];
+};
+
+/* Reserves a free slot (flock on BH_IDS_DIR/SLOT, held while lock_fd is open
+ * by the front end or the sentry). */
+int bh_id_slot_acquire(struct bh_id_slot *slot, struct bh_error *err);
+/* Removes the lock file (only when no one else holds the lock) and closes. */
+void bh_id_slot_release(struct bh_id_slot *slot);
+
+/* The effective maps for a spec: its own, or the slot's. Refuses any map
+ * that reaches host id 0 or overflows. The uid and gid arrays are malloc'd. */
+int bh_idmaps_resolve(const struct bh_sandbox_spec *spec, const struct bh_id_slot *slot,
+                      struct bh_idmap **uid, size_t *n_uid, struct bh_idmap **gid, size_t *n_gid,
+                      struct bh_error *err);
+/* Parent half: writes /proc/PID/{uid,gid}_map while the child waits. */
+int bh_idmaps_write(pid_t pid, const struct bh_idmap *uid, size_t n_uid, const struct bh_idmap *gid,
+                    size_t n_gid, struct bh_error *err);
+/* The inside id the sentry drops to: BH_SENTRY_ID when mapped, else the
+ * highest mapped inside id. */
+uint32_t bh_idmaps_sentry_id(const struct bh_idmap *maps, size_t n);
+
+/* ---- wire protocol (sandbox.c, control.c, sentry-main.c) -----------------
+ * SOCK_SEQPACKET: one JSON object per packet, fds by SCM_RIGHTS. Requests
+ * carry "op", replies "re", unsolicited sentry events "ev". The spec travels
+ * as a memfd attached to {"op":"spec"} so its size is not bounded by the
+ * socket buffer. */
+#define BH_MSG_MAX (64 * 1024)
+#define BH_SPEC_MAX (16 * 1024 * 1024)
+
+/* Sends obj (not stolen) with optional fds. */
+int bh_msg_send(int sock, json_t *obj, const int *fds, size_t n_fds, struct bh_error *err);
+/* Receives one message; returns 1, 0 at end of stream, -1 on error. fds
+ * beyond max_fds are closed. deadline_ms < 0: none. */
+int bh_msg_recv(int sock, int64_t deadline_ms, json_t **obj, int *fds, size_t max_fds,
+                size_t *n_fds, struct bh_error *err);
+/* Async-signal-safe error report for a child before exec (no malloc):
+ * {"ev":"error","code":N,"msg":"..."}. */
+void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Fills err from an error message object. */
+int bh_msg_to_error(json_t *obj, struct bh_error *err);
+json_t *bh_msg_error(const struct bh_error *err, const char *kind);
+
+/* ---- spec (spec.c) ------------------------------------------------------- */
+json_t *bh_spec_to_json(const struct bh_sandbox_spec *spec);
+int bh_spec_from_json(json_t *obj, struct bh_sandbox_spec *spec, struct bh_error *err);
+json_t *bh_process_to_json(const struct bh_process *proc);
+int bh_process_from_json(json_t *obj, struct bh_process *proc, struct bh_error *err);
+void bh_process_free(struct bh_process *proc);
+/* Validates what every front end must give (argv, tier, paths absolute). */
+int bh_spec_validate(const struct bh_sandbox_spec *spec, struct bh_error *err);
+
+/* What only the core adds when handing the spec to the sentry. */
+struct bh_sentry_params {
+    bool detached;
+    char *state_dir;                 /* detached: where sentry.sock goes */
+    char *guest_policy_path;         /* tier policy, absolute host path */
+    char *sentry_policy_path;        /* seccomp-policies/sentry.policy */
+    uint32_t sentry_uid, sentry_gid; /* inside ids the sentry drops to */
+    bool made_netns, made_utsns;
+};
+void bh_sentry_params_free(struct bh_sentry_params *p);
+
+/* ---- capabilities (caps.c) ----------------------------------------------- */
+/* What the sentry keeps in its effective set: reading guest memory and
+ * pidfd_getfd (SYS_PTRACE), killing guests (KILL), per-thread fs ids for the
+ * broker (SETUID, SETGID). Nothing that overrides file permissions: the
+ * broker acts with the guest's own fs ids and must not lend it more. */
+uint64_t bh_caps_sentry_effective(void);
+/* Sentry half: bounding set to the guests' bounding, keep-caps across the
+ * switch to its own ids, then permitted = its needs | what guests get,
+ * effective = its needs. Runs as root of the sandbox's user namespace. */
+int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t gid,
+                        struct bh_error *err);
+/* Guest half, before its ids change: securebits set and locked. */
+int bh_caps_guest_securebits(const struct bh_process *proc, struct bh_error *err);
+/* Guest half, after its ids change: exactly the spec's sets (ambient raised). */
+int bh_caps_guest_apply(const struct bh_process *proc, struct bh_error *err);
+/* "CAP_X,CAP_Y" or "none" for messages. */
+int bh_caps_from_names(const char *const *names, size_t n, uint64_t *mask, struct bh_error *err);
+
+/* ---- guests (guest.c, runs in the sentry) -------------------------------- */
+struct bh_guest_ctx {
+    const struct bh_sandbox_spec *spec;
+    struct sock_fprog *prog;       /* tier filter */
+    struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
+    bool want_listener;            /* kernel tier: hand the listener to the sentry */
+};
+
+struct bh_guest {
+    pid_t pid; /* inside the sandbox's pid namespace */
+    int pidfd;
+    int setup_fd; /* sentry end of the setup channel; -1 once exec'd */
+    int listener; /* pidfd_getfd'd notification fd, -1 when none */
+};
+
+/* Forks a guest, confines it, and returns once it waits for start (or with
+ * its error). stdio are the guest's 0,1,2 (the guest gets its own copies). */
+int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                   const int stdio[3], int console_fd, struct bh_guest *out, struct bh_error *err);
+/* Lets it exec; returns the exec error if the exec fails. */
+int bh_guest_start(struct bh_guest *g, struct bh_error *err);
+
+/* ---- the host side of a channel (control.c) ------------------------------ */
+struct bh_sentry_conn {
+    int fd;
+    pid_t sentry_pid; /* host pid of the sentry */
+    bool owned;       /* the channel made at create: freed with the sandbox */
+    bool have_exit;   /* the sentry reported the first guest's end */
+    int exit_status;
+    bool have_error; /* the sentry reported a fatal error */
+    struct bh_error error;
+};
+
+/* Sends req, returns the reply (events met on the way are recorded in conn).
+ * An {"re":"error"} reply becomes -1 with err filled. */
+int bh_conn_request(struct bh_sentry_conn *conn, json_t *req, const int *fds, size_t n_fds,
+                    json_t **reply, int *rfds, size_t max_rfds, size_t *n_rfds,
+                    struct bh_error *err);
+/* Reads until the sentry reports an event (ready, exit or error), or the
+ * stream ends; returns 1 with an event, 0 at the end, -1 on error. */
+int bh_conn_next_event(struct bh_sentry_conn *conn, int64_t deadline_ms, json_t **ev,
+                       struct bh_error *err);
+
+/* ---- paths (paths.h) are separate: the probe's reader uses them too. ---- */
+
+#endif

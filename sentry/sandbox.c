@@ -1,0 +1,569 @@
+/* Owns the front end's half of a sandbox's life (sandbox.h): create (the
+ * cgroup, an id range, clone of the sentry's process into fresh namespaces,
+ * the id maps and cgroup join written by the parent while the child waits,
+ * the spec handed over, then waiting for "ready" or the child's error),
+ * start, signal, wait and destroy, which leaves nothing behind.
+ *
+ * The child runs only raw syscalls between clone and execveat of
+ * bulkhead-sentry: the caller may be multi-threaded (bulkheadd), and glibc's
+ * state is not to be trusted in a child made by a raw clone3. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "control.h"
+#include "frame.h"
+#include "paths.h"
+#include "sandbox-internal.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+
+#define CREATE_TIMEOUT_MS 60000
+#define SENTRY_SYNC_FD 3
+#define SENTRY_SLOT_FD 4
+#define SENTRY_EXE_FD 5
+#define MAX_TREE_FDS 12
+
+struct bh_sandbox {
+    pid_t pid; /* host pid of the sentry */
+    int pidfd;
+    bool detached;
+    bool reaped;
+    bool waited;
+    int status;
+    struct bh_sentry_conn conn;
+    struct bh_cgroup *cg;
+    struct bh_id_slot slot;
+    char *state_dir;
+};
+
+static const int ns_clone_flag[BH_NS_COUNT] = {
+    [BH_NS_USER] = CLONE_NEWUSER,     [BH_NS_PID] = CLONE_NEWPID,   [BH_NS_MOUNT] = CLONE_NEWNS,
+    [BH_NS_NET] = CLONE_NEWNET,       [BH_NS_IPC] = CLONE_NEWIPC,   [BH_NS_UTS] = CLONE_NEWUTS,
+    [BH_NS_CGROUP] = CLONE_NEWCGROUP, [BH_NS_TIME] = CLONE_NEWTIME,
+};
+
+int bh_status_to_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 255;
+}
+
+pid_t bh_sandbox_pid(const struct bh_sandbox *sb)
+{
+    return sb->pid;
+}
+
+struct bh_sentry_conn *bh_sandbox_conn(struct bh_sandbox *sb)
+{
+    return &sb->conn;
+}
+
+/* ---- the child, between clone and exec of the sentry -------------------- */
+
+struct child_args {
+    const struct bh_sandbox_spec *spec;
+    int sync_fd, slot_fd, exe_fd;
+    int ns_fds[BH_NS_COUNT];
+    bool owned;
+};
+
+#define CHILD_FAIL(...)                                                                            \
+    do {                                                                                           \
+        bh_msg_send_raw_error(a->sync_fd, errno, __VA_ARGS__);                                     \
+        syscall(SYS_exit_group, 125);                                                              \
+        __builtin_unreachable();                                                                   \
+    } while (0)
+
+static int raw_move_fd(int from, int to, bool cloexec)
+{
+    if (from == to)
+        return (int)syscall(SYS_fcntl, to, F_SETFD, cloexec ? FD_CLOEXEC : 0);
+    return (int)syscall(SYS_dup3, from, to, cloexec ? O_CLOEXEC : 0);
+}
+
+static __attribute__((noreturn)) void child_main(struct child_args *a)
+{
+    char go[64];
+    ssize_t n;
+    do {
+        n = recv(a->sync_fd, go, sizeof(go), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        syscall(SYS_exit_group, 125);
+        __builtin_unreachable();
+    }
+    for (int i = 0; i < BH_NS_COUNT; i++) {
+        if (a->ns_fds[i] >= 0 && syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
+            CHILD_FAIL("join namespace `%s` (namespaces owned by another user namespace can "
+                       "not be joined from the sandbox's own)",
+                       a->spec->ns_paths[i]);
+    }
+    gid_t none[1];
+    if (syscall(SYS_setgroups, 0, none) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+        syscall(SYS_setresuid, 0, 0, 0) < 0)
+        CHILD_FAIL("become root of the sandbox's user namespace: %s", strerror(errno));
+    /* Credentials changed, which clears the death signal: set it now. */
+    if (a->owned && syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        CHILD_FAIL("set the sentry's death signal: %s", strerror(errno));
+    /* Joined the cgroup already (the parent did): now the namespace shows it as "/". */
+    if (a->ns_fds[BH_NS_CGROUP] < 0 && syscall(SYS_unshare, CLONE_NEWCGROUP) < 0)
+        CHILD_FAIL("new cgroup namespace: %s", strerror(errno));
+    if (a->ns_fds[BH_NS_TIME] < 0 && syscall(SYS_unshare, CLONE_NEWTIME) < 0)
+        CHILD_FAIL("new time namespace for the guests: %s", strerror(errno));
+    /* Guest stdio on 0..2 (moved high first so no dup clobbers another),
+     * then the sync socket, the id slot lock and the sentry binary. */
+    int hi[6];
+    int src[6] = {a->spec->stdio[0] >= 0 ? a->spec->stdio[0] : 0,
+                  a->spec->stdio[1] >= 0 ? a->spec->stdio[1] : 1,
+                  a->spec->stdio[2] >= 0 ? a->spec->stdio[2] : 2,
+                  a->sync_fd,
+                  a->slot_fd,
+                  a->exe_fd};
+    for (int i = 0; i < 6; i++) {
+        if (src[i] < 0) {
+            hi[i] = -1;
+            continue;
+        }
+        hi[i] = (int)syscall(SYS_fcntl, src[i], F_DUPFD_CLOEXEC, 64);
+        if (hi[i] < 0)
+            CHILD_FAIL("duplicate fd %d for the sentry: %s", src[i], strerror(errno));
+    }
+    for (int i = 0; i < 6; i++) {
+        if (hi[i] < 0) {
+            if (i < 3)
+                CHILD_FAIL("stdio fd %d is not open", i);
+            continue;
+        }
+        if (raw_move_fd(hi[i], i, i == SENTRY_EXE_FD) < 0)
+            CHILD_FAIL("place fd %d for the sentry: %s", i, strerror(errno));
+    }
+    a->sync_fd = SENTRY_SYNC_FD;
+    if (syscall(SYS_close_range, SENTRY_EXE_FD + 1, ~0U, 0) < 0)
+        CHILD_FAIL("close the front end's fds: %s", strerror(errno));
+    char sync_arg[32], slot_arg[32];
+    snprintf(sync_arg, sizeof(sync_arg), "--sync-fd=%d", SENTRY_SYNC_FD);
+    snprintf(slot_arg, sizeof(slot_arg), "--slot-fd=%d", hi[4] >= 0 ? SENTRY_SLOT_FD : -1);
+    char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, NULL};
+    char *envp[] = {NULL};
+    syscall(SYS_execveat, SENTRY_EXE_FD, "", argv, envp, AT_EMPTY_PATH);
+    CHILD_FAIL("execute bulkhead-sentry: %s", strerror(errno));
+    __builtin_unreachable();
+}
+
+/* clone3 with a pidfd; fork-like (no new stack), the child never returns. */
+static pid_t clone_sentry(unsigned long flags, struct child_args *a, int *pidfd)
+{
+    struct clone_args ca = {0};
+    ca.flags = flags | CLONE_PIDFD;
+    ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+    ca.exit_signal = SIGCHLD;
+    long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid == 0)
+        child_main(a);
+    return (pid_t)pid;
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
+                           int *tree_fds, size_t *n_tree, struct bh_error *err)
+{
+    json_t *o = bh_spec_to_json(spec);
+    json_t *mounts = json_object_get(o, "mounts");
+    *n_tree = 0;
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        if (!spec->mounts[i].has_tree_fd)
+            continue;
+        if (*n_tree >= MAX_TREE_FDS) {
+            json_decref(o);
+            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
+                                MAX_TREE_FDS);
+        }
+        json_object_set_new(json_array_get(mounts, i), "tree_fd_index",
+                            json_integer((json_int_t)*n_tree));
+        tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
+    }
+    json_object_set_new(o, "params",
+                        json_pack("{s:b,s:s*,s:s,s:s,s:I,s:I,s:b,s:b}", "detached", p->detached,
+                                  "state_dir", p->state_dir, "guest_policy", p->guest_policy_path,
+                                  "sentry_policy", p->sentry_policy_path, "sentry_uid",
+                                  (json_int_t)p->sentry_uid, "sentry_gid",
+                                  (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
+                                  "made_utsns", p->made_utsns));
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (text == NULL)
+        return bh_error_set(err, ENOMEM, "encode the spec");
+    size_t len = strlen(text);
+    int fd = memfd_create("bulkhead-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        free(text);
+        return bh_error_errno(err, errno, "memfd for the spec");
+    }
+    if (bh_write_full(fd, text, len, err) < 0) {
+        free(text);
+        close(fd);
+        return -1;
+    }
+    free(text);
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    return fd;
+}
+
+static void kill_and_reap(struct bh_sandbox *sb)
+{
+    if (sb->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    if (!sb->detached && !sb->reaped && sb->pid > 0) {
+        int st;
+        while (waitpid(sb->pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        sb->reaped = true;
+    } else if (sb->pidfd >= 0) {
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        poll(&p, 1, 5000);
+    }
+}
+
+static void sandbox_free(struct bh_sandbox *sb)
+{
+    if (sb->conn.fd >= 0)
+        close(sb->conn.fd);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    bh_id_slot_release(&sb->slot);
+    free(sb->state_dir);
+    free(sb);
+}
+
+static void cleanup_cgroup(struct bh_sandbox *sb)
+{
+    if (sb->cg == NULL)
+        return;
+    struct bh_error e = {0};
+    bh_cgroup_destroy(sb->cg, &e);
+    sb->cg = NULL;
+}
+
+/* Detached sandboxes: an intermediate process clones the sentry and exits,
+ * so the sentry is re-parented to the caller's subreaper and no process of
+ * the runtime stays its parent. The pidfd comes back over a socketpair. */
+static pid_t clone_detached(unsigned long flags, struct child_args *a, int *pidfd,
+                            struct bh_error *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return bh_error_errno(err, errno, "socketpair");
+    pid_t mid = fork();
+    if (mid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return bh_error_errno(err, errno, "fork");
+    }
+    if (mid == 0) {
+        close(sv[0]);
+        int fd = -1;
+        pid_t pid = clone_sentry(flags, a, &fd);
+        int e = errno;
+        if (pid < 0)
+            bh_send_fds(sv[1], &e, sizeof(e), NULL, 0, NULL);
+        else
+            bh_send_fds(sv[1], &pid, sizeof(pid), &fd, 1, NULL);
+        _exit(0);
+    }
+    close(sv[1]);
+    pid_t pid = -1;
+    int fd = -1;
+    size_t n = 0;
+    ssize_t r = bh_recv_fds(sv[0], &pid, sizeof(pid), &fd, 1, &n, err);
+    close(sv[0]);
+    while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (r != sizeof(pid) || n != 1) {
+        if (n == 1)
+            close(fd);
+        return bh_error_errno(err, r == sizeof(int) ? pid : EPROTO,
+                              "clone the sandbox's namespaces");
+    }
+    *pidfd = fd;
+    return pid;
+}
+
+int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
+                      struct bh_sandbox **out, struct bh_error *err)
+{
+    struct bh_create_opts none = {0};
+    if (opts == NULL)
+        opts = &none;
+    if (bh_spec_validate(spec, err) < 0)
+        return -1;
+    bool detached = (opts->flags & BH_CREATE_DETACHED) != 0;
+    if (detached && (opts->state_dir == NULL || opts->state_dir[0] != '/'))
+        return bh_error_set(err, EINVAL, "a detached sandbox needs an absolute state directory");
+
+    struct bh_sentry_params params = {.detached = detached};
+    char sentry_path[4096], guest_policy[4096], sentry_policy[4096];
+    if (bh_path_find("bulkhead-sentry", sentry_path, sizeof(sentry_path), err) < 0)
+        return -1;
+    if (spec->seccomp_policy != NULL)
+        snprintf(guest_policy, sizeof(guest_policy), "%s", spec->seccomp_policy);
+    else if (bh_path_policy(bh_tier_name(spec->tier), guest_policy, sizeof(guest_policy), err) < 0)
+        return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
+    if (bh_path_policy("sentry", sentry_policy, sizeof(sentry_policy), err) < 0)
+        return bh_error_prefix(err, "the sentry's own seccomp policy");
+    params.guest_policy_path = guest_policy;
+    params.sentry_policy_path = sentry_policy;
+    params.state_dir = (char *)opts->state_dir;
+    params.made_netns = spec->ns_paths[BH_NS_NET] == NULL;
+    params.made_utsns = spec->ns_paths[BH_NS_UTS] == NULL;
+
+    cleanup_close int exe_fd = open(sentry_path, O_PATH | O_CLOEXEC);
+    if (exe_fd < 0)
+        return bh_error_errno(err, errno, "open `%s`", sentry_path);
+
+    struct bh_sandbox *sb = calloc(1, sizeof(*sb));
+    if (sb == NULL)
+        return bh_error_errno(err, ENOMEM, "sandbox");
+    sb->pid = -1;
+    sb->pidfd = -1;
+    sb->conn.fd = -1;
+    sb->conn.owned = true;
+    sb->slot.lock_fd = -1;
+    sb->detached = detached;
+    cleanup_close int spec_fd = -1;
+    cleanup_close int child_sync = -1;
+    cleanup_free struct bh_idmap *uid_maps = NULL;
+    cleanup_free struct bh_idmap *gid_maps = NULL;
+    size_t n_uid = 0, n_gid = 0;
+    bool own_userns = spec->ns_paths[BH_NS_USER] == NULL;
+
+    if (own_userns && spec->n_uid_maps == 0 && bh_id_slot_acquire(&sb->slot, err) < 0)
+        goto fail;
+    if (own_userns &&
+        bh_idmaps_resolve(spec, &sb->slot, &uid_maps, &n_uid, &gid_maps, &n_gid, err) < 0)
+        goto fail;
+    params.sentry_uid = own_userns ? bh_idmaps_sentry_id(uid_maps, n_uid) : 0;
+    params.sentry_gid = own_userns ? bh_idmaps_sentry_id(gid_maps, n_gid) : 0;
+
+    char cg_default[300];
+    const char *cg_path = spec->cgroup_path;
+    if (cg_path == NULL) {
+        if (spec->id == NULL) {
+            bh_error_set(err, EINVAL, "the sandbox needs an id (it names its cgroup)");
+            goto fail;
+        }
+        snprintf(cg_default, sizeof(cg_default), "bulkhead/%s", spec->id);
+        cg_path = cg_default;
+    }
+    if (bh_cgroup_create(cg_path, &spec->limits, &sb->cg, err) < 0) {
+        bh_error_prefix(err, "cgroup `%s`", cg_path);
+        goto fail;
+    }
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        bh_error_errno(err, errno, "sync socket");
+        goto fail;
+    }
+    sb->conn.fd = sv[0];
+    child_sync = sv[1];
+
+    int tree_fds[MAX_TREE_FDS + 1];
+    size_t n_tree = 0;
+    spec_fd = make_spec_memfd(spec, &params, tree_fds + 1, &n_tree, err);
+    if (spec_fd < 0)
+        goto fail;
+    tree_fds[0] = spec_fd;
+
+    struct child_args a = {.spec = spec,
+                           .sync_fd = child_sync,
+                           .slot_fd = sb->slot.lock_fd,
+                           .exe_fd = exe_fd,
+                           .owned = !detached};
+    unsigned long flags = 0;
+    for (int i = 0; i < BH_NS_COUNT; i++) {
+        a.ns_fds[i] = -1;
+        if (spec->ns_paths[i] != NULL) {
+            a.ns_fds[i] = open(spec->ns_paths[i], O_RDONLY | O_CLOEXEC);
+            if (a.ns_fds[i] < 0) {
+                bh_error_errno(err, errno, "open namespace `%s`", spec->ns_paths[i]);
+                for (int j = 0; j < i; j++)
+                    if (a.ns_fds[j] >= 0)
+                        close(a.ns_fds[j]);
+                goto fail;
+            }
+        } else if (i != BH_NS_CGROUP && i != BH_NS_TIME) {
+            /* cgroup and time are unshared by the child, after the cgroup join */
+            flags |= (unsigned long)ns_clone_flag[i];
+        }
+    }
+    if (detached)
+        sb->pid = clone_detached(flags, &a, &sb->pidfd, err);
+    else {
+        sb->pid = clone_sentry(flags, &a, &sb->pidfd);
+        if (sb->pid < 0)
+            bh_error_errno(err, errno, "clone the sandbox's namespaces");
+    }
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        if (a.ns_fds[i] >= 0)
+            close(a.ns_fds[i]);
+    if (sb->pid < 0) {
+        sb->pid = -1;
+        goto fail;
+    }
+    close(steal_fd(&child_sync));
+    sb->conn.sentry_pid = sb->pid;
+
+    /* Parent half: ids and cgroup before the child takes one step. */
+    if (own_userns && bh_idmaps_write(sb->pid, uid_maps, n_uid, gid_maps, n_gid, err) < 0)
+        goto fail_kill;
+    if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0) {
+        bh_error_prefix(err, "join the sandbox's cgroup");
+        goto fail_kill;
+    }
+    json_t *go = json_pack("{s:s}", "op", "go");
+    int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);
+    json_decref(go);
+    json_t *spec_msg = json_pack("{s:s}", "op", "spec");
+    if (r == 0)
+        r = bh_msg_send(sb->conn.fd, spec_msg, tree_fds, n_tree + 1, err);
+    json_decref(spec_msg);
+    if (r < 0) {
+        bh_error_prefix(err, "hand the spec to the sentry");
+        goto fail_kill;
+    }
+    json_t *ev = NULL;
+    r = bh_conn_next_event(&sb->conn, bh_now_ms() + CREATE_TIMEOUT_MS, &ev, err);
+    if (r <= 0) {
+        if (r == 0)
+            bh_error_set(err, EPROTO, "the sentry ended during setup without saying why");
+        goto fail_kill;
+    }
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    if (kind == NULL || strcmp(kind, "ready") != 0) {
+        if (sb->conn.have_error)
+            bh_error_set(err, sb->conn.error.code, "%s", sb->conn.error.msg);
+        else
+            bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
+                         kind ? kind : "?");
+        json_decref(ev);
+        goto fail_kill;
+    }
+    json_decref(ev);
+    if (detached) {
+        sb->state_dir = strdup(opts->state_dir);
+        /* The sync socket is the creator's only: a detached sandbox is
+         * reached again through its state directory. */
+    }
+    *out = sb;
+    return 0;
+
+fail_kill:
+    kill_and_reap(sb);
+fail:
+    cleanup_cgroup(sb);
+    sandbox_free(sb);
+    return bh_error_prefix(err, "create sandbox");
+}
+
+int bh_sandbox_start(struct bh_sandbox *sb, struct bh_error *err)
+{
+    return bh_sentry_start(&sb->conn, err);
+}
+
+int bh_sandbox_signal(struct bh_sandbox *sb, int sig, struct bh_error *err)
+{
+    return bh_sentry_signal(&sb->conn, 0, sig, err);
+}
+
+int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err)
+{
+    if (sb->waited) {
+        *status = sb->status;
+        return 0;
+    }
+    /* The sentry reports the first guest's real wait status, then exits. */
+    while (!sb->conn.have_exit && !sb->conn.have_error) {
+        json_t *ev = NULL;
+        struct bh_error e = {0};
+        int r = bh_conn_next_event(&sb->conn, -1, &ev, &e);
+        json_decref(ev);
+        if (r <= 0)
+            break;
+    }
+    int st = 0;
+    if (!sb->detached) {
+        while (waitpid(sb->pid, &st, 0) < 0) {
+            if (errno != EINTR)
+                return bh_error_errno(err, errno, "wait for the sentry %d", sb->pid);
+        }
+        sb->reaped = true;
+    } else {
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR)
+            ;
+    }
+    if (sb->conn.have_exit)
+        st = sb->conn.exit_status;
+    else if (sb->conn.have_error) {
+        sb->waited = true;
+        sb->status = st;
+        return bh_error_set(err, sb->conn.error.code, "%s", sb->conn.error.msg);
+    }
+    /* else: the sentry died without a report; its own status says how. */
+    sb->waited = true;
+    sb->status = st;
+    *status = st;
+    return 0;
+}
+
+void bh_sandbox_destroy(struct bh_sandbox *sb)
+{
+    if (sb == NULL)
+        return;
+    if (!sb->waited || !sb->reaped)
+        kill_and_reap(sb);
+    if (sb->cg != NULL) {
+        struct bh_error e = {0};
+        bh_cgroup_kill(sb->cg, &e);
+    }
+    cleanup_cgroup(sb);
+    if (sb->state_dir != NULL) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/sentry.sock", sb->state_dir);
+        unlink(path);
+    }
+    sandbox_free(sb);
+}

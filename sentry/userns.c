@@ -1,0 +1,189 @@
+/* Owns the user namespace's identity: reserving a host id range per sandbox
+ * and writing the id maps (the parent half; the child half, switching to
+ * inside root, is a few raw syscalls in sandbox.c's child).
+ *
+ * Slots: inside 0..65536 maps to host BH_IDS_BASE + slot * 65537. A slot is
+ * taken by flock'ing BH_IDS_DIR/<slot>; the front end passes the locked fd to
+ * the sentry, so the slot stays taken exactly as long as some process of the
+ * sandbox lives. A releaser unlinks the file while it holds the lock, so an
+ * acquirer that locked a file already unlinked retries. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sandbox-internal.h"
+
+static int mkdir_p(const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+int bh_id_slot_acquire(struct bh_id_slot *s, struct bh_error *err)
+{
+    s->lock_fd = -1;
+    if (mkdir_p(BH_IDS_DIR) < 0)
+        return bh_error_errno(err, errno, "create `%s` for id range locks", BH_IDS_DIR);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned start = (unsigned)((ts.tv_nsec ^ getpid()) % BH_IDS_SLOTS);
+    for (unsigned i = 0; i < BH_IDS_SLOTS; i++) {
+        unsigned slot = (start + i) % BH_IDS_SLOTS;
+        char path[64];
+        snprintf(path, sizeof(path), BH_IDS_DIR "/%u", slot);
+        cleanup_close int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return bh_error_errno(err, errno, "open id range lock `%s`", path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            if (errno == EWOULDBLOCK)
+                continue;
+            return bh_error_errno(err, errno, "lock `%s`", path);
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) < 0 || stat(path, &b) < 0 || a.st_ino != b.st_ino ||
+            a.st_dev != b.st_dev) {
+            i--; /* released under us: this slot is free, try it again */
+            continue;
+        }
+        s->lock_fd = steal_fd(&fd);
+        s->slot = slot;
+        memcpy(s->path, path, sizeof(path));
+        return 0;
+    }
+    return bh_error_set(err, EAGAIN,
+                        "every one of the %u host id ranges is in use by a live sandbox: end "
+                        "some sandboxes and retry",
+                        BH_IDS_SLOTS);
+}
+
+void bh_id_slot_release(struct bh_id_slot *s)
+{
+    if (s->lock_fd < 0)
+        return;
+    /* The sentry shares this open file (and so the lock): unlink only when the
+     * lock is ours alone, i.e. a fresh open of the path can take it. */
+    int probe = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (probe >= 0) {
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        if (flock(probe, LOCK_EX | LOCK_NB) == 0)
+            unlink(s->path);
+        close(probe);
+        return;
+    }
+    close(s->lock_fd);
+    s->lock_fd = -1;
+}
+
+static int check_maps(const char *kind, const struct bh_idmap *m, size_t n, struct bh_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].count == 0 || (uint64_t)m[i].inside + m[i].count > UINT32_MAX ||
+            (uint64_t)m[i].outside + m[i].count > UINT32_MAX)
+            return bh_error_set(err, EINVAL, "%s map %u %u %u overflows", kind, m[i].inside,
+                                m[i].outside, m[i].count);
+        if (m[i].outside == 0)
+            return bh_error_set(err, EPERM,
+                                "%s map %u %u %u would map host root into the sandbox: refused; "
+                                "map an unprivileged host range",
+                                kind, m[i].inside, m[i].outside, m[i].count);
+    }
+    return 0;
+}
+
+static int dup_maps(const struct bh_idmap *m, size_t n, struct bh_idmap **out, size_t *n_out)
+{
+    *out = calloc(n ? n : 1, sizeof(*m));
+    if (*out == NULL)
+        return -1;
+    memcpy(*out, m, n * sizeof(*m));
+    *n_out = n;
+    return 0;
+}
+
+int bh_idmaps_resolve(const struct bh_sandbox_spec *spec, const struct bh_id_slot *slot,
+                      struct bh_idmap **uid, size_t *n_uid, struct bh_idmap **gid, size_t *n_gid,
+                      struct bh_error *err)
+{
+    *uid = *gid = NULL;
+    if (spec->n_uid_maps > 0 || spec->n_gid_maps > 0) {
+        if (spec->n_uid_maps == 0 || spec->n_gid_maps == 0)
+            return bh_error_set(err, EINVAL, "give both uid and gid maps, or neither");
+        if (check_maps("uid", spec->uid_maps, spec->n_uid_maps, err) < 0 ||
+            check_maps("gid", spec->gid_maps, spec->n_gid_maps, err) < 0)
+            return -1;
+        if (dup_maps(spec->uid_maps, spec->n_uid_maps, uid, n_uid) < 0 ||
+            dup_maps(spec->gid_maps, spec->n_gid_maps, gid, n_gid) < 0) {
+            free(*uid);
+            *uid = NULL;
+            return bh_error_errno(err, ENOMEM, "id maps");
+        }
+        return 0;
+    }
+    if (slot == NULL || slot->lock_fd < 0)
+        return bh_error_set(err, EINVAL, "no id range reserved for the sandbox");
+    struct bh_idmap m = {0, BH_IDS_BASE + slot->slot * BH_IDS_SLOT_SIZE, BH_IDS_SLOT_SIZE};
+    if (dup_maps(&m, 1, uid, n_uid) < 0 || dup_maps(&m, 1, gid, n_gid) < 0) {
+        free(*uid);
+        *uid = NULL;
+        return bh_error_errno(err, ENOMEM, "id maps");
+    }
+    return 0;
+}
+
+static int write_map(pid_t pid, const char *file, const struct bh_idmap *m, size_t n,
+                     struct bh_error *err)
+{
+    char buf[340 * 36];
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof(buf) - 40; i++)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%u %u %u\n", m[i].inside,
+                                m[i].outside, m[i].count);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+    cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "open `%s`", path);
+    /* The kernel takes the whole map in one write, or nothing. */
+    if (write(fd, buf, len) != (ssize_t)len)
+        return bh_error_errno(err, errno, "write `%s`", path);
+    return 0;
+}
+
+int bh_idmaps_write(pid_t pid, const struct bh_idmap *uid, size_t n_uid, const struct bh_idmap *gid,
+                    size_t n_gid, struct bh_error *err)
+{
+    if (write_map(pid, "uid_map", uid, n_uid, err) < 0 ||
+        write_map(pid, "gid_map", gid, n_gid, err) < 0)
+        return bh_error_prefix(err, "id maps of the sandbox");
+    return 0;
+}
+
+uint32_t bh_idmaps_sentry_id(const struct bh_idmap *m, size_t n)
+{
+    uint32_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].inside <= BH_SENTRY_ID && BH_SENTRY_ID - m[i].inside < m[i].count)
+            return BH_SENTRY_ID;
+        uint32_t top = m[i].inside + m[i].count - 1;
+        if (top > best)
+            best = top;
+    }
+    return best;
+}
