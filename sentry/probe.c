@@ -1100,3 +1100,33 @@ int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
     *out = r;
     return 0;
 }
+
+int bh_probe_require(enum bh_tier tier, struct bh_tier_report **out, struct bh_error *err)
+{
+    if (out != NULL)
+        *out = NULL;
+    struct bh_tier_report *r = NULL;
+    if (bh_probe_run_cached(&(struct bh_probe_opts){.tier = tier}, NULL, &r, err) < 0)
+        return -1;
+    int rc = 0;
+    if (r->tier < tier) {
+        char failed[768] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < r->n_checks && used < sizeof(failed); i++) {
+            const struct bh_check *c = &r->checks[i];
+            if (c->result != BH_CHECK_PASS && c->required_for != BH_TIER_NONE &&
+                c->required_for <= tier)
+                used += (size_t)snprintf(failed + used, sizeof(failed) - used, "%s%s (%s)",
+                                         used ? "; " : "", c->name, c->detail);
+        }
+        rc = bh_error_set(err, EPERM,
+                          "the %s tier is not verified on this host (verified: %s); failed "
+                          "checks: %s. `bulkhead tier` shows every check",
+                          bh_tier_name(tier), bh_tier_name(r->tier), failed);
+    }
+    if (out != NULL)
+        *out = r;
+    else
+        bh_tier_report_free(r);
+    return rc;
+}

@@ -75,6 +75,13 @@ int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
 int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
                         struct bh_tier_report **out, struct bh_error *err);
 
+/* The gate front ends put before running anything at a tier (`bulkhead do
+ * --tier kernel`, bulkheadd at start): verifies through the cache and
+ * returns 0 only when `tier` is verified; otherwise -1 with err naming every
+ * failed check and what to do. *out (may be NULL) receives the report
+ * either way when one was made. */
+int bh_probe_require(enum bh_tier tier, struct bh_tier_report **out, struct bh_error *err);
+
 /* What a live sandbox is expected to hold, for the outside checks. */
 struct bh_live_target {
     pid_t sentry_pid;               /* host pid of the sandbox's pid 1 */
