@@ -1,0 +1,622 @@
+/* bulkheadd end to end: a real daemon on a temporary socket, driven through
+ * the control protocol as an agent platform would, and ended by its pid.
+ * The tier comes from BULKHEADD_TEST_TIER (default container); when the host
+ * cannot give it, the tests skip and say why. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.pb-c.h"
+#include "frame.h"
+
+typedef Bulkhead__Control__Request Req;
+typedef Bulkhead__Control__Response Resp;
+
+static pid_t daemon_pid = -1;
+static char sock_path[108];
+static char tmpdir[64];
+
+static const char *build_dir(void)
+{
+    const char *b = getenv("BULKHEAD_BUILD");
+    return b ? b : "build";
+}
+
+static int conn(void)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    strcpy(a.sun_path, sock_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void stop_daemon(void)
+{
+    if (daemon_pid > 0) {
+        kill(daemon_pid, SIGTERM);
+        for (int i = 0; i < 1000; i++) {
+            if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid)
+                break;
+            if (i == 999) {
+                kill(daemon_pid, SIGKILL);
+                waitpid(daemon_pid, NULL, 0);
+            }
+            usleep(10000);
+        }
+        daemon_pid = -1;
+    }
+    if (tmpdir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+        if (system(cmd) != 0) {
+        }
+        tmpdir[0] = '\0';
+    }
+}
+
+/* Starts bulkheadd with extra args; skips when the tier is not available. */
+static void start_daemon(const char *extra)
+{
+    strcpy(tmpdir, "/tmp/bhd-e2e-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    snprintf(sock_path, sizeof(sock_path), "%s/s.sock", tmpdir);
+    const char *tier = getenv("BULKHEADD_TEST_TIER");
+    if (tier == NULL)
+        tier = "container";
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "exec %s/bulkheadd --socket %s --tier %s --audit %s/audit.log --warm 0 %s "
+             "2>%s/err.log",
+             build_dir(), sock_path, tier, tmpdir, extra ? extra : "", tmpdir);
+    daemon_pid = fork();
+    if (daemon_pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 600; i++) {
+        int fd = conn();
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        int st;
+        if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
+            daemon_pid = -1;
+            char path[128], msg[2048] = "";
+            snprintf(path, sizeof(path), "%s/err.log", tmpdir);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                size_t n = fread(msg, 1, sizeof(msg) - 1, f);
+                msg[n] = '\0';
+                fclose(f);
+            }
+            stop_daemon();
+            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
+        }
+        usleep(50000);
+    }
+    stop_daemon();
+    cr_assert_fail("bulkheadd did not listen within 30 s");
+}
+
+static Resp *roundtrip_fd(int fd, Req *req)
+{
+    if (req->version == 0)
+        req->version = 1;
+    size_t len = bulkhead__control__request__get_packed_size(req);
+    uint8_t *buf = malloc(len + 1);
+    bulkhead__control__request__pack(req, buf);
+    cr_assert_eq(bh_frame_write(fd, buf, len, NULL), 0);
+    free(buf);
+    void *ans;
+    size_t alen;
+    struct bh_error err = {0};
+    int rc = bh_frame_read(fd, 64u << 20, bh_now_ms() + 120000, &ans, &alen, &err);
+    cr_assert_eq(rc, 1, "no answer: %s", err.msg);
+    Resp *r = bulkhead__control__response__unpack(NULL, alen, ans);
+    free(ans);
+    cr_assert_not_null(r);
+    return r;
+}
+
+static Resp *roundtrip(Req *req)
+{
+    int fd = conn();
+    cr_assert(fd >= 0);
+    Resp *r = roundtrip_fd(fd, req);
+    close(fd);
+    return r;
+}
+
+static char *open_session(const char *owner)
+{
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
+    o.owner = (char *)owner;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
+    req.open_session = &o;
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION, "open: %s",
+                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
+    char *id = strdup(r->open_session->session_id);
+    cr_assert_eq(strlen(id), 32);
+    bulkhead__control__response__free_unpacked(r, NULL);
+    return id;
+}
+
+static Resp *run_files(const char *id, const char *lang, const char *code, uint64_t timeout_ms,
+                       Bulkhead__Control__File **files, size_t n_files)
+{
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__RunCell c = BULKHEAD__CONTROL__RUN_CELL__INIT;
+    c.session_id = (char *)id;
+    c.language = (char *)lang;
+    c.code = (char *)code;
+    c.timeout_ms = timeout_ms;
+    c.files = files;
+    c.n_files = n_files;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
+    req.run_cell = &c;
+    return roundtrip(&req);
+}
+
+static Resp *run(const char *id, const char *lang, const char *code)
+{
+    return run_files(id, lang, code, 0, NULL, 0);
+}
+
+static Bulkhead__Control__CellResult *ok(Resp *r)
+{
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL, "not a result: %s",
+                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
+    return r->run_cell;
+}
+
+static Bulkhead__Control__Error *error_of(Resp *r)
+{
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_ERROR, "expected an error");
+    return r->error;
+}
+
+static void close_session(const char *id)
+{
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__CloseSession c = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
+    c.session_id = (char *)id;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
+    req.close_session = &c;
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_CLOSE_SESSION);
+    bulkhead__control__response__free_unpacked(r, NULL);
+}
+
+#define FREE(r) bulkhead__control__response__free_unpacked((r), NULL)
+
+TestSuite(supervisor, .fini = stop_daemon, .timeout = 180);
+
+Test(supervisor, state_persists_between_cells_in_both_languages)
+{
+    start_daemon(NULL);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "x = 41");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 0, "stderr: %s", c->stderr);
+    cr_assert(c->fresh_interpreter);
+    cr_assert(c->fresh_sandbox);
+    cr_assert_eq(c->record->cell, 1);
+    char first_digest[65];
+    snprintf(first_digest, sizeof(first_digest), "%s", c->record->digest);
+    FREE(r);
+    r = run(id, "python", "x + 1");
+    c = ok(r);
+    cr_assert_str_eq(c->value, "42");
+    cr_assert_str_eq(c->stdout, "42\n");
+    cr_assert(!c->fresh_interpreter);
+    cr_assert(!c->fresh_sandbox);
+    cr_assert(c->state_kept && c->files_persist);
+    cr_assert_str_eq(c->record->previous_digest, first_digest, "records form a chain");
+    FREE(r);
+    r = run(id, "javascript", "let y = 5; const z = await Promise.resolve(2); y * z");
+    c = ok(r);
+    cr_assert_str_eq(c->value, "10", "stderr: %s", c->stderr);
+    cr_assert(c->fresh_interpreter);
+    FREE(r);
+    r = run(id, "javascript", "let y = 7; y + z");
+    c = ok(r);
+    cr_assert_str_eq(c->value, "9", "redeclared let: %s", c->stderr);
+    FREE(r);
+    r = run(id, "python", "import asyncio\nawait asyncio.sleep(0)\n1/0");
+    c = ok(r);
+    cr_assert_eq(c->exit_code, 1);
+    cr_assert(strstr(c->stderr, "ZeroDivisionError") != NULL);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, files_persist_and_handed_in_files_are_visible)
+{
+    start_daemon(NULL);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "open('note.txt', 'w').write('kept')");
+    ok(r);
+    FREE(r);
+    r = run(id, "javascript", "require('fs').readFileSync('note.txt', 'utf8')");
+    cr_assert_str_eq(ok(r)->value, "'kept'");
+    FREE(r);
+    Bulkhead__Control__File f = BULKHEAD__CONTROL__FILE__INIT;
+    f.path = "data/in.csv";
+    f.content = "a,b\n1,2\n";
+    Bulkhead__Control__File *fp[] = {&f};
+    r = run_files(id, "python", "open('data/in.csv').read()", 0, fp, 1);
+    cr_assert_str_eq(ok(r)->value, "'a,b\\n1,2\\n'");
+    FREE(r);
+    /* bad paths are refused before anything runs */
+    const char *bad[] = {"../x", "/etc/x", "a/../../x", "a//b", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        f.path = (char *)bad[i];
+        r = run_files(id, "python", "print('ran')", 0, fp, 1);
+        Bulkhead__Control__Error *e = error_of(r);
+        cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, "%s", bad[i]);
+        cr_assert(e->not_dispatched);
+        FREE(r);
+    }
+    /* a symlink is never followed when writing */
+    r = run(id, "python", "import os; os.symlink('/tmp', 'link')");
+    ok(r);
+    FREE(r);
+    f.path = "link/owned";
+    r = run_files(id, "python", "print('ran')", 0, fp, 1);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, deadline_kills_the_interpreter_not_the_session)
+{
+    start_daemon(NULL);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "open('f', 'w').write('x'); y = 1");
+    ok(r);
+    FREE(r);
+    int64_t t0 = bh_now_ms();
+    r = run_files(id, "python", "while True: pass", 500, NULL, 0);
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 124);
+    cr_assert(c->timed_out);
+    cr_assert(!c->state_kept);
+    cr_assert(c->files_persist);
+    cr_assert_lt(bh_now_ms() - t0, 5000);
+    FREE(r);
+    r = run(id, "python", "import os; (os.path.exists('f'), 'y' in globals())");
+    c = ok(r);
+    cr_assert(c->fresh_interpreter);
+    cr_assert(!c->fresh_sandbox);
+    cr_assert_str_eq(c->value, "(True, False)");
+    FREE(r);
+    r = run_files(id, "javascript", "for(;;){}", 500, NULL, 0);
+    cr_assert_eq(ok(r)->exit_code, 124);
+    FREE(r);
+    r = run(id, "javascript", "1");
+    cr_assert(ok(r)->fresh_interpreter);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, endless_output_is_truncated_with_the_flag)
+{
+    start_daemon("--output 4096");
+    char *id = open_session("alice");
+    Resp *r = run_files(id, "python", "while True: print('spam' * 100)", 1000, NULL, 0);
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert(c->stdout_truncated);
+    cr_assert_leq(strlen(c->stdout), 4096 * 3);
+    cr_assert_gt(c->stdout_bytes, 4096);
+    cr_assert(c->timed_out);
+    FREE(r);
+    r = run(id, "python", "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok\\n')");
+    c = ok(r);
+    cr_assert(strstr(c->stdout, "ok") != NULL, "invalid UTF-8 is replaced, not passed on");
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, background_children_are_gone_after_the_call)
+{
+    start_daemon(NULL);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python",
+                  "import subprocess\n"
+                  "subprocess.Popen(['sh', '-c', 'sleep 300 & setsid sleep 301 & sleep 302'])\n"
+                  "subprocess.Popen(['sleep', '303'], start_new_session=True)\n"
+                  "import time; time.sleep(0.3)\n");
+    ok(r);
+    FREE(r);
+    r = run(id, "python",
+            "import os\n"
+            "n = 0\n"
+            "for p in os.listdir('/proc'):\n"
+            "    if p.isdigit():\n"
+            "        try: n += b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read()\n"
+            "        except OSError: pass\n"
+            "n");
+    cr_assert_str_eq(ok(r)->value, "0");
+    FREE(r);
+    /* a leftover holding the output pipe open does not hold the call */
+    int64_t t0 = bh_now_ms();
+    r = run(id, "python",
+            "import os\nif os.fork() == 0:\n    os.setsid()\n    import time; "
+            "time.sleep(60)\nprint('done')");
+    cr_assert_str_eq(ok(r)->stdout, "done\n");
+    cr_assert_lt(bh_now_ms() - t0, 5000);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, idle_close_and_close_give_a_fresh_sandbox)
+{
+    start_daemon("--idle-timeout 500");
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "open('f', 'w').write('x')");
+    ok(r);
+    FREE(r);
+    usleep(1500 * 1000);
+    r = run(id, "python", "1");
+    Bulkhead__Control__Error *e = error_of(r);
+    cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED);
+    cr_assert_eq(e->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__IDLE);
+    FREE(r);
+    free(id);
+    id = open_session("alice");
+    r = run(id, "python", "import os; os.path.exists('f')");
+    cr_assert_str_eq(ok(r)->value, "False");
+    cr_assert(ok(r)->fresh_sandbox);
+    FREE(r);
+    close_session(id);
+    r = run(id, "python", "1");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__CLOSED);
+    FREE(r);
+    free(id);
+}
+
+Test(supervisor, fourth_session_evicts_the_owners_lru)
+{
+    start_daemon(NULL);
+    char *ids[4];
+    for (int i = 0; i < 3; i++)
+        ids[i] = open_session("bob");
+    /* touch 0 and 2: 1 is the least recently used */
+    Resp *r = run(ids[0], "python", "1");
+    FREE(r);
+    r = run(ids[2], "python", "1");
+    FREE(r);
+    ids[3] = open_session("bob");
+    r = run(ids[1], "python", "1");
+    Bulkhead__Control__Error *e = error_of(r);
+    cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED);
+    cr_assert_eq(e->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+    FREE(r);
+    r = run(ids[0], "python", "2");
+    cr_assert_str_eq(ok(r)->value, "2");
+    FREE(r);
+    for (int i = 0; i < 4; i++) {
+        if (i != 1)
+            close_session(ids[i]);
+        free(ids[i]);
+    }
+}
+
+Test(supervisor, owners_never_see_each_others_files_or_sessions)
+{
+    start_daemon(NULL);
+    char *a = open_session("alice");
+    char *b = open_session("mallory");
+    Resp *r = run(a, "python", "open('secret', 'w').write('s3cret')");
+    FREE(r);
+    r = run(b, "python", "import os; os.listdir('.')");
+    cr_assert(strstr(ok(r)->value, "secret") == NULL);
+    FREE(r);
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+    ls.owner = "mallory";
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+    req.list_sessions = &ls;
+    r = roundtrip(&req);
+    cr_assert_eq(r->list_sessions->n_sessions, 1);
+    FREE(r);
+    r = run("0123456789abcdef0123456789abcdef", "python", "1");
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
+    FREE(r);
+    close_session(a);
+    close_session(b);
+    free(a);
+    free(b);
+}
+
+Test(supervisor, floor_above_the_tier_is_refused_with_nothing_run)
+{
+    start_daemon(NULL);
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
+    o.owner = "alice";
+    o.minimum_isolation = "vm";
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
+    req.open_session = &o;
+    Resp *r = roundtrip(&req);
+    Bulkhead__Control__Error *e = error_of(r);
+    cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__FLOOR_NOT_MET);
+    cr_assert(e->not_dispatched);
+    cr_assert(!e->retryable);
+    FREE(r);
+    /* unknown language: unsupported */
+    char *id = open_session("alice");
+    r = run(id, "cobol", "1");
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__UNSUPPORTED);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, bad_frames_get_an_error_or_a_close_never_a_crash)
+{
+    start_daemon("--max-frame 65536");
+    /* wrong version: refused before the payload */
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Stats st = BULKHEAD__CONTROL__STATS__INIT;
+    req.version = 99;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_STATS;
+    req.stats = &st;
+    Resp *r = roundtrip(&req);
+    cr_assert(strstr(error_of(r)->message, "version") != NULL);
+    FREE(r);
+    /* garbage */
+    int fd = conn();
+    cr_assert_eq(bh_frame_write(fd, "\xff\xff\xff\xff\xff", 5, NULL), 0);
+    void *ans;
+    size_t len;
+    int rc = bh_frame_read(fd, 1 << 20, bh_now_ms() + 5000, &ans, &len, NULL);
+    if (rc == 1) {
+        Resp *g = bulkhead__control__response__unpack(NULL, len, ans);
+        cr_assert_not_null(g);
+        cr_assert_eq(g->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_ERROR);
+        FREE(g);
+        free(ans);
+    }
+    close(fd);
+    /* oversized: an error, then the connection closes */
+    fd = conn();
+    uint8_t h[4];
+    bh_frame_header_encode(h, 1u << 30);
+    cr_assert_eq(write(fd, h, 4), 4);
+    rc = bh_frame_read(fd, 1 << 20, bh_now_ms() + 5000, &ans, &len, NULL);
+    cr_assert_eq(rc, 1);
+    free(ans);
+    rc = bh_frame_read(fd, 1 << 20, bh_now_ms() + 5000, &ans, &len, NULL);
+    cr_assert_eq(rc, 0, "the connection closes after an oversized frame");
+    close(fd);
+    /* unknown procedure (empty oneof), cut-short frame */
+    Req empty = BULKHEAD__CONTROL__REQUEST__INIT;
+    r = roundtrip(&empty);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    FREE(r);
+    fd = conn();
+    bh_frame_header_encode(h, 100);
+    cr_assert_eq(write(fd, h, 4), 4);
+    cr_assert_eq(write(fd, "ab", 2), 2);
+    close(fd);
+    /* still serving */
+    r = roundtrip(&req);
+    req.version = 1;
+    FREE(r);
+    r = roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_STATS);
+    FREE(r);
+    struct stat sst;
+    cr_assert_eq(stat(sock_path, &sst), 0);
+    cr_assert_eq(sst.st_mode & 0777, 0600);
+}
+
+/* Processes whose cmdline holds marker, outside this test process. */
+static int count_procs(const char *marker)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t len = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, marker) != NULL)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_cgroups(pid_t daemon)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "ls -d /sys/fs/cgroup/*/bulkhead/bhd-%d-* /sys/fs/cgroup/unified/bulkhead/bhd-%d-* "
+             "2>/dev/null | wc -l",
+             (int)daemon, (int)daemon);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    if (fscanf(p, "%d", &n) != 1)
+        n = -1;
+    pclose(p);
+    return n;
+}
+
+static void leaves_nothing(int sig)
+{
+    start_daemon("--warm 1");
+    pid_t dpid = daemon_pid;
+    char *id = open_session("alice");
+    Resp *r = run(id, "python",
+                  "import subprocess; subprocess.Popen(['sleep', '4242'])\n"
+                  "open('/tmp/bhd-marker-4243', 'w').write('x'); 1");
+    FREE(r);
+    r = run(id, "python",
+            "import subprocess; subprocess.Popen(['sleep', '4244'], start_new_session=True); 1");
+    FREE(r);
+    cr_assert_gt(count_cgroups(dpid), 0, "session cgroups exist while it runs");
+    kill(dpid, sig);
+    waitpid(dpid, NULL, 0);
+    daemon_pid = -1;
+    int procs = -1, cgs = -1;
+    for (int i = 0; i < 100; i++) {
+        procs = count_procs("agent.py") + count_procs("sleep 424") +
+                count_procs("bulkhead session agent");
+        cgs = count_cgroups(dpid);
+        if (procs == 0 && cgs == 0)
+            break;
+        usleep(100000);
+    }
+    cr_assert_eq(procs, 0, "processes of the sessions remain");
+    cr_assert_eq(cgs, 0, "cgroups of the sessions remain");
+    if (sig == SIGTERM)
+        cr_assert(access(sock_path, F_OK) != 0, "the socket is removed");
+    free(id);
+}
+
+Test(supervisor, sigterm_leaves_nothing_behind)
+{
+    leaves_nothing(SIGTERM);
+}
+
+Test(supervisor, kill_9_leaves_nothing_behind)
+{
+    leaves_nothing(SIGKILL);
+}
