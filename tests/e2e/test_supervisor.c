@@ -620,3 +620,96 @@ Test(supervisor, kill_9_leaves_nothing_behind)
 {
     leaves_nothing(SIGKILL);
 }
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void pct(const char *what, int64_t *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_i64);
+    printf("bulkheadd bench: %-28s p50 %6.2f ms  p99 %6.2f ms  (n=%zu)\n", what, v[n / 2] / 1000.0,
+           v[(n * 99) / 100 >= n ? n - 1 : (n * 99) / 100] / 1000.0, n);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Numbers for the note: open cold and warm, first and warm cells, idle RSS.
+ * Runs only with BULKHEADD_BENCH=1 (it takes a while). */
+Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
+{
+    if (getenv("BULKHEADD_BENCH") == NULL)
+        cr_skip_test("set BULKHEADD_BENCH=1 to measure");
+    const char *langs[] = {"python", "javascript"};
+    for (int warm = 0; warm < 2; warm++) {
+        start_daemon(warm ? "--warm 2 --max-sessions-per-owner 100"
+                          : "--max-sessions-per-owner 100");
+        enum { N = 10 };
+        int64_t open_us[N], first_us[2][N], cell_us[2][N * 20];
+        size_t n_cell[2] = {0, 0};
+        for (int i = 0; i < N; i++) {
+            if (warm)
+                usleep(600 * 1000); /* let the pool refill */
+            int64_t t = now_us();
+            char *id = open_session("bench");
+            open_us[i] = now_us() - t;
+            for (int l = 0; l < 2; l++) {
+                t = now_us();
+                Resp *r = run(id, langs[l], "1 + 1");
+                first_us[l][i] = now_us() - t;
+                ok(r);
+                FREE(r);
+                for (int k = 0; k < 20; k++) {
+                    t = now_us();
+                    r = run(id, langs[l], "1 + 1");
+                    cell_us[l][n_cell[l]++] = now_us() - t;
+                    FREE(r);
+                }
+            }
+            close_session(id);
+            free(id);
+        }
+        pct(warm ? "OpenSession (warm pool)" : "OpenSession (cold)", open_us, N);
+        if (!warm) {
+            for (int l = 0; l < 2; l++) {
+                char what[64];
+                snprintf(what, sizeof(what), "first %s cell", langs[l]);
+                pct(what, first_us[l], N);
+                snprintf(what, sizeof(what), "warm %s cell", langs[l]);
+                pct(what, cell_us[l], n_cell[l]);
+            }
+            /* RSS of one idle session with both interpreters: keeper, sentry, agent, runners */
+            char *id = open_session("bench");
+            Resp *r = run(id, "python", "1");
+            FREE(r);
+            r = run(id, "javascript", "1");
+            FREE(r);
+            char cmd[512];
+            snprintf(cmd, sizeof(cmd),
+                     "ps -o rss= --ppid %d | awk '{s+=$1} END {print s}'; "
+                     "for p in $(pgrep -P %d); do pgrep -P $p; done | while read q; do "
+                     "ps -o rss= -p $q; for c in $(pgrep -P $q); do ps -o rss= -p $c; "
+                     "for g in $(pgrep -P $c); do ps -o rss= -p $g; done; done; done | "
+                     "awk '{s+=$1} END {print s}'",
+                     (int)daemon_pid, (int)daemon_pid);
+            FILE *p = popen(cmd, "r");
+            long a = 0, b = 0;
+            if (fscanf(p, "%ld %ld", &a, &b) < 1)
+                a = b = -1;
+            pclose(p);
+            printf("bulkheadd bench: idle session RSS (keeper + sandbox + agent + interpreters): "
+                   "%.1f MiB\n",
+                   (a + b) / 1024.0);
+            close_session(id);
+            free(id);
+        }
+        stop_daemon();
+    }
+}
