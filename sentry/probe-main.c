@@ -331,9 +331,10 @@ static void check_net(void)
     emit("check", BH_CHECK_NET_LO_ONLY, ok ? "pass" : "fail", "links: %s", count ? names : "none");
 }
 
-/* Landlock leaves no mark in /proc, so test its effect: writes that mount
- * flags and file modes would allow (tmpfs /dev, procfs) but that are outside
- * the trees the guest may write. Each must fail, at least one with EACCES. */
+/* Landlock leaves no mark in /proc, so test its effect: writes that file
+ * modes would allow (procfs files of our own, /dev when it is a writable
+ * tmpfs) but that are outside the trees the guest may write. Only opens:
+ * nothing is written. Each must fail, at least one with EACCES. */
 static void check_landlock(void)
 {
     char f[64], d[64];
@@ -342,7 +343,7 @@ static void check_landlock(void)
     struct {
         const char *what;
         int err;
-    } tries[3];
+    } tries[4];
     int fd = open(f, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     tries[0].what = "create in /dev";
     tries[0].err = fd < 0 ? errno : 0;
@@ -359,11 +360,16 @@ static void check_landlock(void)
     tries[2].err = fd < 0 ? errno : 0;
     if (fd >= 0)
         close(fd);
+    fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    tries[3].what = "write /proc/self/oom_score_adj";
+    tries[3].err = fd < 0 ? errno : 0;
+    if (fd >= 0)
+        close(fd);
 
     bool any_succeeded = false, any_eacces = false;
     char detail[200] = "";
     size_t used = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         any_succeeded |= tries[i].err == 0;
         any_eacces |= tries[i].err == EACCES;
         used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s: %s", i ? ", " : "",

@@ -882,7 +882,8 @@ int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
     spec_set_argv(&spec, argv);
     spec.process.env = xcalloc(2, sizeof(char *));
     spec.process.env[0] = xstrdup("PATH=/usr/bin:/bin");
-    spec.process.cwd = xstrdup("/");
+    /* The default working directory tmpfs: a cwd of "/" would be a writable tree. */
+    spec.process.cwd = xstrdup("/work");
 
     int in[2] = {-1, -1}, outp[2] = {-1, -1};
     cleanup_close int errfd = memfd_create("bulkhead-probe-stderr", MFD_CLOEXEC);

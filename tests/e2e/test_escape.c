@@ -45,15 +45,20 @@ static void remove_tmpdir(void)
 /* Skips (with the reason bulkhead gave) until the kernel tier runs. */
 static void require_kernel_tier(void)
 {
+    /* A skip ends the test before .fini runs: clean up first. */
     char *bh = h_path("bulkhead");
-    if (access(bh, X_OK) < 0)
+    if (access(bh, X_OK) < 0) {
+        remove_tmpdir();
         cr_skip_test("%s is not built", bh);
+    }
     char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
     struct run_result r = h_run(argv, NULL, NULL, 60);
-    if (r.status != 0)
+    if (r.status != 0) {
+        remove_tmpdir();
         cr_skip_test("the kernel tier does not run yet (`bulkhead do --tier kernel -- /bin/true` "
                      "exited %d: %.300s)",
                      r.status, r.err);
+    }
     h_free(&r);
     free(bh);
 }
