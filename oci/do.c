@@ -18,6 +18,7 @@
 #include "cleanup.h"
 #include "cli.h"
 #include "paths.h"
+#include "probe.h"
 #include "sandbox.h"
 
 #define DO_EXIT_TIMEOUT 124
@@ -219,15 +220,15 @@ int do_parse_args(int argc, char **argv, struct do_args *a, struct bh_error *err
     return 0;
 }
 
-/* The hook where the kernel tier is vouched for before anything runs. The
- * policy file and the broker must be present; the tier verification
- * (sentry/probe.h) plugs in here to refuse when a check fails. */
+/* The one place the kernel tier is vouched for before anything runs: the
+ * tier verification (sentry/probe.h, cached per boot and per binaries) must
+ * report kernel, or `do` refuses and names the checks that failed. */
 static int kernel_tier_gate(struct bh_error *err)
 {
     char path[4096];
     if (bh_path_policy("kernel", path, sizeof(path), err) < 0)
         return bh_error_prefix(err, "the kernel tier is not available on this install");
-    return 0;
+    return bh_probe_require(BH_TIER_KERNEL, NULL, err);
 }
 
 static volatile sig_atomic_t timed_out;

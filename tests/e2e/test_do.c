@@ -1,0 +1,393 @@
+/* `bulkhead do` end to end, from inside the sandbox the real binary builds:
+ * isolation (network, processes, filesystem, environment, privileges,
+ * syscalls, fds, ids), limits (memory, pids, timeout), exit codes and
+ * signals, language runtimes, and the refusals that exit 125. Every check
+ * runs at the container tier and again at the kernel tier when this host
+ * provides it (else that copy is skipped with the reason). */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+
+#include "attacks/harness.h"
+
+#define PY "/usr/bin/python3"
+
+static const char *tier_name(int kernel)
+{
+    return kernel ? "kernel" : "container";
+}
+
+static void require_tier(int kernel)
+{
+    if (!kernel)
+        return;
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 120);
+    free(bh);
+    if (r.status != 0)
+        cr_skip_test("the kernel tier does not run here: %.300s", r.err);
+    h_free(&r);
+}
+
+/* bulkhead do --tier T [flags...] -- cmd...; args end with NULL, "--" is
+ * given by the caller so flags can be tested too. */
+static struct run_result bh_do(int kernel, int timeout_s, char *const extra_env[], ...)
+{
+    char *argv[64];
+    size_t n = 0;
+    argv[n++] = h_path("bulkhead");
+    argv[n++] = "do";
+    argv[n++] = "--tier";
+    argv[n++] = (char *)tier_name(kernel);
+    va_list ap;
+    va_start(ap, extra_env);
+    for (char *a; (a = va_arg(ap, char *)) != NULL && n < 63;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    struct run_result r = h_run(argv, extra_env, NULL, timeout_s);
+    free(argv[0]);
+    return r;
+}
+
+#define TIER_TEST(name, ...)                                                                       \
+    static void name##_body(int kernel);                                                           \
+    Test(do_container, name, __VA_ARGS__)                                                          \
+    {                                                                                              \
+        name##_body(0);                                                                            \
+    }                                                                                              \
+    Test(do_kernel, name, __VA_ARGS__)                                                             \
+    {                                                                                              \
+        require_tier(1);                                                                           \
+        name##_body(1);                                                                            \
+    }                                                                                              \
+    static void name##_body(int kernel)
+
+#define ASSERT_RAN(r)                                                                              \
+    cr_assert_eq((r).status, 0, "[%s] exit %d\nstdout: %s\nstderr: %s", tier_name(kernel),         \
+                 (r).status, (r).out, (r).err)
+
+TIER_TEST(only_loopback_exists, .timeout = 60)
+{
+    struct run_result r = bh_do(kernel, 30, NULL, "--", "/bin/sh", "-c", "cat /proc/net/dev", NULL);
+    ASSERT_RAN(r);
+    int links = 0;
+    for (char *line = strtok(r.out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *colon = strchr(line, ':');
+        if (colon == NULL || strchr(line, '|') != NULL)
+            continue;
+        links++;
+        while (*line == ' ')
+            line++;
+        cr_assert(strncmp(line, "lo:", 3) == 0, "[%s] a link other than lo: %s", tier_name(kernel),
+                  line);
+    }
+    cr_assert_eq(links, 1, "[%s] expected exactly lo", tier_name(kernel));
+    h_free(&r);
+}
+
+TIER_TEST(host_processes_are_invisible, .timeout = 60)
+{
+    struct run_result r = bh_do(kernel, 30, NULL, "--", PY, "-c",
+                                "import os\n"
+                                "p=[int(x) for x in os.listdir('/proc') if x.isdigit()]\n"
+                                "print(len(p), max(p))",
+                                NULL);
+    ASSERT_RAN(r);
+    int n = 0, maxpid = 0;
+    cr_assert_eq(sscanf(r.out, "%d %d", &n, &maxpid), 2, "%s", r.out);
+    /* the sentry, python: a handful at most, all with tiny pids */
+    cr_assert_leq(n, 4, "[%s] %d processes visible", tier_name(kernel), n);
+    cr_assert_leq(maxpid, 16, "[%s] pid %d visible", tier_name(kernel), maxpid);
+    h_free(&r);
+}
+
+TIER_TEST(writes_only_in_tmp_and_workdir, .timeout = 60)
+{
+    struct run_result r = bh_do(kernel, 30, NULL, "--", "/bin/sh", "-c",
+                                "for f in /etc/x /usr/x /x /bin/x /proc/sys/kernel/hostname "
+                                "/dev/x; do if echo 1 > $f; then echo WROTE $f; fi; done "
+                                "2>/dev/null; echo ok > /tmp/a && echo ok > /work/b && cat "
+                                "/tmp/a /work/b && pwd",
+                                NULL);
+    ASSERT_RAN(r);
+    cr_assert(strstr(r.out, "WROTE") == NULL, "[%s] %s", tier_name(kernel), r.out);
+    cr_assert_str_eq(r.out, "ok\nok\n/work\n");
+    h_free(&r);
+}
+
+TIER_TEST(host_environment_is_not_visible, .timeout = 60)
+{
+    char *env[] = {"BULKHEAD_E2E_SECRET=hunter2-do-not-leak", NULL};
+    struct run_result r =
+        bh_do(kernel, 30, env, "--env", "MINE=visible", "--", "/usr/bin/env", NULL);
+    ASSERT_RAN(r);
+    cr_assert(strstr(r.out, "hunter2") == NULL, "[%s] leaked: %s", tier_name(kernel), r.out);
+    cr_assert(strstr(r.out, "MINE=visible\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "PATH=") != NULL && strstr(r.out, "HOME=/work\n") != NULL, "%s", r.out);
+    h_free(&r);
+}
+
+TIER_TEST(no_capabilities_no_new_privs_seccomp_filter, .timeout = 60)
+{
+    struct run_result r =
+        bh_do(kernel, 30, NULL, "--", "/bin/grep", "-E",
+              "^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):", "/proc/self/status", NULL);
+    ASSERT_RAN(r);
+    cr_assert(strstr(r.out, "CapEff:\t0000000000000000\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "CapPrm:\t0000000000000000\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "CapBnd:\t0000000000000000\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "CapAmb:\t0000000000000000\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "NoNewPrivs:\t1\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "Seccomp:\t2\n") != NULL, "%s", r.out);
+    h_free(&r);
+}
+
+TIER_TEST(denied_syscalls_fail, .timeout = 60)
+{
+    /* x86-64 numbers; each call must fail (-1 with an errno). */
+    struct run_result r =
+        bh_do(kernel, 30, NULL, "--", PY, "-c",
+              "import ctypes,os\n"
+              "libc=ctypes.CDLL(None,use_errno=True)\n"
+              "calls={'keyctl':(250,0,0,0,0),'bpf':(321,0,0,0,0),\n"
+              " 'perf_event_open':(298,0,0,-1,-1),'unshare_user':(272,0x10000000,0,0,0),\n"
+              " 'mount':(165,0,0,0,0),'add_key':(248,0,0,0,0)}\n"
+              "for n,(nr,*a) in calls.items():\n"
+              "  a=[ctypes.c_long(x) for x in a]\n"
+              "  if n=='mount':\n"
+              "    a=[ctypes.c_char_p(b'none'),ctypes.c_char_p(b'/tmp'),ctypes.c_char_p(b'tmpfs'),"
+              "ctypes.c_long(0),ctypes.c_long(0)]\n"
+              "  rc=libc.syscall(nr,*a)\n"
+              "  print(n,rc,ctypes.get_errno())\n",
+              NULL);
+    ASSERT_RAN(r);
+    const char *names[] = {"keyctl", "bpf", "perf_event_open", "unshare_user", "mount", "add_key"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "%s -1 ", names[i]);
+        char *p = strstr(r.out, key);
+        cr_assert_not_null(p, "[%s] %s did not fail: %s", tier_name(kernel), names[i], r.out);
+        cr_assert_neq(atoi(p + strlen(key)), 0, "[%s] %s failed without errno", tier_name(kernel),
+                      names[i]);
+    }
+    h_free(&r);
+}
+
+TIER_TEST(memory_bomb_is_killed_by_the_limit, .timeout = 90)
+{
+    struct run_result r = bh_do(kernel, 60, NULL, "--memory", "64m", "--", PY, "-c",
+                                "b=[]\n"
+                                "for i in range(64):\n"
+                                "  b.append(b'x'*(16<<20))\n"
+                                "print('survived')",
+                                NULL);
+    cr_assert_neq(r.status, 0, "[%s] the bomb finished: %s", tier_name(kernel), r.out);
+    cr_assert_neq(r.status, -1, "[%s] the bomb hung", tier_name(kernel));
+    cr_assert(strstr(r.out, "survived") == NULL);
+    h_free(&r);
+    /* and the host is fine: a new sandbox runs */
+    r = bh_do(kernel, 30, NULL, "--", "/bin/true", NULL);
+    ASSERT_RAN(r);
+    h_free(&r);
+}
+
+TIER_TEST(fork_bomb_is_stopped_by_the_pids_limit, .timeout = 90)
+{
+    struct run_result r = bh_do(kernel, 60, NULL, "--pids", "24", "--", PY, "-c",
+                                "import os,time\n"
+                                "ok=fail=0\n"
+                                "for i in range(200):\n"
+                                "  try:\n"
+                                "    if os.fork()==0:\n"
+                                "      time.sleep(2); os._exit(0)\n"
+                                "    ok+=1\n"
+                                "  except OSError: fail+=1\n"
+                                "print(ok,fail)",
+                                NULL);
+    ASSERT_RAN(r);
+    int ok = 0, fail = 0;
+    cr_assert_eq(sscanf(r.out, "%d %d", &ok, &fail), 2, "%s", r.out);
+    cr_assert_lt(ok, 24, "[%s] %d forks succeeded", tier_name(kernel), ok);
+    cr_assert_gt(fail, 150, "[%s] only %d forks failed", tier_name(kernel), fail);
+    h_free(&r);
+}
+
+TIER_TEST(python_and_node_run, .timeout = 90)
+{
+    struct run_result r = bh_do(kernel, 60, NULL, "--", PY, "-c",
+                                "import json,sqlite3,decimal; print(json.dumps({'v':6*7}))", NULL);
+    ASSERT_RAN(r);
+    cr_assert_str_eq(r.out, "{\"v\": 42}\n");
+    h_free(&r);
+    r = bh_do(kernel, 60, NULL, "--", "/usr/bin/node", "-e",
+              "console.log(JSON.stringify({v: 6 * 7}))", NULL);
+    ASSERT_RAN(r);
+    cr_assert_str_eq(r.out, "{\"v\":42}\n");
+    h_free(&r);
+}
+
+TIER_TEST(exit_codes_and_signals_map, .timeout = 60)
+{
+    struct run_result r = bh_do(kernel, 30, NULL, "--", "/bin/true", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_free(&r);
+    r = bh_do(kernel, 30, NULL, "--", "/bin/sh", "-c", "exit 3", NULL);
+    cr_assert_eq(r.status, 3, "%s", r.err);
+    h_free(&r);
+    r = bh_do(kernel, 30, NULL, "--", "/bin/sh", "-c", "kill -9 $$", NULL);
+    cr_assert_eq(r.status, 128 + 9, "%s", r.err);
+    h_free(&r);
+    r = bh_do(kernel, 30, NULL, "--", "/nonexistent/program", NULL);
+    cr_assert_eq(r.status, 127, "%s", r.err);
+    cr_assert(strstr(r.err, "/nonexistent/program") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+TIER_TEST(only_stdio_fds_reach_the_guest, .timeout = 60)
+{
+    /* An fd the caller leaks (no close-on-exec) must still stop at the sandbox. */
+    int leak = open("/etc/hostname", O_RDONLY);
+    cr_assert_geq(leak, 0);
+    cr_assert_geq(dup2(leak, 47), 0);
+    struct run_result r = bh_do(kernel, 30, NULL, "--", PY, "-c",
+                                "import os\n"
+                                "o=[]\n"
+                                "for fd in range(3,1024):\n"
+                                "  try: os.fstat(fd); o.append(fd)\n"
+                                "  except OSError: pass\n"
+                                "print(o)",
+                                NULL);
+    close(47);
+    close(leak);
+    ASSERT_RAN(r);
+    cr_assert_str_eq(r.out, "[]\n", "[%s] extra fds: %s", tier_name(kernel), r.out);
+    h_free(&r);
+}
+
+TIER_TEST(guest_is_not_root_and_host_root_is_unmapped, .timeout = 60)
+{
+    struct run_result r = bh_do(kernel, 30, NULL, "--", "/bin/sh", "-c",
+                                "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map", NULL);
+    ASSERT_RAN(r);
+    char *save = NULL;
+    char *line = strtok_r(r.out, "\n", &save);
+    cr_assert_str_eq(line, "1000");
+    line = strtok_r(NULL, "\n", &save);
+    cr_assert_str_eq(line, "1000");
+    int maps = 0;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        unsigned long in, out, count;
+        cr_assert_eq(sscanf(line, "%lu %lu %lu", &in, &out, &count), 3, "%s", line);
+        cr_assert_gt(out, 0, "host id 0 is mapped: %s", line);
+        maps++;
+    }
+    cr_assert_geq(maps, 2);
+    h_free(&r);
+}
+
+TIER_TEST(sigterm_reaches_the_guest, .timeout = 60)
+{
+    char *bh = h_path("bulkhead");
+    int out = memfd_create("out", MFD_CLOEXEC);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(out, 1);
+        execl(bh, bh, "do", "--tier", tier_name(kernel), "--", "/bin/sh", "-c",
+              "trap 'echo got-term; exit 42' TERM; echo ready; while :; do sleep 0.05; done",
+              (char *)NULL);
+        _exit(127);
+    }
+    /* wait until the guest runs, then signal bulkhead do itself */
+    for (int i = 0; i < 400; i++) {
+        char *o = h_read_fd(out);
+        bool ready = strstr(o, "ready") != NULL;
+        free(o);
+        if (ready)
+            break;
+        usleep(25000);
+    }
+    kill(pid, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 400 && waitpid(pid, &st, WNOHANG) == 0; i++)
+        usleep(25000);
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        cr_assert_fail("[%s] bulkhead do did not end after SIGTERM", tier_name(kernel));
+    }
+    char *o = h_read_fd(out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 42, "[%s] status %#x, out %s", tier_name(kernel),
+              st, o);
+    cr_assert(strstr(o, "got-term") != NULL);
+    free(o);
+    free(bh);
+    close(out);
+}
+
+TIER_TEST(timeout_kills_and_exits_124, .timeout = 60)
+{
+    struct run_result r =
+        bh_do(kernel, 30, NULL, "--timeout", "0.5", "--", "/bin/sleep", "20", NULL);
+    cr_assert_eq(r.status, 124, "[%s] %d %s", tier_name(kernel), r.status, r.err);
+    cr_assert_lt(r.seconds, 10.0);
+    cr_assert(strstr(r.err, "timeout") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+static void expect_refused(const char *why, char *const *args)
+{
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = h_path("bulkhead");
+    argv[n++] = "do";
+    for (; *args != NULL && n < 31; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    struct run_result r = h_run(argv, NULL, NULL, 30);
+    cr_assert_eq(r.status, 125, "%s: exit %d, stderr %s", why, r.status, r.err);
+    cr_assert(strstr(r.err, "bulkhead: do: ") != NULL && strlen(r.err) > 20,
+              "%s: no clear message: %s", why, r.err);
+    cr_assert(strstr(r.out, "SHOULD-NOT-RUN") == NULL, "%s: the command ran", why);
+    free(argv[0]);
+    h_free(&r);
+}
+
+Test(do_flags, bad_flags_and_impossible_limits_exit_125)
+{
+    expect_refused("unknown flag",
+                   (char *[]){"--frobnicate", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("no command", (char *[]){"--tier", "container", NULL});
+    expect_refused("bad tier",
+                   (char *[]){"--tier", "vm", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("missing rootfs", (char *[]){"--rootfs", "/nonexistent/rootfs", "--",
+                                                "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("tiny memory",
+                   (char *[]){"--memory", "1k", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("bad memory",
+                   (char *[]){"--memory", "lots", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("zero pids",
+                   (char *[]){"--pids", "0", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("too many cpus",
+                   (char *[]){"--cpus", "4096", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("relative workdir",
+                   (char *[]){"--workdir", "work", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("bad env",
+                   (char *[]){"--env", "NOEQUALS", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
+    expect_refused("flag without value", (char *[]){"--timeout", NULL});
+}
+
+Test(do_flags, help_documents_every_flag)
+{
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--help", NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 10);
+    cr_assert_eq(r.status, 0);
+    const char *flags[] = {"--tier",    "--rootfs", "--memory", "--pids", "--cpus", "--timeout",
+                           "--workdir", "--env",    "124",      "125",    "128+N"};
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        cr_assert(strstr(r.out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
+    h_free(&r);
+    free(bh);
+}
