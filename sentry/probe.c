@@ -932,8 +932,9 @@ int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
     if (bh_probe_check_live(&target, &r, &lerr) < 0)
         bh_tier_report_add(r, "sentry_pid1", BH_CHECK_FAIL, BH_TIER_KERNEL, "%s", lerr.msg);
 
+    /* A probe that did not finish its report may never read stdin again. */
     close(steal_fd(&to_probe));
-    if (now_ms() > deadline)
+    if (now_ms() > deadline || strstr(text, "\n" BH_PROBE_END "\n") == NULL)
         bh_sandbox_signal(sb, SIGKILL, NULL);
     int status = 0;
     struct bh_error werr = {0};
@@ -1019,6 +1020,8 @@ static void cache_key(enum bh_tier tier, const char *probe, char out[BH_SHA256_H
     bh_hex(digest, sizeof(digest), out);
 }
 
+/* Parents are made traversable (0711): /run/bulkhead is shared with OCI
+ * state, which sandboxes running under their own ids must reach. */
 static int mkdir_private(const char *path)
 {
     char tmp[PATH_MAX];
@@ -1027,7 +1030,7 @@ static int mkdir_private(const char *path)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+        if (mkdir(tmp, 0711) < 0 && errno != EEXIST)
             return -1;
         *p = '/';
     }
