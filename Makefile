@@ -176,3 +176,6 @@ lint:
 	    sentry oci supervisor
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets for every parser of outside input (tests/fuzz/).
+-include tests/fuzz/fuzz.mk
