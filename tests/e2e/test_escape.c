@@ -319,9 +319,24 @@ static bool alive(pid_t pid)
     return rp && rp[2] != 'Z' && rp[2] != 'X';
 }
 
+/* Host mounts that name bulkhead (a sandbox's mounts live in its own
+ * namespace; any that show up here leaked). */
+static int host_bulkhead_mounts(void)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    cr_assert_not_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, "bulkhead") != NULL;
+    fclose(f);
+    return n;
+}
+
 Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
 {
     require_kernel_tier();
+    int mounts_before = host_bulkhead_mounts();
     char *bh = h_path("bulkhead");
     int out[2];
     cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
@@ -399,6 +414,7 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
 
     /* Nothing left: no process in that pid namespace, no cgroup, no mount. */
     cr_assert_eq(scan(runner, NULL, ns, guests, BH_ARRAY_SIZE(guests)), 0);
+    cr_expect_eq(host_bulkhead_mounts(), mounts_before, "a mount was left on the host");
     char *save = NULL;
     for (char *line = strtok_r(cg_before, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
