@@ -1032,6 +1032,17 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     }
     spec->tier = BH_TIER_KERNEL;
     const char *tier = json_string_value(json_object_get(cfg->annotations, OCI_ANNOTATION_TIER));
+    /* Engines that cannot pass annotations (dockerd before 24) register a
+     * wrapper that sets the default tier in the runtime's environment. */
+    const char *env_tier = getenv("BULKHEAD_DEFAULT_TIER");
+    if (tier == NULL && env_tier != NULL && env_tier[0] != '\0') {
+        if (strcmp(env_tier, "kernel") != 0 && strcmp(env_tier, "container") != 0)
+            return bh_error_set(err, EINVAL,
+                                "BULKHEAD_DEFAULT_TIER is `%s`: use `container` or `kernel`",
+                                env_tier);
+        tier = env_tier;
+        json_object_set_new(cfg->annotations, OCI_ANNOTATION_TIER, json_string(env_tier));
+    }
     if (tier != NULL) {
         if (strcmp(tier, "kernel") == 0)
             spec->tier = BH_TIER_KERNEL;
