@@ -1,0 +1,166 @@
+/* The sandbox core's pure parts: the spec's JSON round trip (how it reaches
+ * the sentry), its validation, id maps (never host root), exit codes. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sandbox-internal.h"
+
+static char **strv(const char *a, const char *b)
+{
+    char **v = calloc(3, sizeof(char *));
+    v[0] = strdup(a);
+    v[1] = b ? strdup(b) : NULL;
+    return v;
+}
+
+static void fill(struct bh_sandbox_spec *s)
+{
+    bh_sandbox_spec_init(s);
+    s->id = strdup("unit-1");
+    s->tier = BH_TIER_KERNEL;
+    s->workdir = strdup("/work");
+    s->hostname = strdup("h");
+    s->process.argv = strv("/bin/echo", "hi \"there\"\n");
+    s->process.env = strv("PATH=/bin", NULL);
+    s->process.cwd = strdup("/work");
+    s->process.uid = 1000;
+    s->process.gid = 1001;
+    s->process.cap_bounding = 1ull << 63;
+    s->process.rlimits = calloc(1, sizeof(struct bh_rlimit));
+    s->process.rlimits[0] = (struct bh_rlimit){7, 1024, UINT64_MAX};
+    s->process.n_rlimits = 1;
+    s->limits.memory_bytes = 64 << 20;
+    s->limits.pids = 32;
+    s->mounts = calloc(1, sizeof(struct bh_mount));
+    s->mounts[0] = (struct bh_mount){.source = strdup("/src"),
+                                     .destination = strdup("/dst"),
+                                     .type = strdup("bind"),
+                                     .flags = 4096,
+                                     .tree_fd = -1};
+    s->n_mounts = 1;
+    s->ns_paths[BH_NS_NET] = strdup("/proc/1/ns/net");
+}
+
+Test(spec, json_round_trip_keeps_every_field)
+{
+    struct bh_sandbox_spec a, b;
+    struct bh_error err = {0};
+    fill(&a);
+    json_t *j = bh_spec_to_json(&a);
+    cr_assert_eq(bh_spec_from_json(j, &b, &err), 0, "%s", err.msg);
+    json_decref(j);
+    cr_assert_str_eq(b.id, "unit-1");
+    cr_assert_eq(b.tier, BH_TIER_KERNEL);
+    cr_assert_str_eq(b.process.argv[1], "hi \"there\"\n");
+    cr_assert_null(b.process.argv[2]);
+    cr_assert_eq(b.process.uid, 1000);
+    cr_assert_eq(b.process.gid, 1001);
+    cr_assert_eq(b.process.cap_bounding, 1ull << 63);
+    cr_assert_eq(b.process.n_rlimits, 1);
+    cr_assert_eq(b.process.rlimits[0].hard, UINT64_MAX);
+    cr_assert_eq(b.limits.memory_bytes, 64 << 20);
+    cr_assert_eq(b.limits.pids, 32);
+    cr_assert_eq(b.n_mounts, 1);
+    cr_assert_str_eq(b.mounts[0].destination, "/dst");
+    cr_assert_eq(b.mounts[0].flags, 4096);
+    cr_assert_str_eq(b.ns_paths[BH_NS_NET], "/proc/1/ns/net");
+    cr_assert_null(b.ns_paths[BH_NS_USER]);
+    cr_assert_eq(b.process.umask, -1);
+    bh_sandbox_spec_free(&a);
+    bh_sandbox_spec_free(&b);
+}
+
+Test(spec, malformed_json_is_an_error_naming_the_field)
+{
+    struct bh_sandbox_spec s;
+    struct bh_error err = {0};
+    json_t *j = json_pack("{s:s,s:i,s:i}", "id", "x", "tier", BH_TIER_CONTAINER, "rootfs", 5);
+    cr_assert_eq(bh_spec_from_json(j, &s, &err), -1);
+    cr_assert(strstr(err.msg, "rootfs") != NULL, "%s", err.msg);
+    json_decref(j);
+    j = json_pack("[]");
+    cr_assert_eq(bh_spec_from_json(j, &s, &err), -1);
+    json_decref(j);
+}
+
+Test(spec, validation_refuses_what_cannot_be_built)
+{
+    struct bh_sandbox_spec s;
+    struct bh_error err = {0};
+    fill(&s);
+    cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
+    s.tier = BH_TIER_VM;
+    cr_assert_eq(bh_spec_validate(&s, &err), -1);
+    s.tier = BH_TIER_CONTAINER;
+    s.ns_paths[BH_NS_PID] = strdup("/proc/1/ns/pid");
+    cr_assert_eq(bh_spec_validate(&s, &err), -1);
+    cr_assert(strstr(err.msg, "pid 1") != NULL, "%s", err.msg);
+    free(s.ns_paths[BH_NS_PID]);
+    s.ns_paths[BH_NS_PID] = NULL;
+    free(s.id);
+    s.id = strdup("../escape");
+    cr_assert_eq(bh_spec_validate(&s, &err), -1);
+    free(s.id);
+    s.id = strdup("ok");
+    free(s.process.cwd);
+    s.process.cwd = strdup("relative");
+    cr_assert_eq(bh_spec_validate(&s, &err), -1);
+    bh_sandbox_spec_free(&s);
+}
+
+Test(idmaps, never_map_host_root)
+{
+    struct bh_sandbox_spec s;
+    struct bh_error err = {0};
+    bh_sandbox_spec_init(&s);
+    struct bh_idmap bad = {0, 0, 65536};
+    s.uid_maps = &bad;
+    s.n_uid_maps = 1;
+    s.gid_maps = &bad;
+    s.n_gid_maps = 1;
+    struct bh_idmap *u = NULL, *g = NULL;
+    size_t nu, ng;
+    cr_assert_eq(bh_idmaps_resolve(&s, NULL, &u, &nu, &g, &ng, &err), -1);
+    cr_assert(strstr(err.msg, "host root") != NULL, "%s", err.msg);
+    struct bh_idmap good = {0, 100000, 65536};
+    s.uid_maps = s.gid_maps = &good;
+    cr_assert_eq(bh_idmaps_resolve(&s, NULL, &u, &nu, &g, &ng, &err), 0, "%s", err.msg);
+    cr_assert_eq(nu, 1);
+    cr_assert_eq(u[0].outside, 100000);
+    free(u);
+    free(g);
+}
+
+Test(idmaps, default_slots_are_disjoint_and_hold_the_sentry_id)
+{
+    struct bh_id_slot a = {.lock_fd = -1}, b = {.lock_fd = -1};
+    struct bh_error err = {0};
+    if (bh_id_slot_acquire(&a, &err) < 0)
+        cr_skip_test("cannot reserve an id slot here: %s", err.msg);
+    cr_assert_eq(bh_id_slot_acquire(&b, &err), 0, "%s", err.msg);
+    cr_assert_neq(a.slot, b.slot);
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    struct bh_idmap *u = NULL, *g = NULL;
+    size_t nu, ng;
+    cr_assert_eq(bh_idmaps_resolve(&s, &a, &u, &nu, &g, &ng, &err), 0, "%s", err.msg);
+    cr_assert_eq(u[0].inside, 0);
+    cr_assert_geq(u[0].outside, BH_IDS_BASE);
+    cr_assert_eq(u[0].count, BH_IDS_SLOT_SIZE);
+    cr_assert_eq(bh_idmaps_sentry_id(u, nu), BH_SENTRY_ID);
+    free(u);
+    free(g);
+    bh_id_slot_release(&a);
+    bh_id_slot_release(&b);
+    cr_assert_eq(access(a.path, F_OK), -1, "the released slot's lock file remains");
+}
+
+Test(status, exit_codes_map_like_a_shell)
+{
+    cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(0, 0)), 0);
+    cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(3, 0)), 3);
+    cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(0, 9)), 137);
+    cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(0, 15)), 143);
+}
