@@ -720,11 +720,8 @@ static int64_t now_ms(void)
 static int probe_binary(const struct bh_probe_opts *opts, char *buf, size_t size,
                         struct bh_error *err)
 {
-    const char *env = getenv("BULKHEAD_PROBE");
     if (opts->probe_path != NULL)
         snprintf(buf, size, "%s", opts->probe_path);
-    else if (env != NULL && *env != '\0')
-        snprintf(buf, size, "%s", env);
     else if (bh_path_find("bulkhead-probe", buf, size, err) < 0)
         return bh_error_prefix(err, "cannot verify the tier");
     char real[PATH_MAX];

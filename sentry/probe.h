@@ -51,8 +51,8 @@ struct bh_tier_report {
 
 struct bh_probe_opts {
     enum bh_tier tier; /* BH_TIER_CONTAINER or BH_TIER_KERNEL (default 0: kernel) */
-    /* bulkhead-probe; NULL: env BULKHEAD_PROBE, then next to /proc/self/exe,
-     * then /usr/local/lib/bulkhead and /usr/lib/bulkhead. */
+    /* bulkhead-probe; NULL: where bh_path_find finds it (BULKHEAD_LIBEXEC,
+     * next to the running binary, PREFIX/lib/bulkhead). */
     const char *probe_path;
     /* Limits of the probe sandbox, read back by the cgroup check; zeros:
      * 256 MiB of memory and 64 pids. */
