@@ -112,7 +112,10 @@ static int check_container(const char *root, const char *id, enum bh_tier *want,
         .sentry_pid = st.pid,
         .tier = st.tier,
         .limits = have_cfg ? &cfg.spec.limits : NULL,
-        .caps = have_cfg ? cfg.spec.process.cap_effective : 0,
+        /* Everything the config grants in any set is the most a guest may hold. */
+        .caps = have_cfg ? cfg.spec.process.cap_bounding | cfg.spec.process.cap_effective |
+                               cfg.spec.process.cap_permitted | cfg.spec.process.cap_ambient
+                         : 0,
     };
     struct bh_tier_report *r = bh_tier_report_new(id, st.tier);
     int rc = bh_probe_check_live(&target, &r, err);

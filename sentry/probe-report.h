@@ -19,7 +19,8 @@
  *                  [--caps HEX]
  * --errno: the errno the tier policy gives refused syscalls (default EPERM);
  * --secret: a host file outside the sandbox and its content, which no path
- * trick from inside may read; --caps: expected CapEff/CapPrm/CapBnd/CapAmb. */
+ * trick from inside may read; --caps: the capabilities CapEff/CapPrm/CapBnd/
+ * CapAmb may hold (default none). */
 #ifndef BH_PROBE_REPORT_H
 #define BH_PROBE_REPORT_H
 

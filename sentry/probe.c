@@ -560,7 +560,7 @@ static void check_guest_status(struct bh_tier_report *r, pid_t guest, uint64_t c
     for (size_t i = 0; i < BH_ARRAY_SIZE(sets); i++) {
         char v[32] = "";
         bool have = status_field(status, sets[i], v, sizeof(v));
-        if (!have || strtoull(v, NULL, 16) != caps)
+        if (!have || (strtoull(v, NULL, 16) & ~caps) != 0)
             ok = false;
         used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s: %s", i ? ", " : "",
                                  sets[i], have ? v : "missing");

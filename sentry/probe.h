@@ -87,7 +87,9 @@ struct bh_live_target {
     pid_t sentry_pid;               /* host pid of the sandbox's pid 1 */
     enum bh_tier tier;              /* the tier it was created for */
     const struct bh_limits *limits; /* expected cgroup limits or NULL: only read them */
-    uint64_t caps;                  /* expected CapEff/CapPrm/CapBnd/CapAmb of the guests */
+    /* The capabilities configured (CAP_* bits): CapEff, CapPrm, CapBnd and
+     * CapAmb of every guest must hold nothing beyond them (0: none at all). */
+    uint64_t caps;
 };
 
 /* Outside checks of a running sandbox (OCI containers, bulkheadd's own
