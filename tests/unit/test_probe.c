@@ -327,3 +327,21 @@ Test(probe, live_checks_of_a_gone_sentry_fail)
     cr_assert_eq(r->tier, BH_TIER_NONE);
     bh_tier_report_free(r);
 }
+
+Test(probe, capabilities_may_hold_only_what_is_configured)
+{
+    unsetenv("BULKHEAD_TEST_BREAK");
+    pid_t child = spawn_child(false);
+    struct bh_tier_report *none = NULL, *all = NULL;
+    struct bh_live_target t = {.sentry_pid = getpid(), .tier = BH_TIER_KERNEL, .caps = 0};
+    cr_assert_eq(bh_probe_check_live(&t, &none, NULL), 0);
+    t.caps = UINT64_MAX;
+    cr_assert_eq(bh_probe_check_live(&t, &all, NULL), 0);
+    reap(child);
+    /* This test runs as host root: its child holds capabilities. */
+    if (geteuid() == 0)
+        cr_assert_eq(bh_tier_report_find(none, BH_CHECK_CAPS)->result, BH_CHECK_FAIL);
+    cr_assert_eq(bh_tier_report_find(all, BH_CHECK_CAPS)->result, BH_CHECK_PASS);
+    bh_tier_report_free(none);
+    bh_tier_report_free(all);
+}
