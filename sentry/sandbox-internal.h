@@ -82,12 +82,15 @@ int bh_spec_validate(const struct bh_sandbox_spec *spec, struct bh_error *err);
 struct bh_sentry_params {
     bool detached;
     char *state_dir;                 /* detached: where sentry.sock goes */
-    char *guest_policy_path;         /* tier policy, absolute host path */
-    char *sentry_policy_path;        /* seccomp-policies/sentry.policy */
+    bool has_extra_policy;           /* a third BPF program (the caller's) was sent */
     uint32_t sentry_uid, sentry_gid; /* inside ids the sentry drops to */
     bool made_netns, made_utsns;
 };
 void bh_sentry_params_free(struct bh_sentry_params *p);
+
+/* Reads a compiled program sent by the front end (a sealed memfd: magic,
+ * notify flag, BPF); prog->filter is malloc'd. */
+int bh_bpf_blob_read(int fd, bool *has_notify, struct sock_fprog *prog, struct bh_error *err);
 
 /* ---- capabilities (caps.c) ----------------------------------------------- */
 /* What the sentry keeps in its effective set: reading guest memory and

@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <seccomp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -28,7 +32,9 @@
 #include "control.h"
 #include "frame.h"
 #include "paths.h"
+#include "policy.h"
 #include "sandbox-internal.h"
+#include "sha256.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -51,6 +57,8 @@
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
 #define MAX_TREE_FDS 12
+/* spec message fds: [0] spec, [1] guest BPF, [2] sentry BPF, [3] extra BPF or
+ * absent, then the prepared mount trees. */
 
 struct bh_sandbox {
     pid_t pid; /* host pid of the sentry */
@@ -195,6 +203,263 @@ static pid_t clone_sentry(unsigned long flags, struct child_args *a, int *pidfd)
     return (pid_t)pid;
 }
 
+/* ---- compiled policies ------------------------------------------------------
+ * Compiling a policy with libseccomp costs milliseconds, more than the rest of
+ * a sandbox's creation, so the front end compiles once and keeps the BPF: in
+ * memory for this process (bulkheadd), and on disk in BH_BPF_CACHE_DIR (root
+ * only) for short-lived front ends (bulkhead do). The key is a SHA-256 over
+ * the libseccomp version, the policy's path and the name and contents of
+ * every policy in its directory (so an @include'd file changing misses too).
+ * The sentry gets the programs as sealed memfds: it never parses policy text. */
+#define BH_BPF_CACHE_DIR "/run/bulkhead/bpf-cache"
+#define BPF_MAGIC "BHBPF1\n"
+
+struct bpf_blob {
+    bool has_notify;
+    struct sock_fprog prog;
+};
+
+static int policy_key(const char *path, char key[BH_SHA256_HEX], struct bh_error *err)
+{
+    struct bh_sha256 h;
+    bh_sha256_init(&h);
+    const struct scmp_version *v = seccomp_version();
+    char head[64];
+    snprintf(head, sizeof(head), "%s%u.%u.%u\n", BPF_MAGIC, v ? v->major : 0, v ? v->minor : 0,
+             v ? v->micro : 0);
+    bh_sha256_update(&h, head, strlen(head));
+    bh_sha256_update(&h, path, strlen(path) + 1);
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    struct dirent **names = NULL;
+    int n = scandir(slash ? dir : ".", &names, NULL, alphasort);
+    if (n < 0)
+        return bh_error_errno(err, errno, "list policies in `%s`", dir);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]->d_name);
+        if (rc == 0 && len > 7 && strcmp(names[i]->d_name + len - 7, ".policy") == 0) {
+            char file[4400];
+            snprintf(file, sizeof(file), "%s/%s", slash ? dir : ".", names[i]->d_name);
+            cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC);
+            char buf[16384];
+            ssize_t r;
+            bh_sha256_update(&h, names[i]->d_name, len + 1);
+            while (fd >= 0 && (r = read(fd, buf, sizeof(buf))) > 0)
+                bh_sha256_update(&h, buf, (size_t)r);
+            if (fd < 0)
+                rc = bh_error_errno(err, errno, "read `%s`", file);
+        }
+        free(names[i]);
+    }
+    free(names);
+    uint8_t sum[BH_SHA256_LEN];
+    bh_sha256_final(&h, sum);
+    bh_hex(sum, sizeof(sum), key);
+    return rc;
+}
+
+/* A blob as it is stored and sent: magic, notify flag, then the program. */
+static int blob_fd(const struct bpf_blob *b, struct bh_error *err)
+{
+    int fd = memfd_create("bulkhead-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "memfd for a seccomp program");
+    char head[16] = BPF_MAGIC;
+    head[8] = b->has_notify ? 1 : 0;
+    if (bh_write_full(fd, head, sizeof(head), err) < 0 ||
+        bh_write_full(fd, b->prog.filter, b->prog.len * sizeof(struct sock_filter), err) < 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    return fd;
+}
+
+int bh_bpf_blob_read(int fd, bool *has_notify, struct sock_fprog *prog, struct bh_error *err)
+{
+    struct stat st;
+    char head[16];
+    if (fstat(fd, &st) < 0 || st.st_size < 16 ||
+        (st.st_size - 16) % (off_t)sizeof(struct sock_filter) != 0 ||
+        (st.st_size - 16) / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS ||
+        pread(fd, head, sizeof(head), 0) != sizeof(head) || memcmp(head, BPF_MAGIC, 7) != 0 ||
+        (head[8] != 0 && head[8] != 1))
+        return bh_error_set(err, EPROTO, "a compiled seccomp program is malformed");
+    size_t n = (size_t)(st.st_size - 16) / sizeof(struct sock_filter);
+    struct sock_filter *f = malloc(n * sizeof(*f));
+    if (f == NULL || pread(fd, f, n * sizeof(*f), 16) != (ssize_t)(n * sizeof(*f))) {
+        free(f);
+        return bh_error_errno(err, errno ? errno : EIO, "read a compiled seccomp program");
+    }
+    *has_notify = head[8] == 1;
+    prog->len = (unsigned short)n;
+    prog->filter = f;
+    return 0;
+}
+
+static pthread_mutex_t bpf_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char key[BH_SHA256_HEX];
+    struct bpf_blob blob;
+} bpf_mem[8];
+static size_t bpf_mem_n;
+
+static int blob_copy(const struct bpf_blob *in, struct bpf_blob *out)
+{
+    out->has_notify = in->has_notify;
+    out->prog.len = in->prog.len;
+    out->prog.filter = malloc(in->prog.len * sizeof(struct sock_filter));
+    if (out->prog.filter == NULL)
+        return -1;
+    memcpy(out->prog.filter, in->prog.filter, in->prog.len * sizeof(struct sock_filter));
+    return 0;
+}
+
+static void disk_store(const char *key, const struct bpf_blob *b)
+{
+    if (mkdir("/run/bulkhead", 0700) < 0 && errno != EEXIST)
+        return;
+    if (mkdir(BH_BPF_CACHE_DIR, 0700) < 0 && errno != EEXIST)
+        return;
+    struct bh_error e = {0};
+    cleanup_close int mfd = blob_fd(b, &e);
+    if (mfd < 0)
+        return;
+    char tmp[300], final[256];
+    snprintf(final, sizeof(final), BH_BPF_CACHE_DIR "/%s.bpf", key);
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", final, getpid());
+    cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    char buf[65536];
+    ssize_t r;
+    off_t off = 0;
+    bool ok = true;
+    while ((r = pread(mfd, buf, sizeof(buf), off)) > 0) {
+        ok = ok && write(fd, buf, (size_t)r) == r;
+        off += r;
+    }
+    if (!ok || rename(tmp, final) < 0)
+        unlink(tmp);
+}
+
+static int disk_load(const char *key, struct bpf_blob *b)
+{
+    char path[256];
+    snprintf(path, sizeof(path), BH_BPF_CACHE_DIR "/%s.bpf", key);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    /* Only a root-owned file no one else may write is trusted. */
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022) != 0)
+        return -1;
+    struct bh_error e = {0};
+    return bh_bpf_blob_read(fd, &b->has_notify, &b->prog, &e);
+}
+
+/* The compiled program of the policy at path; out->prog.filter is malloc'd. */
+static int policy_program(const char *path, struct bpf_blob *out, struct bh_error *err)
+{
+    char key[BH_SHA256_HEX];
+    if (policy_key(path, key, err) < 0)
+        return -1;
+    pthread_mutex_lock(&bpf_lock);
+    for (size_t i = 0; i < bpf_mem_n; i++) {
+        if (strcmp(bpf_mem[i].key, key) == 0) {
+            int r = blob_copy(&bpf_mem[i].blob, out);
+            pthread_mutex_unlock(&bpf_lock);
+            return r < 0 ? bh_error_errno(err, ENOMEM, "seccomp program") : 0;
+        }
+    }
+    pthread_mutex_unlock(&bpf_lock);
+    if (disk_load(key, out) < 0) {
+        struct bh_policy *pol = NULL;
+        if (bh_policy_load(path, &pol, err) < 0)
+            return -1;
+        out->has_notify = bh_policy_has_notify(pol);
+        int r = bh_policy_compile(pol, &out->prog, err);
+        bh_policy_free(pol);
+        if (r < 0)
+            return -1;
+        if (geteuid() == 0)
+            disk_store(key, out);
+    }
+    pthread_mutex_lock(&bpf_lock);
+    if (bpf_mem_n < BH_ARRAY_SIZE(bpf_mem)) {
+        snprintf(bpf_mem[bpf_mem_n].key, BH_SHA256_HEX, "%s", key);
+        if (blob_copy(out, &bpf_mem[bpf_mem_n].blob) == 0)
+            bpf_mem_n++;
+    }
+    pthread_mutex_unlock(&bpf_lock);
+    return 0;
+}
+
+/* Guest, sentry and (optional) caller programs as memfds, checked against the
+ * tier: the kernel tier must broker something, the container tier nothing. */
+static int policy_fds(const struct bh_sandbox_spec *spec, const char *guest_path,
+                      const char *sentry_path, int fds[3], struct bh_error *err)
+{
+    fds[0] = fds[1] = fds[2] = -1;
+    struct bpf_blob g = {0}, s = {0};
+    if (policy_program(guest_path, &g, err) < 0)
+        return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
+    int rc = -1;
+    if (spec->tier == BH_TIER_KERNEL && !g.has_notify) {
+        bh_error_set(err, EINVAL,
+                     "the kernel tier's policy `%s` brokers no syscall: refused, the kernel "
+                     "tier needs the sentry to check arguments",
+                     guest_path);
+        goto out;
+    }
+    if (spec->tier != BH_TIER_KERNEL && g.has_notify) {
+        bh_error_set(err, EINVAL,
+                     "policy `%s` sends syscalls to the sentry, which only the kernel tier "
+                     "serves",
+                     guest_path);
+        goto out;
+    }
+    if (policy_program(sentry_path, &s, err) < 0) {
+        bh_error_prefix(err, "the sentry's own seccomp policy");
+        goto out;
+    }
+    if (s.has_notify) {
+        bh_error_set(err, EINVAL, "the sentry's policy `%s` may not notify", sentry_path);
+        goto out;
+    }
+    if ((fds[0] = blob_fd(&g, err)) < 0 || (fds[1] = blob_fd(&s, err)) < 0)
+        goto out;
+    if (spec->extra_policy_text != NULL) {
+        struct bh_policy *pol = NULL;
+        struct bpf_blob x = {0};
+        if (bh_policy_parse(spec->extra_policy_text, "caller's seccomp profile", NULL, &pol, err) <
+            0)
+            goto out;
+        x.has_notify = bh_policy_has_notify(pol);
+        int r = x.has_notify
+                    ? bh_error_set(err, EINVAL, "the caller's seccomp profile may only take away")
+                    : bh_policy_compile(pol, &x.prog, err);
+        bh_policy_free(pol);
+        if (r < 0)
+            goto out;
+        fds[2] = blob_fd(&x, err);
+        bh_policy_prog_free(&x.prog);
+        if (fds[2] < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    bh_policy_prog_free(&g.prog);
+    bh_policy_prog_free(&s.prog);
+    if (rc < 0)
+        for (int i = 0; i < 3; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+    return rc;
+}
+
 /* ---- create ------------------------------------------------------------- */
 
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
@@ -216,10 +481,9 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
         tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
     }
     json_object_set_new(o, "params",
-                        json_pack("{s:b,s:s*,s:s,s:s,s:I,s:I,s:b,s:b}", "detached", p->detached,
-                                  "state_dir", p->state_dir, "guest_policy", p->guest_policy_path,
-                                  "sentry_policy", p->sentry_policy_path, "sentry_uid",
-                                  (json_int_t)p->sentry_uid, "sentry_gid",
+                        json_pack("{s:b,s:s*,s:b,s:I,s:I,s:b,s:b}", "detached", p->detached,
+                                  "state_dir", p->state_dir, "extra_policy", p->has_extra_policy,
+                                  "sentry_uid", (json_int_t)p->sentry_uid, "sentry_gid",
                                   (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
                                   "made_utsns", p->made_utsns));
     char *text = json_dumps(o, JSON_COMPACT);
@@ -343,8 +607,6 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
     if (bh_path_policy("sentry", sentry_policy, sizeof(sentry_policy), err) < 0)
         return bh_error_prefix(err, "the sentry's own seccomp policy");
-    params.guest_policy_path = guest_policy;
-    params.sentry_policy_path = sentry_policy;
     params.state_dir = (char *)opts->state_dir;
     params.made_netns = spec->ns_paths[BH_NS_NET] == NULL;
     params.made_utsns = spec->ns_paths[BH_NS_UTS] == NULL;
@@ -363,6 +625,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->slot.lock_fd = -1;
     sb->detached = detached;
     cleanup_close int spec_fd = -1;
+    int pol_fds[3] = {-1, -1, -1};
     cleanup_close int child_sync = -1;
     cleanup_free struct bh_idmap *uid_maps = NULL;
     cleanup_free struct bh_idmap *gid_maps = NULL;
@@ -400,12 +663,18 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->conn.fd = sv[0];
     child_sync = sv[1];
 
-    int tree_fds[MAX_TREE_FDS + 1];
+    int msg_fds[4 + MAX_TREE_FDS];
     size_t n_tree = 0;
-    spec_fd = make_spec_memfd(spec, &params, tree_fds + 1, &n_tree, err);
+    if (policy_fds(spec, guest_policy, sentry_policy, pol_fds, err) < 0)
+        goto fail;
+    size_t n_pol = pol_fds[2] >= 0 ? 3 : 2;
+    params.has_extra_policy = n_pol == 3;
+    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pol, &n_tree, err);
     if (spec_fd < 0)
         goto fail;
-    tree_fds[0] = spec_fd;
+    msg_fds[0] = spec_fd;
+    for (size_t i = 0; i < n_pol; i++)
+        msg_fds[1 + i] = pol_fds[i];
 
     struct child_args a = {.spec = spec,
                            .sync_fd = child_sync,
@@ -458,7 +727,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     json_decref(go);
     json_t *spec_msg = json_pack("{s:s}", "op", "spec");
     if (r == 0)
-        r = bh_msg_send(sb->conn.fd, spec_msg, tree_fds, n_tree + 1, err);
+        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, 1 + n_pol + n_tree, err);
     json_decref(spec_msg);
     if (r < 0) {
         bh_error_prefix(err, "hand the spec to the sentry");
@@ -482,6 +751,9 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         goto fail_kill;
     }
     json_decref(ev);
+    for (int i = 0; i < 3; i++)
+        if (pol_fds[i] >= 0)
+            close(pol_fds[i]);
     if (detached) {
         sb->state_dir = strdup(opts->state_dir);
         /* The sync socket is the creator's only: a detached sandbox is
@@ -493,6 +765,9 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
 fail_kill:
     kill_and_reap(sb);
 fail:
+    for (int i = 0; i < 3; i++)
+        if (pol_fds[i] >= 0)
+            close(pol_fds[i]);
     cleanup_cgroup(sb);
     sandbox_free(sb);
     return bh_error_prefix(err, "create sandbox");

@@ -125,6 +125,37 @@ static int read_spec(struct bh_error *err)
         json_decref(o);
         return -1;
     }
+    json_t *p = json_object_get(o, "params");
+    const char *state_dir = NULL;
+    json_int_t su = 0, sg = 0;
+    int det = 0, mn = 0, mu = 0, extra = 0;
+    if (json_unpack(p, "{s:b,s?s,s:b,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir", &state_dir,
+                    "extra_policy", &extra, "sentry_uid", &su, "sentry_gid", &sg, "made_netns", &mn,
+                    "made_utsns", &mu) < 0) {
+        json_decref(o);
+        return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
+    }
+    /* fds: spec, guest program, sentry program, [caller's program], trees. */
+    size_t n_pol = extra ? 3 : 2;
+    if (n < 1 + n_pol) {
+        json_decref(o);
+        return bh_error_set(err, EPROTO, "the seccomp programs were not sent");
+    }
+    bool notify = false, sentry_notify = false, extra_notify = false;
+    if (bh_bpf_blob_read(fds[1], &notify, &S.prog, err) < 0 ||
+        bh_bpf_blob_read(fds[2], &sentry_notify, &S.sentry_prog, err) < 0 ||
+        (extra && bh_bpf_blob_read(fds[3], &extra_notify, &S.extra_prog, err) < 0)) {
+        json_decref(o);
+        return -1;
+    }
+    for (size_t i = 1; i <= n_pol; i++)
+        close(fds[i]);
+    S.have_extra = extra;
+    if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify || extra_notify) {
+        json_decref(o);
+        return bh_error_set(err, EPROTO, "the seccomp programs do not fit the %s tier",
+                            bh_tier_name(S.spec.tier));
+    }
     json_t *mounts = json_object_get(o, "mounts");
     for (size_t i = 0; i < S.spec.n_mounts; i++) {
         json_t *idx = json_object_get(json_array_get(mounts, i), "tree_fd_index");
@@ -132,28 +163,16 @@ static int read_spec(struct bh_error *err)
         if (idx == NULL)
             continue;
         json_int_t k = json_integer_value(idx);
-        if (k < 0 || (size_t)k + 1 >= n) {
+        if (k < 0 || (size_t)k + 1 + n_pol >= n) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "mount %zu names a prepared tree that was not sent",
                                 i);
         }
         S.spec.mounts[i].has_tree_fd = true;
-        S.spec.mounts[i].tree_fd = fds[k + 1];
-    }
-    json_t *p = json_object_get(o, "params");
-    const char *state_dir = NULL, *gp = NULL, *sp = NULL;
-    json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0;
-    if (json_unpack(p, "{s:b,s?s,s:s,s:s,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir",
-                    &state_dir, "guest_policy", &gp, "sentry_policy", &sp, "sentry_uid", &su,
-                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu) < 0) {
-        json_decref(o);
-        return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
+        S.spec.mounts[i].tree_fd = fds[k + 1 + n_pol];
     }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
-    S.params.guest_policy_path = strdup(gp);
-    S.params.sentry_policy_path = strdup(sp);
     S.params.sentry_uid = (uint32_t)su;
     S.params.sentry_gid = (uint32_t)sg;
     S.params.made_netns = mn;
@@ -161,56 +180,6 @@ static int read_spec(struct bh_error *err)
     json_decref(o);
     S.detached = det;
     return 0;
-}
-
-static int compile_policy(const char *path, const char *what, struct sock_fprog *prog,
-                          bool *has_notify, struct bh_error *err)
-{
-    struct bh_policy *pol = NULL;
-    if (bh_policy_load(path, &pol, err) < 0)
-        return bh_error_prefix(err, "%s", what);
-    if (has_notify != NULL)
-        *has_notify = bh_policy_has_notify(pol);
-    int r = bh_policy_compile(pol, prog, err);
-    bh_policy_free(pol);
-    return r < 0 ? bh_error_prefix(err, "%s", what) : 0;
-}
-
-static int load_policies(struct bh_error *err)
-{
-    const char *tier = bh_tier_name(S.spec.tier);
-    char what[128];
-    snprintf(what, sizeof(what), "seccomp policy of the %s tier", tier);
-    bool notify = false;
-    if (compile_policy(S.params.guest_policy_path, what, &S.prog, &notify, err) < 0)
-        return -1;
-    if (S.spec.tier == BH_TIER_KERNEL && !notify)
-        return bh_error_set(err, EINVAL,
-                            "the kernel tier's policy `%s` brokers no syscall: refused, the "
-                            "kernel tier needs the sentry to check arguments",
-                            S.params.guest_policy_path);
-    if (S.spec.tier != BH_TIER_KERNEL && notify)
-        return bh_error_set(err, EINVAL,
-                            "policy `%s` sends syscalls to the sentry, which only the kernel "
-                            "tier serves",
-                            S.params.guest_policy_path);
-    if (S.spec.extra_policy_text != NULL) {
-        struct bh_policy *pol = NULL;
-        if (bh_policy_parse(S.spec.extra_policy_text, "caller's seccomp profile", NULL, &pol, err) <
-            0)
-            return -1;
-        if (bh_policy_has_notify(pol)) {
-            bh_policy_free(pol);
-            return bh_error_set(err, EINVAL, "the caller's seccomp profile may only take away");
-        }
-        int r = bh_policy_compile(pol, &S.extra_prog, err);
-        bh_policy_free(pol);
-        if (r < 0)
-            return -1;
-        S.have_extra = true;
-    }
-    return compile_policy(S.params.sentry_policy_path, "the sentry's own seccomp policy",
-                          &S.sentry_prog, NULL, err);
 }
 
 static int write_sysctls(struct bh_error *err)
@@ -630,8 +599,6 @@ int main(int argc, char **argv)
     int console_fd = -1;
     if (S.spec.process.terminal && S.spec.console_socket != NULL &&
         (console_fd = connect_console(&err)) < 0)
-        die(&err);
-    if (load_policies(&err) < 0)
         die(&err);
     if (write_sysctls(&err) < 0)
         die(&err);

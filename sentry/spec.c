@@ -80,8 +80,6 @@ void bh_sandbox_spec_free(struct bh_sandbox_spec *spec)
 void bh_sentry_params_free(struct bh_sentry_params *p)
 {
     free(p->state_dir);
-    free(p->guest_policy_path);
-    free(p->sentry_policy_path);
     memset(p, 0, sizeof(*p));
 }
 
