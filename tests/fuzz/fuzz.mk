@@ -115,7 +115,7 @@ $(FUZZ_REPLAY): $(call obj,$(FUZZ_REPLAY_SRC) $(FUZZ_SUP_SRC) $(FUZZ_OCI_SRC) $(
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 $(BUILD)/tests/unit: $(FUZZ_REPLAY)
-$(call obj,tests/unit/test_fuzz_regressions.c): CFLAGS += -Itests/fuzz \
+$(call obj,tests/unit/test_fuzz_regressions.c): CFLAGS += -Itests/fuzz -Isupervisor -Ioci \
     -DBH_FUZZ_CORPUS_DIR='"$(CURDIR)/tests/fuzz/corpus"'
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)

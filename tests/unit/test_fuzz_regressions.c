@@ -1,0 +1,208 @@
+/* Fuzzing's findings kept: every committed seed corpus replayed through the
+ * same entry points the libFuzzer targets use (tests/fuzz/fuzz_*.c, linked
+ * from libfuzz-replay.a), and every crash, hang or oracle failure the
+ * fuzzers found, minimised, as a test of its own that names the owner of the
+ * code at fault. A test here that fails is an open finding: see the note on
+ * it and fix the code, never the test. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bulkheadd.h"
+#include "frame.h"
+#include "fuzz.h"
+
+#ifndef BH_FUZZ_CORPUS_DIR
+#define BH_FUZZ_CORPUS_DIR "tests/fuzz/corpus"
+#endif
+
+typedef int (*fuzz_fn)(const uint8_t *, size_t);
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rbe");
+    cr_assert_not_null(f, "open %s", path);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    for (;;) {
+        if (cap - *len < 4096) {
+            cap = cap * 2 + 8192;
+            buf = realloc(buf, cap);
+            cr_assert_not_null(buf);
+        }
+        size_t n = fread(buf + *len, 1, cap - *len, f);
+        if (n == 0)
+            break;
+        *len += n;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Replays every file of corpus/NAME; the corpus must not be empty. */
+static void replay_corpus(const char *name, fuzz_fn fn)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/%s", BH_FUZZ_CORPUS_DIR, name);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "seed corpus %s is missing", dir);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[8192];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        size_t len;
+        uint8_t *data = slurp(path, &len);
+        fprintf(stderr, "replay %s/%s (%zu bytes)\n", name, e->d_name, len);
+        fn(data, len);
+        free(data);
+        n++;
+    }
+    closedir(d);
+    cr_assert_gt(n, 0, "seed corpus %s is empty", dir);
+}
+
+/* The seeds include the known NUL finding below; the replay of seeds checks
+ * everything else, as `make fuzz` does. */
+static void tolerate_known(void)
+{
+    setenv("BH_FUZZ_TOLERATE", "nul-truncation", 1);
+}
+
+TestSuite(fuzz_seeds, .timeout = 120);
+
+Test(fuzz_seeds, control)
+{
+    replay_corpus("control", bh_fuzz_control);
+}
+
+Test(fuzz_seeds, cell_files, .init = tolerate_known)
+{
+    replay_corpus("cell_files", bh_fuzz_cell_files);
+}
+
+Test(fuzz_seeds, agent_reply)
+{
+    replay_corpus("agent_reply", bh_fuzz_agent_reply);
+}
+
+Test(fuzz_seeds, oci_config)
+{
+    replay_corpus("oci_config", bh_fuzz_oci_config);
+}
+
+Test(fuzz_seeds, oci_process)
+{
+    replay_corpus("oci_process", bh_fuzz_oci_process);
+}
+
+Test(fuzz_seeds, policy)
+{
+    replay_corpus("policy", bh_fuzz_policy);
+}
+
+/* ---- findings -------------------------------------------------------------
+ * Each: the minimised input as found, replayed through its target, and the
+ * same defect stated as a readable assertion. */
+
+TestSuite(fuzz_findings, .timeout = 60);
+
+/* Sends one RunCell (hand-encoded protobuf, so NUL bytes survive) with one
+ * file and returns the daemon's error code (-1: not an error). */
+static void code_of(const Bulkhead__Control__Response *r, void *ctx)
+{
+    *(int *)ctx =
+        r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? (int)r->error->code : -1;
+}
+
+static size_t pb_bytes(uint8_t *out, unsigned field, const void *data, size_t len)
+{
+    /* lengths below 128 only: one-byte varints */
+    out[0] = (uint8_t)(field << 3 | 2);
+    out[1] = (uint8_t)len;
+    memcpy(out + 2, data, len);
+    return len + 2;
+}
+
+static int run_cell_with_file(const char *path, size_t plen, const char *content, size_t clen)
+{
+    uint8_t file[256], cell[512], req[600], framed[700];
+    size_t fl = pb_bytes(file, 1, path, plen);
+    fl += pb_bytes(file + fl, 2, content, clen);
+    size_t cl = pb_bytes(cell, 1, "0123456789abcdef0123456789abcdef", 32);
+    cl += pb_bytes(cell + cl, 2, "python", 6);
+    cl += pb_bytes(cell + cl, 3, "1", 1);
+    cl += pb_bytes(cell + cl, 4, file, fl);
+    size_t rl = 0;
+    req[rl++] = 1 << 3;
+    req[rl++] = BHD_PROTOCOL;
+    req[rl++] = 12 << 3 | 2;
+    cr_assert_lt(cl, 128);
+    req[rl++] = (uint8_t)cl;
+    memcpy(req + rl, cell, cl);
+    rl += cl;
+    bh_frame_header_encode(framed, (uint32_t)rl);
+    memcpy(framed + BH_FRAME_HEADER, req, rl);
+    int code = -2;
+    cr_assert_eq(bh_fuzz_serve(framed, rl + BH_FRAME_HEADER, code_of, &code), 1);
+    return code;
+}
+
+/* Finding 1 (fuzz_cell_files, 2026-11-29). Owner: supervisor.
+ * supervisor/server.c, check_cell(): the file path and content are checked
+ * with strlen(), and protobuf-c hands over strings with embedded NUL bytes,
+ * so "notes.txt\0../../etc/passwd" is checked (and later written, through
+ * json_pack "s" in box.c bhd_box_run) as "notes.txt", and content after a
+ * NUL is dropped without a word. Not an escape (the cut path is what gets
+ * written), but a silent change of what the caller sent, where the design
+ * asks for a clear error. Fix: compare strlen() with the protobuf length is
+ * not possible after unpack, so refuse any path or content whose strlen()
+ * differs from its encoded length by checking in the decoder, or (simplest)
+ * make File.path/content `bytes` in control.proto and check memchr(NUL). */
+Test(fuzz_findings, cell_files_nul_minimised)
+{
+    /* language python; one file, path "`\0", no content */
+    static const uint8_t crash[] = {0x7c, 0x45, 0x03, 0x00, 0x40, 0x60, 0x00};
+    unsetenv("BH_FUZZ_TOLERATE");
+    bh_fuzz_cell_files(crash, sizeof(crash));
+}
+
+Test(fuzz_findings, cell_files_nul_in_path_is_refused)
+{
+    static const char path[] = "notes.txt\0../../etc/passwd";
+    int code = run_cell_with_file(path, sizeof(path) - 1, "x", 1);
+    cr_assert_eq(code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST,
+                 "a path with a NUL byte got answer %d (NOT_FOUND=%d: it passed the checks); "
+                 "owner: supervisor, supervisor/server.c check_cell",
+                 code, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
+}
+
+Test(fuzz_findings, cell_files_nul_in_content_is_refused)
+{
+    static const char content[] = "abc\0def";
+    int code = run_cell_with_file("a.txt", 5, content, sizeof(content) - 1);
+    cr_assert_eq(code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST,
+                 "content with a NUL byte got answer %d (NOT_FOUND=%d: it passed the checks and "
+                 "would be cut at the NUL); owner: supervisor, supervisor/server.c check_cell",
+                 code, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
+}
+
+/* The checks that hold today, kept so they keep holding. */
+Test(fuzz_findings, cell_files_bad_paths_are_refused)
+{
+    static const char *const bad[] = {"../x", "a/../../b", "/etc/passwd", "./a",     "a//b",
+                                      "dir/", "",          "a\xff",       "\xc0\xae"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int code = run_cell_with_file(bad[i], strlen(bad[i]), "x", 1);
+        cr_assert_eq(code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, "path `%s`: answer %d",
+                     bad[i], code);
+    }
+    cr_assert_eq(run_cell_with_file("ok/file.txt", 11, "x", 1),
+                 BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
+}
