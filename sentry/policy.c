@@ -431,6 +431,17 @@ static const struct sys_args arg_names[] = {
     {"sched_setaffinity", {"pid", "len", "mask"}, N(0) | N(1)},
     {"setpriority", {"which", "who", "prio"}, N(0) | N(1) | N(2)},
     {"prlimit64", {"pid", "resource", "new_limit", "old_limit"}, N(0) | N(1)},
+    {"sendto", {"fd", "buf", "len", "flags", "dest_addr", "addrlen"}, N(0) | N(3) | N(5)},
+    {"utimensat", {"dirfd", "path", "times", "flags"}, N(0) | N(3)},
+    {"newfstatat", {"dirfd", "path", "statbuf", "flags"}, N(0) | N(3)},
+    {"statx", {"dirfd", "path", "flags", "mask", "statxbuf"}, N(0) | N(2) | N(3)},
+    {"execveat", {"dirfd", "path", "argv", "envp", "flags"}, N(0) | N(4)},
+    {"sched_getaffinity", {"pid", "len", "mask"}, N(0) | N(1)},
+    {"sched_setparam", {"pid", "param"}, N(0)},
+    {"sched_setattr", {"pid", "attr", "flags"}, N(0) | N(2)},
+    {"getpriority", {"which", "who"}, N(0) | N(1)},
+    {"ioprio_set", {"which", "who", "ioprio"}, N(0) | N(1) | N(2)},
+    {"seccomp", {"op", "flags", "args"}, N(0) | N(1)},
 };
 #undef N
 
@@ -1429,6 +1440,60 @@ static void ctx_releasep(scmp_filter_ctx *ctx)
         seccomp_release(*ctx);
 }
 
+/* Builds the libseccomp filter for the policy; NULL with err filled on failure. */
+static scmp_filter_ctx build_ctx(const struct bh_policy *policy, struct bh_error *err)
+{
+    scmp_filter_ctx ctx = seccomp_init(policy->default_action);
+    if (ctx == NULL) {
+        bh_error_set(err, EINVAL, "compile policy: libseccomp refused the default action");
+        return NULL;
+    }
+    /* Another architecture's syscall entry (i386 int 0x80, x32 numbers) would
+     * read a different table: the process dies instead. libseccomp also
+     * routes x32 numbers on the x86_64 audit arch to this action. */
+    int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r == 0)
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
+    if (r == 0)
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    if (r < 0) {
+        bh_error_errno(err, -r, "compile policy: set filter attributes");
+        seccomp_release(ctx);
+        return NULL;
+    }
+    for (size_t i = 0; i < policy->n_rules; i++) {
+        const struct rule *ru = &policy->rules[i];
+        r = seccomp_rule_add_array(ctx, ru->action, ru->nr, ru->n, ru->cmp);
+        if (r < 0) {
+            char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, ru->nr);
+            bh_error_errno(err, -r, "compile policy: libseccomp refused a rule for `%s` (%d)",
+                           name ? name : "?", ru->nr);
+            free(name);
+            seccomp_release(ctx);
+            return NULL;
+        }
+    }
+    return ctx;
+}
+
+int bh_policy_export_pfc(const struct bh_policy *policy, int fd, struct bh_error *err)
+{
+    if (policy == NULL)
+        return bh_error_set(err, EINVAL, "export policy: nothing to export");
+    __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = build_ctx(policy, err);
+    if (ctx == NULL)
+        return -1;
+    int r = seccomp_export_pfc(ctx, fd);
+    if (r < 0)
+        return bh_error_errno(err, -r, "export policy as pseudo-code");
+    return 0;
+}
+
+size_t bh_policy_rule_count(const struct bh_policy *policy)
+{
+    return policy ? policy->n_rules : 0;
+}
+
 int bh_policy_compile(const struct bh_policy *policy, struct sock_fprog *prog, struct bh_error *err)
 {
 #if !defined(__x86_64__)
@@ -1440,31 +1505,10 @@ int bh_policy_compile(const struct bh_policy *policy, struct sock_fprog *prog, s
         return bh_error_set(err, EINVAL, "compile policy: nothing to compile");
     prog->len = 0;
     prog->filter = NULL;
-    __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx =
-        seccomp_init(policy->default_action);
+    __attribute__((cleanup(ctx_releasep))) scmp_filter_ctx ctx = build_ctx(policy, err);
     if (ctx == NULL)
-        return bh_error_set(err, EINVAL, "compile policy: libseccomp refused the default action");
-    /* Another architecture's syscall entry (i386 int 0x80, x32 numbers) would
-     * read a different table: the process dies instead. libseccomp also
-     * routes x32 numbers on the x86_64 audit arch to this action. */
-    int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (r == 0)
-        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
-    if (r == 0)
-        r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-    if (r < 0)
-        return bh_error_errno(err, -r, "compile policy: set filter attributes");
-    for (size_t i = 0; i < policy->n_rules; i++) {
-        const struct rule *ru = &policy->rules[i];
-        r = seccomp_rule_add_array(ctx, ru->action, ru->nr, ru->n, ru->cmp);
-        if (r < 0) {
-            char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, ru->nr);
-            bh_error_errno(err, -r, "compile policy: libseccomp refused a rule for `%s` (%d)",
-                           name ? name : "?", ru->nr);
-            free(name);
-            return -1;
-        }
-    }
+        return -1;
+    int r;
     cleanup_close int fd = memfd_create("bh-policy", MFD_CLOEXEC);
     if (fd < 0)
         return bh_error_errno(err, errno, "compile policy: memfd_create");

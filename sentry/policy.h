@@ -5,6 +5,7 @@
 
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "error.h"
 
@@ -26,6 +27,12 @@ bool bh_policy_has_notify(const struct bh_policy *policy);
 int bh_policy_compile(const struct bh_policy *policy, struct sock_fprog *prog,
                       struct bh_error *err);
 void bh_policy_prog_free(struct sock_fprog *prog);
+
+/* Writes libseccomp's readable pseudo-code of the compiled filter to fd
+ * (for review and debugging). */
+int bh_policy_export_pfc(const struct bh_policy *policy, int fd, struct bh_error *err);
+/* How many libseccomp rules the policy's lines became. */
+size_t bh_policy_rule_count(const struct bh_policy *policy);
 
 /* Loads prog on the calling thread with seccomp(2) (no_new_privs must be set
  * already). With a notify rule the listener fd is returned (>= 0), else 0;
