@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bulkheadd.h"
 #include "frame.h"
@@ -205,4 +207,54 @@ Test(fuzz_findings, cell_files_bad_paths_are_refused)
     }
     cr_assert_eq(run_cell_with_file("ok/file.txt", 11, "x", 1),
                  BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
+}
+
+/* Finding 2 (tests/e2e/test_bad_input.c, the symlink cases, 2026-11-29).
+ * Owner: supervisor. supervisor/box.c, bhd_box_run(): when the agent's
+ * header carries files_error it returns at once, but the agent
+ * (supervisor/runners/agent.py, serve) always sends the header, then the
+ * stdout and stderr frames. The two frames stay in the channel, the next
+ * call reads the empty stdout frame as its header ("agent sent no result
+ * header"), marks the box dead, and the session ends as sandbox_died: one
+ * refused file (a guest's symlink, a read-only path, a full disk) kills the
+ * session on the next call. Fix: read and drop the two frames in the
+ * files_error branch (or have the agent send the header alone). */
+static void agent_says(int fd, const char *json)
+{
+    cr_assert_eq(bh_frame_write(fd, json, strlen(json), NULL), 0);
+}
+
+Test(fuzz_findings, files_error_keeps_the_agent_channel_in_step)
+{
+    bh_fuzz_supervisor_init();
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    /* what agent.py sends for a refused file, then for a good cell */
+    agent_says(sv[1], "{\"exit\": 0, \"files_error\": \"cannot write file `flink`: Too many "
+                      "levels of symbolic links\"}");
+    agent_says(sv[1], "");
+    agent_says(sv[1], "");
+    agent_says(sv[1], "{\"exit\": 0, \"n_images\": 0, \"has_value\": true, \"value\": \"2\"}");
+    agent_says(sv[1], "");
+    agent_says(sv[1], "");
+    struct bhd_box box = {.keeper = -1, .keeper_fd = -1, .chan = sv[0], .sentry = -1};
+    Bulkhead__Control__RunCell req = BULKHEAD__CONTROL__RUN_CELL__INIT;
+    req.language = "python";
+    req.code = "1+1";
+    struct bhd_cell_out out;
+    struct bh_error err = {0};
+    cr_assert_eq(bhd_box_run(&box, &req, 1000, &out, &err), 0, "%s", err.msg);
+    cr_assert_not_null(out.files_error);
+    bhd_cell_out_free(&out);
+    int rc = bhd_box_run(&box, &req, 1000, &out, &err);
+    cr_expect_eq(rc, 0,
+                 "the call after a files_error failed (%s): the channel is out of step; owner: "
+                 "supervisor, supervisor/box.c bhd_box_run files_error branch",
+                 err.msg);
+    cr_expect(!box.dead, "the box was marked dead after a refused file");
+    if (rc == 0)
+        cr_expect_str_eq(out.value, "2");
+    bhd_cell_out_free(&out);
+    close(sv[0]);
+    close(sv[1]);
 }
