@@ -78,6 +78,7 @@
 #define MAX_INCLUDES 64
 #define MAX_LINES 20000 /* syscall lines in one policy, includes counted */
 #define MAX_TOKENS 256
+#define MAX_LINES_PER_SYSCALL 256
 #define MAX_CMPS 24           /* comparisons ANDed in one conjunction before merging */
 #define MAX_CONJ 1024         /* alternatives in one condition after expansion */
 #define MAX_PRODUCT (1 << 16) /* pairs tried when ANDing two conditions */
@@ -1227,11 +1228,21 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
         if (k > 0 && p->lines[order[k - 1]].nr != l->nr)
             start = k;
         const char *fname = p->files[l->file];
+        bool redundant = false;
+        if (k - start >= MAX_LINES_PER_SYSCALL) {
+            ret = bh_error_set(err, E2BIG, "%s:%u: more than %d lines for one syscall", fname,
+                               l->lineno, MAX_LINES_PER_SYSCALL);
+            break;
+        }
         struct dnf eff = {0};
         for (size_t c = 0; c < l->cond.n; c++)
             dnf_push(&eff, &l->cond.v[c]);
         for (size_t j = start; j < k && ret == 0; j++) {
             const struct line *prior = &p->lines[order[j]];
+            if (always(&prior->cond) && prior->action == l->action) {
+                redundant = true; /* repeats what already decides: nothing to add */
+                break;
+            }
             if (always(&prior->cond)) {
                 ret = bh_error_set(err, EINVAL,
                                    "%s:%u: this line is never reached: %s:%u already decides "
@@ -1248,6 +1259,10 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
             dnf_free(&neg);
             dnf_free(&eff);
             eff = next;
+        }
+        if (redundant) {
+            dnf_free(&eff);
+            continue;
         }
         if (ret == 0 && eff.n == 0)
             ret = bh_error_set(err, EINVAL,
