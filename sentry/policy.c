@@ -1015,7 +1015,8 @@ static int read_policy_file(const char *dir, const char *name, char **out, struc
         snprintf(path, sizeof(path), "%s/%s", dir, name);
     else
         snprintf(path, sizeof(path), "%s", name);
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a fifo planted under a policy name must not hang the reader. */
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return bh_error_errno(err, errno, "open policy `%s`", path);
     struct stat st;
@@ -1235,8 +1236,9 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
             break;
         }
         struct dnf eff = {0};
-        for (size_t c = 0; c < l->cond.n; c++)
-            dnf_push(&eff, &l->cond.v[c]);
+        for (size_t c = 0; c < l->cond.n && ret == 0; c++)
+            if (dnf_push(&eff, &l->cond.v[c]) < 0) /* a lost alternative could open a hole */
+                ret = bh_error_errno(err, ENOMEM, "%s:%u: compile", fname, l->lineno);
         for (size_t j = start; j < k && ret == 0; j++) {
             const struct line *prior = &p->lines[order[j]];
             if (always(&prior->cond) && prior->action == l->action) {

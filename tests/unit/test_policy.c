@@ -327,6 +327,24 @@ Test(policy, include_cycle_and_bad_names_are_errors)
     cr_assert(strstr(err3.msg, "t.policy:2") && strstr(err3.msg, "missing.policy"), "%s", err3.msg);
 }
 
+Test(policy, include_of_a_fifo_does_not_hang, .timeout = 10)
+{
+    char dir[] = "/tmp/bh-policy-test-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fifo.policy", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    struct bh_error err = {0};
+    struct bh_policy *p = NULL;
+    int r =
+        bh_policy_parse("@default errno EPERM\n@include fifo.policy\n", "t.policy", dir, &p, &err);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(r, -1);
+    cr_assert(strstr(err.msg, "t.policy:2") && strstr(err.msg, "not a regular file"), "%s",
+              err.msg);
+}
+
 Test(policy, errors_name_file_and_line)
 {
     expect_error("@default errno EPERM\nread allow\nwrite permit\n", "t.policy:3: unknown action");
