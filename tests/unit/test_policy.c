@@ -28,6 +28,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <seccomp.h>
+
 #include "cleanup.h"
 #include "policy.h"
 
@@ -518,6 +520,40 @@ Test(shipped_policies, sentry_allows_what_guests_may_do)
     bh_policy_prog_free(&sentry);
     bh_policy_prog_free(&kernel);
     bh_policy_prog_free(&container);
+}
+
+/* The brokered list is a contract with sentry/broker.c (and is written out in
+ * seccomp-policies/README.md): a change to either side must change this. */
+Test(shipped_policies, kernel_notifies_exactly_the_brokered_list)
+{
+    static const char *contract[] = {
+        "open",      "openat",    "openat2",   "creat",     "stat",       "lstat",     "newfstatat",
+        "statx",     "statfs",    "access",    "faccessat", "faccessat2", "readlink",  "readlinkat",
+        "mkdir",     "mkdirat",   "rmdir",     "unlink",    "unlinkat",   "rename",    "renameat",
+        "renameat2", "symlink",   "symlinkat", "link",      "linkat",     "chmod",     "fchmodat",
+        "fchmodat2", "chown",     "lchown",    "fchownat",  "truncate",   "utime",     "utimes",
+        "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "bind",      "sendto",
+        "sendmsg",   "setuid",    "setgid",    "setreuid",  "setregid",   "setresuid", "setresgid",
+        "setfsuid",  "setfsgid",  "setgroups"};
+    struct sock_fprog k;
+    compile_shipped("kernel.policy", &k);
+    bool in_contract[512] = {false};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(contract); i++) {
+        int nr = seccomp_syscall_resolve_name(contract[i]);
+        if (strcmp(contract[i], "fchmodat2") == 0)
+            nr = 452;
+        cr_assert_geq(nr, 0, "%s", contract[i]);
+        in_contract[nr] = true;
+    }
+    for (int nr = 0; nr < 512; nr++) {
+        struct seccomp_data d = {.nr = nr,
+                                 .arch = AUDIT_ARCH_X86_64,
+                                 .args = {3, 0x7fff0000, 0x7fff1000, 0, 0x7fff2000, 16}};
+        bool notifies = run_bpf(&k, &d) == SECCOMP_RET_USER_NOTIF;
+        cr_expect_eq(notifies, in_contract[nr], "syscall %d: notify %d, contract %d", nr, notifies,
+                     in_contract[nr]);
+    }
+    bh_policy_prog_free(&k);
 }
 
 Test(shipped_policies, kernel_semantics_on_bpf)
