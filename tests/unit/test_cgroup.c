@@ -1,0 +1,588 @@
+/* Cgroup backends: v1 and v2 file writes on fake trees (BULKHEAD_CGROUP_ROOT),
+ * and the hybrid backend for real on this machine. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+#define MiB (1024LL * 1024)
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char fake_root[256];
+static struct bh_cgroup *live_cg;
+static pid_t live_child = -1;
+static char real_parent[64];
+
+static void put(const char *dir, const char *file, const char *value)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", dir, file);
+    FILE *f = fopen(p, "we");
+    cr_assert_not_null(f, "create %s", p);
+    fputs(value, f);
+    fclose(f);
+}
+
+static char *get(const char *dir, const char *file)
+{
+    static char buf[4096];
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/%s", dir, file);
+    FILE *f = fopen(p, "re");
+    if (f == NULL)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    return buf;
+}
+
+static void mkdirs(const char *fmt, const char *sub)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), fmt, fake_root, sub);
+    cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void fake_setup(void)
+{
+    snprintf(fake_root, sizeof(fake_root), "/tmp/bh-cgfake-XXXXXX");
+    cr_assert_not_null(mkdtemp(fake_root));
+    setenv("BULKHEAD_CGROUP_ROOT", fake_root, 1);
+    unsetenv("BULKHEAD_CGROUP_LAYOUT");
+}
+
+static void fake_teardown(void)
+{
+    if (live_cg != NULL)
+        bh_cgroup_free(live_cg);
+    live_cg = NULL;
+    if (fake_root[0] != '\0') {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fake_root);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cleanup of %s failed\n", fake_root);
+    }
+}
+
+/* A v2 root: cgroup.controllers offers what `ctls` names. */
+static void fake_v2(const char *ctls)
+{
+    put(fake_root, "cgroup.controllers", ctls);
+    put(fake_root, "cgroup.subtree_control", "");
+}
+
+/* A v1 root as a v1-only host mounts it: cpu and cpuacct combined. */
+static void fake_v1(bool with_pids)
+{
+    mkdirs("%s/%s", "memory");
+    mkdirs("%s/%s", "cpu,cpuacct");
+    mkdirs("%s/%s", "cpuset");
+    mkdirs("%s/%s", "freezer");
+    if (with_pids)
+        mkdirs("%s/%s", "pids");
+    char d[512];
+    snprintf(d, sizeof(d), "%s/memory", fake_root);
+    put(d, "memory.limit_in_bytes", "9223372036854771712");
+    put(d, "memory.memsw.limit_in_bytes", "9223372036854771712");
+    snprintf(d, sizeof(d), "%s/cpuset", fake_root);
+    put(d, "cpuset.cpus", "0-1\n");
+    put(d, "cpuset.mems", "0\n");
+}
+
+static pid_t spawn_sleeper(void)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    return pid;
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+TestSuite(cgroup_fake, .init = fake_setup, .fini = fake_teardown);
+
+Test(cgroup_fake, escaping_paths_are_refused)
+{
+    fake_v2("memory pids cpu");
+    static const char *const bad[] = {"../x", "bulkhead/../../etc", "/", "", "a/./b", "a/\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct bh_error err = {0};
+        struct bh_cgroup *cg = NULL;
+        cr_assert_eq(bh_cgroup_create(bad[i], NULL, &cg, &err), -1, "accepted `%s`", bad[i]);
+        cr_assert_eq(err.code, EINVAL, "`%s`: %s", bad[i], err.msg);
+    }
+    cr_assert_eq(bh_cgroup_create(NULL, NULL, &live_cg, NULL), -1);
+}
+
+Test(cgroup_fake, layout_markers_and_override)
+{
+    fake_v2("memory");
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_V2);
+    setenv("BULKHEAD_CGROUP_LAYOUT", "hybrid", 1);
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_HYBRID);
+    setenv("BULKHEAD_CGROUP_LAYOUT", "nonsense", 1);
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_UNKNOWN);
+    unsetenv("BULKHEAD_CGROUP_LAYOUT");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/cgroup.controllers", fake_root);
+    unlink(p);
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_V1);
+    mkdirs("%s/%s", "unified");
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_HYBRID);
+    cr_assert_str_eq(bh_cgroup_layout_name(BH_CGROUP_HYBRID), "hybrid");
+}
+
+/* ---- v2 on a fake tree -------------------------------------------------- */
+
+Test(cgroup_fake, v2_writes_limits_and_enables_controllers)
+{
+    fake_v2("cpuset cpu io memory pids");
+    struct bh_limits l = {.memory_bytes = 64 * MiB,
+                          .pids = 32,
+                          .cpu_quota_us = 150000,
+                          .cpu_period_us = 100000,
+                          .cpu_shares = 1024};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("/bulkhead/c1", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, NULL);
+    char want[512];
+    snprintf(want, sizeof(want), "%s/bulkhead/c1", fake_root);
+    cr_assert_str_eq(d, want);
+    cr_assert_str_eq(bh_cgroup_dir(live_cg, "memory"), want);
+    cr_assert_str_eq(get(d, "memory.max"), "67108864");
+    cr_assert_str_eq(get(d, "memory.swap.max"), "0"); /* --memory really limits */
+    cr_assert_str_eq(get(d, "pids.max"), "32");
+    cr_assert_str_eq(get(d, "cpu.max"), "150000 100000");
+    cr_assert_str_eq(get(d, "cpu.weight"), "39"); /* 1 + (1024-2)*9999/262142 */
+    /* Enabled at the root and in the shared parent, not in the leaf. */
+    char parent[512];
+    snprintf(parent, sizeof(parent), "%s/bulkhead", fake_root);
+    for (int i = 0; i < 2; i++) {
+        const char *s = get(i == 0 ? fake_root : parent, "cgroup.subtree_control");
+        cr_assert(strstr(s, "+memory") && strstr(s, "+pids") && strstr(s, "+cpu"), "%s", s);
+    }
+    cr_assert_null(get(d, "cgroup.subtree_control"));
+
+    /* Same id again: refused, the first one untouched. */
+    struct bh_cgroup *dup = NULL;
+    cr_assert_eq(bh_cgroup_create("bulkhead/c1", &l, &dup, &err), -1);
+    cr_assert_eq(err.code, EEXIST);
+    cr_assert(exists(d));
+
+    /* Update: only what is given changes; -1 lifts a limit. */
+    struct bh_limits u = {.pids = -1,
+                          .cpu_quota_us = 50000,
+                          .memory_bytes = 128 * MiB,
+                          .memory_swap_bytes = 256 * MiB};
+    cr_assert_eq(bh_cgroup_update(live_cg, &u, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(d, "pids.max"), "max");
+    cr_assert_str_eq(get(d, "cpu.max"), "50000 100000");
+    cr_assert_str_eq(get(d, "memory.max"), "134217728");
+    cr_assert_str_eq(get(d, "memory.swap.max"), "134217728"); /* swap alone on v2 */
+
+    cr_assert_eq(bh_cgroup_freeze(live_cg, true, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(d, "cgroup.freeze"), "1");
+    cr_assert_eq(bh_cgroup_freeze(live_cg, false, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(d, "cgroup.freeze"), "0");
+
+    put(d, "cgroup.procs", "123\n456\n");
+    pid_t *pids = NULL;
+    size_t n = 0;
+    cr_assert_eq(bh_cgroup_pids(live_cg, &pids, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(pids[0], 123);
+    cr_assert_eq(pids[1], 456);
+    free(pids);
+    put(d, "cgroup.procs", "");
+
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(d));
+    cr_assert(exists(parent), "shared parent must stay");
+}
+
+Test(cgroup_fake, v2_missing_controller_fails_closed_and_leaves_nothing)
+{
+    fake_v2("cpu io");
+    struct bh_limits l = {.memory_bytes = 64 * MiB};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/c2", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "memory") != NULL, "%s", err.msg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bulkhead/c2", fake_root);
+    cr_assert(!exists(p));
+}
+
+Test(cgroup_fake, swap_below_memory_is_refused)
+{
+    fake_v2("memory pids cpu");
+    struct bh_limits l = {.memory_bytes = 64 * MiB, .memory_swap_bytes = 32 * MiB};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/c3", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, EINVAL, "%s", err.msg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bulkhead/c3", fake_root);
+    cr_assert(!exists(p));
+}
+
+/* ---- v1 on a fake tree -------------------------------------------------- */
+
+Test(cgroup_fake, v1_combined_cpu_mount_cpuset_and_memsw)
+{
+    fake_v1(true);
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_V1);
+    struct bh_limits l = {.memory_bytes = 64 * MiB,
+                          .pids = 10,
+                          .cpu_quota_us = 50000,
+                          .cpu_period_us = 100000,
+                          .cpu_shares = 512};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("/docker/abc", &l, &live_cg, &err), 0, "%s", err.msg);
+    char want[512];
+    snprintf(want, sizeof(want), "%s/cpu,cpuacct/docker/abc", fake_root);
+    cr_assert_str_eq(bh_cgroup_dir(live_cg, "cpu"), want);
+    cr_assert_str_eq(bh_cgroup_dir(live_cg, "cpuacct"), want);
+    cr_assert_null(bh_cgroup_dir(live_cg, NULL));
+    const char *cpu = bh_cgroup_dir(live_cg, "cpu");
+    cr_assert_str_eq(get(cpu, "cpu.cfs_quota_us"), "50000");
+    cr_assert_str_eq(get(cpu, "cpu.cfs_period_us"), "100000");
+    cr_assert_str_eq(get(cpu, "cpu.shares"), "512");
+    const char *mem = bh_cgroup_dir(live_cg, "memory");
+    cr_assert_str_eq(get(mem, "memory.limit_in_bytes"), "67108864");
+    cr_assert_str_eq(get(mem, "memory.memsw.limit_in_bytes"), "67108864");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "pids"), "pids.max"), "10");
+    /* cpusets copied at every level, else attach would fail with ENOSPC. */
+    const char *cs = bh_cgroup_dir(live_cg, "cpuset");
+    cr_assert_str_eq(get(cs, "cpuset.cpus"), "0-1");
+    cr_assert_str_eq(get(cs, "cpuset.mems"), "0");
+    char parent[512];
+    snprintf(parent, sizeof(parent), "%s/cpuset/docker", fake_root);
+    cr_assert_str_eq(get(parent, "cpuset.cpus"), "0-1");
+
+    cr_assert_eq(bh_cgroup_freeze(live_cg, true, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "freezer"), "freezer.state"), "FROZEN");
+    cr_assert_eq(bh_cgroup_freeze(live_cg, false, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "freezer"), "freezer.state"), "THAWED");
+
+    struct bh_limits u = {.memory_bytes = 32 * MiB, .memory_swap_bytes = -1};
+    cr_assert_eq(bh_cgroup_update(live_cg, &u, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(mem, "memory.limit_in_bytes"), "33554432");
+    cr_assert_str_eq(get(mem, "memory.memsw.limit_in_bytes"), "-1");
+
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(want));
+    cr_assert(!exists(cs));
+}
+
+Test(cgroup_fake, v1_missing_controller_creates_nothing)
+{
+    fake_v1(false);
+    struct bh_limits l = {.pids = 10};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/x", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "pids") != NULL, "%s", err.msg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/memory/bulkhead/x", fake_root);
+    cr_assert(!exists(p));
+}
+
+Test(cgroup_fake, open_of_a_missing_cgroup_is_enoent)
+{
+    fake_v1(true);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_open("docker/nope", &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOENT, "%s", err.msg);
+}
+
+/* ---- hybrid, for real --------------------------------------------------- */
+
+static int real_seq;
+
+static void real_setup(void)
+{
+    unsetenv("BULKHEAD_CGROUP_ROOT");
+    unsetenv("BULKHEAD_CGROUP_LAYOUT");
+    snprintf(real_parent, sizeof(real_parent), "bulkhead-test-%d", (int)getpid());
+}
+
+static void real_teardown(void)
+{
+    if (live_child > 0) {
+        kill(live_child, SIGKILL);
+        waitpid(live_child, NULL, 0);
+        live_child = -1;
+    }
+    if (live_cg != NULL) {
+        struct bh_error err = {0};
+        if (bh_cgroup_destroy(live_cg, &err) < 0)
+            fprintf(stderr, "teardown: %s\n", err.msg);
+        live_cg = NULL;
+    }
+    /* Our own parent in every hierarchy (the shared ones stay in real use). */
+    static const char *const hier[] = {"memory", "pids",    "cpu",    "cpuacct",
+                                       "cpuset", "freezer", "unified"};
+    for (size_t i = 0; i < sizeof(hier) / sizeof(hier[0]); i++) {
+        char p[256];
+        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", hier[i], real_parent);
+        if (rmdir(p) < 0 && errno != ENOENT)
+            fprintf(stderr, "teardown: rmdir %s: %s\n", p, strerror(errno));
+    }
+}
+
+static void need_hybrid(void)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to create cgroups");
+    if (bh_cgroup_detect() != BH_CGROUP_HYBRID)
+        cr_skip_test("the host's cgroup layout is %s, not hybrid",
+                     bh_cgroup_layout_name(bh_cgroup_detect()));
+}
+
+static const char *real_path(void)
+{
+    static char p[128];
+    snprintf(p, sizeof(p), "%s/%d", real_parent, real_seq++);
+    return p;
+}
+
+TestSuite(cgroup_hybrid, .init = real_setup, .fini = real_teardown, .timeout = 30);
+
+Test(cgroup_hybrid, limits_read_back_and_lifecycle)
+{
+    need_hybrid();
+    struct bh_limits l = {.memory_bytes = 64 * MiB,
+                          .pids = 16,
+                          .cpu_quota_us = 50000,
+                          .cpu_period_us = 100000,
+                          .cpu_shares = 256};
+    struct bh_error err = {0};
+    const char *path = real_path();
+    cr_assert_eq(bh_cgroup_create(path, &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *mem = bh_cgroup_dir(live_cg, "memory");
+    cr_assert_str_eq(get(mem, "memory.limit_in_bytes"), "67108864");
+    cr_assert_str_eq(get(mem, "memory.memsw.limit_in_bytes"), "67108864");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "pids"), "pids.max"), "16");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpu"), "cpu.cfs_quota_us"), "50000");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpu"), "cpu.shares"), "256");
+    cr_assert_not_null(bh_cgroup_dir(live_cg, NULL));
+
+    live_child = spawn_sleeper();
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+
+    /* Tracked in every hierarchy, the unified one included. */
+    char p[64], want[256];
+    snprintf(p, sizeof(p), "/proc/%d", (int)live_child);
+    const char *cgf = get(p, "cgroup");
+    static const char *const ctl[] = {"memory", "pids", "cpu", "cpuacct", "cpuset", "freezer"};
+    for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++) {
+        snprintf(want, sizeof(want), ":%s:/%s\n", ctl[i], path);
+        cr_assert(strstr(cgf, want) != NULL, "%s missing in\n%s", want, cgf);
+    }
+    snprintf(want, sizeof(want), "0::/%s", path);
+    cr_assert(strstr(cgf, want) != NULL, "%s missing in\n%s", want, cgf);
+
+    pid_t *pids = NULL;
+    size_t n = 0;
+    cr_assert_eq(bh_cgroup_pids(live_cg, &pids, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(pids[0], live_child);
+    free(pids);
+
+    cr_assert_eq(bh_cgroup_freeze(live_cg, true, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "freezer"), "freezer.state"), "FROZEN");
+    cr_assert_eq(bh_cgroup_freeze(live_cg, false, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "freezer"), "freezer.state"), "THAWED");
+
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_limit, 64 * MiB);
+    cr_assert_eq(st.pids_limit, 16);
+    cr_assert_eq(st.pids_current, 1);
+
+    /* A second handle on the same cgroup, as OCI's later commands get. */
+    struct bh_cgroup *again = NULL;
+    cr_assert_eq(bh_cgroup_open(path, &again, &err), 0, "%s", err.msg);
+    struct bh_limits u = {.pids = 20, .memory_bytes = 96 * MiB};
+    cr_assert_eq(bh_cgroup_update(again, &u, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(again, "pids"), "pids.max"), "20");
+    cr_assert_str_eq(get(mem, "memory.limit_in_bytes"), "100663296");
+    cr_assert_str_eq(get(mem, "memory.memsw.limit_in_bytes"), "100663296");
+    bh_cgroup_free(again);
+
+    cr_assert_eq(bh_cgroup_kill(live_cg, &err), 0, "%s", err.msg);
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    char dirs[8][512];
+    size_t nd = 0;
+    static const char *const all[] = {"memory", "pids", "cpu", "cpuacct", "cpuset", "freezer"};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        snprintf(dirs[nd++], sizeof(dirs[0]), "%s", bh_cgroup_dir(live_cg, all[i]));
+    snprintf(dirs[nd++], sizeof(dirs[0]), "%s", bh_cgroup_dir(live_cg, NULL));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    for (size_t i = 0; i < nd; i++)
+        cr_assert(!exists(dirs[i]), "%s left behind", dirs[i]);
+}
+
+Test(cgroup_hybrid, destroy_kills_what_remains)
+{
+    need_hybrid();
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create(real_path(), NULL, &live_cg, &err), 0, "%s", err.msg);
+    /* A process that forks more: all of them must go. */
+    live_child = fork();
+    cr_assert_geq(live_child, 0);
+    if (live_child == 0) {
+        for (int i = 0; i < 4; i++)
+            if (fork() == 0)
+                break;
+        for (;;)
+            pause();
+    }
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+    /* Children forked after the attach inherit the cgroup. */
+    for (int i = 0; i < 200; i++) {
+        pid_t *pids = NULL;
+        size_t n = 0;
+        cr_assert_eq(bh_cgroup_pids(live_cg, &pids, &n, &err), 0, "%s", err.msg);
+        free(pids);
+        if (n >= 2)
+            break;
+        usleep(5000);
+    }
+    char d[512];
+    snprintf(d, sizeof(d), "%s", bh_cgroup_dir(live_cg, "memory"));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(d));
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFSIGNALED(status));
+}
+
+Test(cgroup_hybrid, memory_bomb_is_oom_killed_inside)
+{
+    need_hybrid();
+    struct bh_limits l = {.memory_bytes = 32 * MiB};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create(real_path(), &l, &live_cg, &err), 0, "%s", err.msg);
+    int go[2];
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    live_child = fork();
+    cr_assert_geq(live_child, 0);
+    if (live_child == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        size_t sz = 256 * MiB;
+        char *m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            _exit(3);
+        for (size_t i = 0; i < sz; i += 4096)
+            m[i] = 1;
+        _exit(0); /* the limit did not hold */
+    }
+    close(go[0]);
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    close(go[1]);
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_geq(st.oom_kills, 1);
+    cr_assert_geq(st.memory_max_usage, 16 * MiB);
+}
+
+Test(cgroup_hybrid, fork_bomb_stops_at_pids_limit)
+{
+    need_hybrid();
+    struct bh_limits l = {.pids = 8};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create(real_path(), &l, &live_cg, &err), 0, "%s", err.msg);
+    int go[2];
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    live_child = fork();
+    cr_assert_geq(live_child, 0);
+    if (live_child == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        int made = 0;
+        for (int i = 0; i < 32; i++) {
+            pid_t p = fork();
+            if (p == 0) {
+                for (;;)
+                    pause();
+            }
+            if (p < 0)
+                break;
+            made++;
+        }
+        _exit(made); /* the parent counts how far it got */
+    }
+    close(go[0]);
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    close(go[1]);
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFEXITED(status));
+    cr_assert_eq(WEXITSTATUS(status), 7, "forked %d children under pids.max 8",
+                 WEXITSTATUS(status));
+    /* The orphans are still in the cgroup: kill and remove them. */
+    cr_assert_eq(bh_cgroup_kill(live_cg, &err), 0, "%s", err.msg);
+}
+
+Test(cgroup_hybrid, refused_limit_leaves_nothing)
+{
+    need_hybrid();
+    struct bh_limits l = {.memory_bytes = 64 * MiB, .memory_swap_bytes = 1 * MiB};
+    struct bh_error err = {0};
+    const char *path = real_path();
+    cr_assert_eq(bh_cgroup_create(path, &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, EINVAL, "%s", err.msg);
+    char p[256];
+    snprintf(p, sizeof(p), "/sys/fs/cgroup/memory/%s", path);
+    cr_assert(!exists(p));
+    snprintf(p, sizeof(p), "/sys/fs/cgroup/unified/%s", path);
+    cr_assert(!exists(p));
+    /* A cpu quota the kernel refuses (below 1 ms) is an error too. */
+    struct bh_limits bad = {.cpu_quota_us = 10, .cpu_period_us = 100000};
+    cr_assert_eq(bh_cgroup_create(real_path(), &bad, &live_cg, &err), -1);
+    cr_assert(strstr(err.msg, "cpu") != NULL, "%s", err.msg);
+}
