@@ -457,27 +457,35 @@ Test(cgroup_hybrid, destroy_kills_what_remains)
     need_hybrid();
     struct bh_error err = {0};
     cr_assert_eq(bh_cgroup_create(real_path(), NULL, &live_cg, &err), 0, "%s", err.msg);
-    /* A process that forks more: all of them must go. */
+    /* A process that forks more once attached: all of them must go. */
+    int go[2];
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
     live_child = fork();
     cr_assert_geq(live_child, 0);
     if (live_child == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
         for (int i = 0; i < 4; i++)
             if (fork() == 0)
                 break;
         for (;;)
             pause();
     }
+    close(go[0]);
     cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
-    /* Children forked after the attach inherit the cgroup. */
-    for (int i = 0; i < 200; i++) {
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    close(go[1]);
+    size_t n = 0;
+    for (int i = 0; i < 400 && n < 5; i++) {
         pid_t *pids = NULL;
-        size_t n = 0;
         cr_assert_eq(bh_cgroup_pids(live_cg, &pids, &n, &err), 0, "%s", err.msg);
         free(pids);
-        if (n >= 2)
-            break;
-        usleep(5000);
+        if (n < 5)
+            usleep(5000);
     }
+    cr_assert_eq(n, 5);
     char d[512];
     snprintf(d, sizeof(d), "%s", bh_cgroup_dir(live_cg, "memory"));
     cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
