@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -62,6 +63,16 @@ static long sys_openat2_raw(int dirfd, const char *path, struct open_how *how)
 {
     long fd = syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
     return fd < 0 ? -errno : fd;
+}
+
+/* O_NOCTTY: a terminal opened for a guest never becomes the sentry's
+ * controlling terminal (openat2 refuses it next to O_PATH). */
+static uint64_t how_flags(uint64_t flags)
+{
+    flags |= O_CLOEXEC;
+    if (!(flags & O_PATH))
+        flags |= O_NOCTTY;
+    return flags;
 }
 
 static bool is_write_open(uint64_t flags)
@@ -580,7 +591,7 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
         rc = check_canon(r, w, flags);
     if (rc == 0) {
         struct open_how how = {
-            .flags = flags | O_CLOEXEC | O_NOCTTY,
+            .flags = how_flags(flags),
             .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
             .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
         };
@@ -612,7 +623,7 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
     if (starts_with_dir(abs, "proc") || starts_with_dir(abs, "sys"))
         return slow_open(r, abs, flags, mode, text_out);
     struct open_how how = {
-        .flags = flags | O_CLOEXEC | O_NOCTTY,
+        .flags = how_flags(flags),
         .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
     };
@@ -723,6 +734,23 @@ static int apply_guest_umask(struct bh_req *r)
 
 /* ---- the open family --------------------------------------------------- */
 
+/* SECCOMP_IOCTL_NOTIF_ADDFD cannot carry O_PATH files (the kernel's fget
+ * refuses them), so an O_PATH open gets a read-only fd of the same file or
+ * directory instead; for anything else (a symlink, a device, a FIFO) there is
+ * no equivalent without side effects, and the guest gets EOPNOTSUPP. */
+static int path_to_plain(int pfd)
+{
+    struct stat st;
+    if (fstat(pfd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return -EOPNOTSUPP;
+    char via[64];
+    snprintf(via, sizeof(via), "/proc/self/fd/%d", pfd);
+    int fd = open(via, O_RDONLY | O_CLOEXEC | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+    return fd < 0 ? -errno : fd;
+}
+
 static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t flags, uint64_t mode,
                     uint64_t resolve_extra)
 {
@@ -748,7 +776,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
         if (dfd < 0)
             return dfd;
         struct open_how how = {
-            .flags = flags | O_CLOEXEC | O_NOCTTY,
+            .flags = how_flags(flags),
             .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
             .resolve = resolve_extra | RESOLVE_NO_MAGICLINKS,
         };
@@ -767,7 +795,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
         if ((rc = guest_abs_path(r, dirfd, path, abs, sizeof(abs))) < 0)
             return rc;
         struct open_how how = {
-            .flags = flags | O_CLOEXEC | O_NOCTTY,
+            .flags = how_flags(flags),
             .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
             .resolve = resolve_extra | RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
@@ -784,6 +812,13 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
     }
     if (fd < 0)
         return fd;
+    if (flags & O_PATH) {
+        int plain = path_to_plain(fd);
+        close(fd);
+        if (plain < 0)
+            return plain;
+        fd = plain;
+    }
     bh_debug(r, "opened `%s` flags %#lx", path, (unsigned long)flags);
     long ret = bh_req_addfd(r, fd, cloexec);
     close(fd);
@@ -1265,6 +1300,60 @@ long bh_sys_lchown(struct bh_req *r)
 long bh_sys_fchownat(struct bh_req *r)
 {
     return do_fchownat(r, ARG_FD(0), ARG(1), (uid_t)ARG(2), (gid_t)ARG(3), (int)ARG(4));
+}
+
+static long do_utimes(struct bh_req *r, int dirfd, uint64_t path_addr, const struct timespec *ts)
+{
+    cleanup_close int fd = -1;
+    long rc = attr_fd(r, dirfd, path_addr, 0, &fd);
+    if (rc < 0)
+        return rc;
+    return utimensat(fd, "", ts, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+/* utimes(path, tv[2]) and futimesat(dirfd, path, tv[2]): microseconds. */
+static long timevals_at(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t tv_addr)
+{
+    struct timespec ts[2];
+    if (tv_addr != 0) {
+        struct timeval tv[2];
+        int rc = bh_mem_read(r, tv_addr, tv, sizeof(tv));
+        if (rc < 0)
+            return rc;
+        for (int i = 0; i < 2; i++) {
+            if (tv[i].tv_usec < 0 || tv[i].tv_usec >= 1000000)
+                return -EINVAL;
+            ts[i].tv_sec = tv[i].tv_sec;
+            ts[i].tv_nsec = tv[i].tv_usec * 1000;
+        }
+    }
+    return do_utimes(r, dirfd, path_addr, tv_addr ? ts : NULL);
+}
+
+long bh_sys_utimes(struct bh_req *r)
+{
+    return timevals_at(r, AT_FDCWD, ARG(0), ARG(1));
+}
+
+long bh_sys_futimesat(struct bh_req *r)
+{
+    return timevals_at(r, ARG_FD(0), ARG(1), ARG(2));
+}
+
+long bh_sys_utime(struct bh_req *r)
+{
+    struct timespec ts[2];
+    if (ARG(1) != 0) {
+        struct {
+            int64_t actime, modtime;
+        } ub;
+        int rc = bh_mem_read(r, ARG(1), &ub, sizeof(ub));
+        if (rc < 0)
+            return rc;
+        ts[0] = (struct timespec){.tv_sec = ub.actime};
+        ts[1] = (struct timespec){.tv_sec = ub.modtime};
+    }
+    return do_utimes(r, AT_FDCWD, ARG(0), ARG(1) ? ts : NULL);
 }
 
 long bh_sys_utimensat(struct bh_req *r)

@@ -155,6 +155,9 @@ long bh_sys_chown(struct bh_req *r);
 long bh_sys_lchown(struct bh_req *r);
 long bh_sys_fchownat(struct bh_req *r);
 long bh_sys_utimensat(struct bh_req *r);
+long bh_sys_utimes(struct bh_req *r);
+long bh_sys_utime(struct bh_req *r);
+long bh_sys_futimesat(struct bh_req *r);
 long bh_sys_truncate(struct bh_req *r);
 long bh_sys_statfs(struct bh_req *r);
 

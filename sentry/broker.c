@@ -13,7 +13,8 @@
  *     readlink readlinkat
  *     mkdir mkdirat mknod mknodat rmdir unlink unlinkat
  *     rename renameat renameat2 symlink symlinkat link linkat
- *     chmod fchmodat fchmodat2 chown lchown fchownat utimensat truncate
+ *     chmod fchmodat fchmodat2 chown lchown fchownat truncate
+ *     utimensat utimes utime futimesat
  *   sockets, performed on a dup of the guest's socket (pidfd_getfd):
  *     connect bind sendto sendmsg   (AF_UNIX paths confined to the root,
  *                                    AF_INET/AF_INET6 to loopback only)
@@ -100,6 +101,9 @@ static const struct handler handlers[512] = {
     H(chmod),
     H(chown),
     H(lchown),
+    H(utime),
+    H(utimes),
+    H(futimesat),
 #endif
     H(openat),
     H(openat2),

@@ -1,0 +1,937 @@
+/* The syscall broker against real guests: each test forks a guest that
+ * installs a small filter (libseccomp, SCMP_ACT_NOTIFY for the syscalls
+ * under test), hands its listener to the test over a socketpair before any
+ * notified call, and runs its part; the test runs a broker whose root is a
+ * temporary directory. Guest checks report failures as text on the
+ * socketpair, which the test prints. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker.h"
+
+/* ---- fixture: a root, a secret outside it ------------------------------ */
+
+static char root[256];
+static char outside[256];
+static char secret[300];
+static int root_fd = -1;
+static bool proc_mounted;
+
+static void put_file(const char *dir, const char *name, const char *content, mode_t mode)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    cr_assert(fd >= 0, "create %s: %s", p, strerror(errno));
+    cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+    close(fd);
+    chmod(p, mode);
+}
+
+static void setup_root(void)
+{
+    strcpy(root, "/tmp/bh-broker-root-XXXXXX");
+    strcpy(outside, "/tmp/bh-broker-out-XXXXXX");
+    cr_assert(mkdtemp(root) != NULL);
+    cr_assert(mkdtemp(outside) != NULL);
+    snprintf(secret, sizeof(secret), "%s/secret", outside);
+    put_file(outside, "secret", "SECRET", 0644);
+    put_file(root, "inside.txt", "inside", 0644);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/etc", root);
+    mkdir(p, 0755);
+    put_file(p, "passwd", "guest passwd", 0644);
+    snprintf(p, sizeof(p), "%s/dir", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/dir/sub", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/etc_link", root);
+    cr_assert_eq(symlink("/etc", p), 0);
+    snprintf(p, sizeof(p), "%s/dir/up", root);
+    cr_assert_eq(symlink("../../../../../../../etc", p), 0);
+    snprintf(p, sizeof(p), "%s/secret_link", root);
+    cr_assert_eq(symlink(secret, p), 0);
+    root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(root_fd >= 0);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(p);
+    else
+        unlink(p);
+    return 0;
+}
+
+static pid_t other_pid;
+
+static void teardown_root(void)
+{
+    if (other_pid > 0) {
+        kill(other_pid, SIGKILL);
+        waitpid(other_pid, NULL, 0);
+    }
+    if (proc_mounted) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/proc", root);
+        umount2(p, MNT_DETACH);
+    }
+    if (root_fd >= 0)
+        close(root_fd);
+    if (root[0])
+        nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    if (outside[0])
+        nftw(outside, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* After unshare(CLONE_NEWNS) an fd opened before still walks the old
+ * namespace's mounts. */
+static void reopen_root(void)
+{
+    close(root_fd);
+    root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(root_fd >= 0);
+}
+
+/* A /proc inside the root, in a mount namespace of this test process only. */
+static void mount_proc_in_root(void)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        cr_skip_test("cannot unshare a mount namespace: %s", strerror(errno));
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/proc", root);
+    mkdir(p, 0555);
+    cr_assert_eq(mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), 0, "%s",
+                 strerror(errno));
+    proc_mounted = true;
+    reopen_root();
+}
+
+TestSuite(broker, .init = setup_root, .fini = teardown_root, .timeout = 60);
+
+/* ---- guests ------------------------------------------------------------ */
+
+static int guest_sock = -1;
+
+static void gsay(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(buf) - 2)
+        n = sizeof(buf) - 2;
+    buf[n++] = '\n';
+    ssize_t w = write(guest_sock, buf, (size_t)n);
+    (void)w;
+}
+
+#define GCHECK(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            gsay("guest line %d: check `%s` failed (errno %s)", __LINE__, #cond, strerror(errno)); \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+typedef void (*guest_fn)(void *arg);
+
+struct guest {
+    pid_t pid;
+    int sock;     /* parent's end: the guest's messages */
+    int listener; /* received from the guest */
+};
+
+static int send_fd(int sock, int fd)
+{
+    char c = 'L';
+    struct iovec iov = {&c, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c0 = CMSG_FIRSTHDR(&mh);
+    c0->cmsg_level = SOL_SOCKET;
+    c0->cmsg_type = SCM_RIGHTS;
+    c0->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c0), &fd, sizeof(int));
+    return sendmsg(sock, &mh, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int sock)
+{
+    char c;
+    struct iovec iov = {&c, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *c0 = CMSG_FIRSTHDR(&mh);
+    if (c0 == NULL || c0->cmsg_type != SCM_RIGHTS)
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c0), sizeof(int));
+    return fd;
+}
+
+/* Forks a guest: cwd in the root (unless keep_cwd), optional id drop, the
+ * filter, the listener handed over, then fn. */
+struct guest_opts {
+    const int *notify;
+    size_t n_notify;
+    bool drop_ids; /* run as 65534:65534 with umask 027 */
+};
+
+static struct guest spawn_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(sv[0]);
+        guest_sock = sv[1];
+        if (chdir(root) < 0)
+            _exit(90);
+        if (o->drop_ids) {
+            umask(027);
+            if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                setresuid(65534, 65534, 65534) < 0)
+                _exit(91);
+        }
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (ctx == NULL)
+            _exit(92);
+        for (size_t i = 0; i < o->n_notify; i++)
+            if (seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, o->notify[i], 0) < 0)
+                _exit(93);
+        if (seccomp_load(ctx) < 0)
+            _exit(94);
+        int lfd = seccomp_notify_fd(ctx);
+        if (lfd < 0 || send_fd(guest_sock, lfd) < 0)
+            _exit(95);
+        close(lfd);
+        fn(arg);
+        _exit(0);
+    }
+    close(sv[1]);
+    struct guest g = {.pid = pid, .sock = sv[0]};
+    g.listener = recv_fd(sv[0]);
+    cr_assert(g.listener >= 0, "no listener from the guest");
+    return g;
+}
+
+static struct bh_broker *start_broker(void)
+{
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    return b;
+}
+
+/* Waits for the guest, prints what it said, asserts it passed. */
+static void finish_guest(struct guest *g)
+{
+    int status;
+    cr_assert_eq(waitpid(g->pid, &status, 0), g->pid);
+    char buf[8192];
+    ssize_t n, at = 0;
+    while (at < (ssize_t)sizeof(buf) - 1 && (n = read(g->sock, buf + at, sizeof(buf) - 1 - at)) > 0)
+        at += n;
+    buf[at] = '\0';
+    if (at > 0)
+        fprintf(stderr, "%s", buf);
+    close(g->sock);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "guest failed: status %#x: %s", status,
+              buf);
+}
+
+static void run_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+{
+    struct bh_broker *b = start_broker();
+    struct guest g = spawn_guest(o, fn, arg);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g);
+    bh_broker_free(b);
+}
+
+static const int open_calls[] = {SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(openat2)};
+static const struct guest_opts open_opts = {open_calls, 3, false};
+
+/* Reads what path opens to: its content, or "" with errno. */
+static const char *content_of(int dirfd, const char *path, int *err)
+{
+    static char buf[256];
+    buf[0] = '\0';
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *err = errno;
+        return buf;
+    }
+    *err = 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+    return buf;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void g_open_inside(void *arg)
+{
+    (void)arg;
+    int e;
+    GCHECK(strcmp(content_of(AT_FDCWD, "/inside.txt", &e), "inside") == 0);
+    GCHECK(strcmp(content_of(AT_FDCWD, "inside.txt", &e), "inside") == 0);
+    GCHECK(strcmp(content_of(AT_FDCWD, "dir/../inside.txt", &e), "inside") == 0);
+    /* O_CLOEXEC is honoured through ADDFD. */
+    int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    GCHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    close(fd);
+    fd = open("/inside.txt", O_RDONLY);
+    GCHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) == 0);
+    close(fd);
+    /* Writes land inside the root. */
+    fd = open("/new.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    GCHECK(fd >= 0);
+    GCHECK(write(fd, "made", 4) == 4);
+    close(fd);
+    GCHECK(open("/new.txt", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) < 0 && errno == EEXIST);
+    GCHECK(open("/nope", O_RDONLY) < 0 && errno == ENOENT);
+    GCHECK(open("/inside.txt", O_RDONLY | O_DIRECTORY) < 0 && errno == ENOTDIR);
+    GCHECK(open("/etc_link", O_RDONLY | O_NOFOLLOW) < 0 && errno == ELOOP);
+    /* O_PATH: ADDFD cannot carry it; a directory comes back readable. */
+    fd = open("/etc_link", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    GCHECK(fd < 0 && errno == EOPNOTSUPP);
+    fd = open("/etc_link", O_PATH | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    close(fd);
+    /* A dirfd the guest holds. */
+    int dfd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    GCHECK(dfd >= 0);
+    GCHECK(strcmp(content_of(dfd, "passwd", &e), "guest passwd") == 0);
+    GCHECK(strcmp(content_of(dfd, "../inside.txt", &e), "inside") == 0);
+    close(dfd);
+    /* openat2 from the guest, with its own RESOLVE_BENEATH. */
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+    dfd = open("/dir", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    GCHECK(dfd >= 0);
+    GCHECK(syscall(SYS_openat2, dfd, "../inside.txt", &how, sizeof(how)) < 0 && errno == EXDEV);
+    close(dfd);
+}
+
+Test(broker, open_inside_works_and_returns_a_working_fd)
+{
+    run_guest(&open_opts, g_open_inside, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/new.txt", root);
+    int e;
+    cr_assert_str_eq(content_of(AT_FDCWD, p, &e), "made");
+}
+
+static void g_escapes(void *arg)
+{
+    (void)arg;
+    int e;
+    const char *c;
+    /* A symlink in the root pointing to /etc resolves to the root's /etc. */
+    c = content_of(AT_FDCWD, "/etc_link/passwd", &e);
+    GCHECK(strcmp(c, "guest passwd") == 0);
+    c = content_of(AT_FDCWD, "../../../../etc/passwd", &e);
+    GCHECK(strcmp(c, "guest passwd") == 0);
+    c = content_of(AT_FDCWD, "dir/up/passwd", &e);
+    GCHECK(strcmp(c, "guest passwd") == 0);
+    c = content_of(AT_FDCWD, secret, &e);
+    GCHECK(c[0] == '\0' && e == ENOENT);
+    c = content_of(AT_FDCWD, "/secret_link", &e);
+    GCHECK(c[0] == '\0' && e == ENOENT);
+    /* The host's real /etc/passwd is never what comes back. */
+    c = content_of(AT_FDCWD, "/etc/passwd", &e);
+    GCHECK(strcmp(c, "guest passwd") == 0);
+    char p[600];
+    snprintf(p, sizeof(p), "../../../..%s", secret);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(c[0] == '\0' && e == ENOENT);
+}
+
+Test(broker, dotdot_absolute_and_symlink_escapes_stay_inside)
+{
+    run_guest(&open_opts, g_escapes, NULL);
+}
+
+static void g_proc(void *arg)
+{
+    pid_t broker_pid = *(pid_t *)arg;
+    int e;
+    char p[600];
+    const char *c;
+    /* Its own /proc works and means itself. */
+    c = content_of(AT_FDCWD, "/proc/self/stat", &e);
+    char want[32];
+    snprintf(want, sizeof(want), "%d ", getpid());
+    GCHECK(strncmp(c, want, strlen(want)) == 0);
+    snprintf(p, sizeof(p), "/proc/%d/status", getpid());
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(strncmp(c, "Name:", 5) == 0);
+    c = content_of(AT_FDCWD, "/proc/thread-self/comm", &e);
+    GCHECK(c[0] != '\0');
+    /* Magic links: root and cwd stay in the root. */
+    c = content_of(AT_FDCWD, "/proc/self/root/etc/passwd", &e);
+    GCHECK(strcmp(c, "guest passwd") == 0);
+    c = content_of(AT_FDCWD, "/proc/self/cwd/inside.txt", &e);
+    GCHECK(strcmp(c, "inside") == 0);
+    snprintf(p, sizeof(p), "/proc/self/root%s", secret);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(c[0] == '\0' && e == ENOENT);
+    /* fd/N reopens its own file. */
+    int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(strcmp(c, "inside") == 0);
+    close(fd);
+    /* The sentry (the broker's pid, and pid 1) is out of reach. */
+    snprintf(p, sizeof(p), "/proc/%d/environ", broker_pid);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(c[0] == '\0' && e == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/status", broker_pid);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(e == EACCES);
+    c = content_of(AT_FDCWD, "/proc/1/cwd/etc/passwd", &e);
+    GCHECK(e == EACCES);
+    GCHECK(open("/proc/1/mem", O_RDONLY) < 0 && errno == EACCES);
+    /* Another process: mem and environ refused, harmless entries readable. */
+    snprintf(p, sizeof(p), "/proc/%d/environ", other_pid);
+    GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/mem", other_pid);
+    GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/root/etc/passwd", other_pid);
+    GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/stat", other_pid);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(e == 0 && c[0] != '\0');
+    /* Own mem: readable, never writable; exe never writable. */
+    fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(open("/proc/self/mem", O_RDWR) < 0 && errno == EACCES);
+    GCHECK(open("/proc/self/exe", O_WRONLY) < 0 && errno == EACCES);
+    GCHECK(open("/proc/1/exe", O_WRONLY) < 0 && errno == EACCES);
+    /* /proc/sys writes: read-only. */
+    GCHECK(open("/proc/sys/kernel/hostname", O_WRONLY) < 0 && errno == EROFS);
+    c = content_of(AT_FDCWD, "/proc/sys/kernel/ostype", &e);
+    GCHECK(strncmp(c, "Linux", 5) == 0);
+    /* A symlink planted in the root pointing at /proc/self lands on the guest. */
+    c = content_of(AT_FDCWD, "/mylink_status", &e);
+    GCHECK(strncmp(c, "Name:", 5) == 0);
+}
+
+Test(broker, proc_self_works_and_the_sentry_and_others_are_refused)
+{
+    mount_proc_in_root();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/mylink_status", root);
+    cr_assert_eq(symlink("/proc/self/status", p), 0);
+    other_pid = fork();
+    cr_assert(other_pid >= 0);
+    if (other_pid == 0) {
+        pause();
+        _exit(0);
+    }
+    pid_t me = getpid();
+    run_guest(&open_opts, g_proc, &me);
+}
+
+static void g_sys(void *arg)
+{
+    (void)arg;
+    GCHECK(open("/sys/class/net/lo/mtu", O_WRONLY) < 0 && errno == EROFS);
+    GCHECK(open("/sys/kernel/not-there", O_WRONLY | O_CREAT, 0600) < 0 && errno == EROFS);
+    int fd = open("/sys/class/net/lo/mtu", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    close(fd);
+}
+
+Test(broker, writes_under_sys_are_refused)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        cr_skip_test("cannot unshare a mount namespace");
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/sys", root);
+    mkdir(p, 0555);
+    cr_assert_eq(mount("/sys", p, NULL, MS_BIND | MS_REC, NULL), 0);
+    reopen_root();
+    run_guest(&open_opts, g_sys, NULL);
+    umount2(p, MNT_DETACH);
+}
+
+/* ---- TOCTOU ------------------------------------------------------------ */
+
+static char flip_buf[PATH_MAX];
+static atomic_bool flip_stop;
+
+static void *flipper(void *arg)
+{
+    (void)arg;
+    size_t n = 0;
+    while (!atomic_load(&flip_stop)) {
+        /* The inside path, then the secret's absolute path in the guest's
+         * own (host) view: what a CONTINUE answer would let the kernel open. */
+        if (n++ & 1)
+            memcpy(flip_buf, secret, strlen(secret) + 1);
+        else
+            memcpy(flip_buf, "/inside.txt", 12);
+    }
+    return NULL;
+}
+
+static void g_toctou(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    strcpy(flip_buf, "/inside.txt");
+    GCHECK(pthread_create(&t, NULL, flipper, NULL) == 0);
+    int inside = 0, refused = 0;
+    for (int i = 0; i < 3000; i++) {
+        int fd = open(flip_buf, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            refused++;
+            continue;
+        }
+        char buf[64] = "";
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        GCHECK(strcmp(buf, "SECRET") != 0);
+        if (strcmp(buf, "inside") == 0)
+            inside++;
+    }
+    atomic_store(&flip_stop, true);
+    pthread_join(t, NULL);
+    gsay("toctou: 3000 opens while flipping: %d inside, %d refused, 0 secret", inside, refused);
+    GCHECK(inside > 0);
+}
+
+Test(broker, toctou_flipping_path_never_opens_the_outside_file)
+{
+    run_guest(&open_opts, g_toctou, NULL);
+}
+
+/* ---- a slow call does not stall others ---------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *fifo_reader(void *arg)
+{
+    (void)arg;
+    int fd = open("/fifo", O_RDONLY | O_CLOEXEC); /* no writer yet: blocks */
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void g_slow(void *arg)
+{
+    (void)arg;
+    pthread_t t;
+    GCHECK(pthread_create(&t, NULL, fifo_reader, NULL) == 0);
+    usleep(200 * 1000);
+    double t0 = now_s();
+    int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    double dt = now_s() - t0;
+    GCHECK(fd >= 0);
+    close(fd);
+    gsay("slow: an open while another thread blocks on a FIFO took %.3f ms", dt * 1e3);
+    GCHECK(dt < 1.0);
+    /* Release the reader: the writer's open completes its open. */
+    fd = open("/fifo", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    pthread_join(t, NULL);
+    close(fd);
+}
+
+Test(broker, a_blocked_fifo_open_does_not_stall_other_threads)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/fifo", root);
+    cr_assert_eq(mkfifo(p, 0666), 0);
+    run_guest(&open_opts, g_slow, NULL);
+}
+
+/* ---- names and attributes ---------------------------------------------- */
+
+static const int fs_calls[] = {
+    SCMP_SYS(open),       SCMP_SYS(openat),    SCMP_SYS(mkdir),    SCMP_SYS(mkdirat),
+    SCMP_SYS(rmdir),      SCMP_SYS(unlink),    SCMP_SYS(unlinkat), SCMP_SYS(rename),
+    SCMP_SYS(renameat),   SCMP_SYS(renameat2), SCMP_SYS(stat),     SCMP_SYS(lstat),
+    SCMP_SYS(newfstatat), SCMP_SYS(statx),     SCMP_SYS(readlink), SCMP_SYS(readlinkat),
+    SCMP_SYS(symlink),    SCMP_SYS(symlinkat), SCMP_SYS(access),   SCMP_SYS(faccessat),
+    SCMP_SYS(faccessat2), SCMP_SYS(chmod),     SCMP_SYS(fchmodat), SCMP_SYS(link),
+    SCMP_SYS(linkat),     SCMP_SYS(utimensat), SCMP_SYS(truncate), SCMP_SYS(chown),
+    SCMP_SYS(fchownat),   SCMP_SYS(utimes),
+};
+
+static void g_names(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    GCHECK(mkdir("/d1", 0777) == 0);
+    GCHECK(mkdir("/d1", 0777) < 0 && errno == EEXIST);
+    GCHECK(stat("/d1", &st) == 0 && S_ISDIR(st.st_mode));
+    GCHECK((st.st_mode & 0777) == 0755); /* the guest's umask 022 */
+    GCHECK(rename("/d1", "d2") == 0);
+    GCHECK(stat("/d1", &st) < 0 && errno == ENOENT);
+    GCHECK(stat("d2", &st) == 0 && S_ISDIR(st.st_mode));
+    GCHECK(mkdir("/d2/x", 0700) == 0);
+    GCHECK(rmdir("/d2") < 0 && errno == ENOTEMPTY);
+    GCHECK(rmdir("/d2/x") == 0 && rmdir("/d2") == 0);
+    GCHECK(unlink("/nope") < 0 && errno == ENOENT);
+    GCHECK(unlink("/dir") < 0 && (errno == EISDIR || errno == EPERM));
+    GCHECK(mkdir("/nope/x", 0700) < 0 && errno == ENOENT);
+    /* stat follows, lstat does not; both stay in the root. */
+    GCHECK(stat("/etc_link/passwd", &st) == 0 && st.st_size == 12);
+    GCHECK(lstat("/etc_link", &st) == 0 && S_ISLNK(st.st_mode));
+    GCHECK(stat("/secret_link", &st) < 0 && errno == ENOENT);
+    struct statx stx;
+    GCHECK(statx(AT_FDCWD, "inside.txt", 0, STATX_SIZE, &stx) == 0 && stx.stx_size == 6);
+    int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    GCHECK(fstatat(fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_size == 6);
+    close(fd);
+    /* readlink gives the link's own text. */
+    char buf[256];
+    ssize_t n = readlink("/etc_link", buf, sizeof(buf));
+    GCHECK(n == 4 && memcmp(buf, "/etc", 4) == 0);
+    n = readlink("/etc_link", buf, 2);
+    GCHECK(n == 2);
+    GCHECK(readlink("/inside.txt", buf, sizeof(buf)) < 0 && errno == EINVAL);
+    GCHECK(symlink("inside.txt", "/ln") == 0);
+    n = readlinkat(AT_FDCWD, "ln", buf, sizeof(buf));
+    GCHECK(n == 10 && memcmp(buf, "inside.txt", 10) == 0);
+    GCHECK(link("/inside.txt", "/hard") == 0);
+    GCHECK(stat("/hard", &st) == 0 && st.st_nlink == 2);
+    GCHECK(unlink("/hard") == 0 && unlink("/ln") == 0);
+    /* access and chmod. */
+    GCHECK(access("/inside.txt", R_OK) == 0);
+    GCHECK(access("/nope", F_OK) < 0 && errno == ENOENT);
+    GCHECK(chmod("/inside.txt", 0600) == 0);
+    GCHECK(stat("/inside.txt", &st) == 0 && (st.st_mode & 0777) == 0600);
+    GCHECK(truncate("/inside.txt", 3) == 0);
+    GCHECK(stat("/inside.txt", &st) == 0 && st.st_size == 3);
+    struct timespec ts[2] = {{.tv_sec = 1000000}, {.tv_sec = 2000000}};
+    GCHECK(utimensat(AT_FDCWD, "/inside.txt", ts, 0) == 0);
+    GCHECK(stat("/inside.txt", &st) == 0 && st.st_mtime == 2000000);
+    /* Mutators never reach outside. */
+    GCHECK(unlink(secret) < 0 && errno == ENOENT);
+    GCHECK(chmod("/secret_link", 0777) < 0 && errno == ENOENT);
+    char p[600];
+    snprintf(p, sizeof(p), "../../..%s", secret);
+    GCHECK(rename(p, "/stolen") < 0 && errno == ENOENT);
+}
+
+Test(broker, mkdir_unlink_rename_stat_readlink_give_the_right_results)
+{
+    struct guest_opts o = {fs_calls, sizeof(fs_calls) / sizeof(fs_calls[0]), false};
+    run_guest(&o, g_names, NULL);
+    struct stat st;
+    cr_assert_eq(stat(secret, &st), 0, "the secret outside is untouched");
+    cr_assert_eq(st.st_mode & 0777, 0644);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/inside.txt", root);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_size, 3);
+}
+
+static void g_ids(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    /* Permission checks are the guest's (65534), not the broker's (root). */
+    GCHECK(open("/private", O_RDONLY) < 0 && errno == EACCES);
+    GCHECK(access("/private", R_OK) < 0 && errno == EACCES);
+    GCHECK(mkdir("/ro/x", 0777) < 0 && errno == EACCES);
+    GCHECK(mkdir("/pub/mine", 0777) == 0);
+    GCHECK(stat("/pub/mine", &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
+    GCHECK((st.st_mode & 0777) == 0750); /* umask 027 */
+    int fd = open("/pub/file", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(stat("/pub/file", &st) == 0 && st.st_uid == 65534 && (st.st_mode & 0777) == 0640);
+    GCHECK(chmod("/inside.txt", 0777) < 0 && errno == EPERM);
+}
+
+Test(broker, requests_run_with_the_guests_ids_and_umask)
+{
+    chmod(root, 0755); /* mkdtemp's 0700 would deny the guest everything */
+    put_file(root, "private", "private", 0600);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/ro", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/pub", root);
+    mkdir(p, 0777);
+    chmod(p, 0777);
+    struct guest_opts o = {fs_calls, sizeof(fs_calls) / sizeof(fs_calls[0]), true};
+    run_guest(&o, g_ids, NULL);
+}
+
+/* ---- a guest that dies mid-call ----------------------------------------- */
+
+static void g_die_in_fifo(void *arg)
+{
+    (void)arg;
+    open("/fifo", O_RDONLY | O_CLOEXEC); /* killed while the broker holds it */
+    _exit(3);
+}
+
+static void g_plain_open(void *arg)
+{
+    (void)arg;
+    int e;
+    GCHECK(strcmp(content_of(AT_FDCWD, "/inside.txt", &e), "inside") == 0);
+}
+
+Test(broker, a_notification_from_a_dead_process_is_handled)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/fifo", root);
+    cr_assert_eq(mkfifo(p, 0666), 0);
+    struct bh_broker *b = start_broker();
+    struct bh_error err = {0};
+    struct guest g = spawn_guest(&open_opts, g_die_in_fifo, NULL);
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    usleep(300 * 1000); /* the broker now sits in the FIFO open */
+    kill(g.pid, SIGKILL);
+    int status;
+    waitpid(g.pid, &status, 0);
+    close(g.sock);
+    /* Let the broker's open complete: its answer finds no one. */
+    int w = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    cr_assert(w >= 0);
+    struct bh_broker_stats st = {0};
+    for (int i = 0; i < 100 && st.dead == 0; i++) {
+        usleep(10 * 1000);
+        bh_broker_get_stats(b, &st);
+    }
+    close(w);
+    cr_assert_geq(st.dead, 1, "the answer to a dead guest was not noticed");
+    /* And the broker still serves the next guest. */
+    struct guest g2 = spawn_guest(&open_opts, g_plain_open, NULL);
+    cr_assert_eq(bh_broker_add_listener(b, g2.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g2);
+    bh_broker_free(b);
+}
+
+/* ---- sockets ----------------------------------------------------------- */
+
+static int tcp_port;
+
+static void set_sun(struct sockaddr_un *ua, const char *path)
+{
+    size_t l = strlen(path);
+    if (l >= sizeof(ua->sun_path))
+        l = sizeof(ua->sun_path) - 1;
+    memset(ua->sun_path, 0, sizeof(ua->sun_path));
+    memcpy(ua->sun_path, path, l);
+}
+static char unix_path_inside[600];
+
+static void g_net(void *arg)
+{
+    (void)arg;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    GCHECK(s >= 0);
+    struct sockaddr_in far = {.sin_family = AF_INET, .sin_port = htons(80)};
+    inet_pton(AF_INET, "192.0.2.1", &far.sin_addr);
+    GCHECK(connect(s, (struct sockaddr *)&far, sizeof(far)) < 0 && errno == ENETUNREACH);
+    inet_pton(AF_INET, "10.0.0.1", &far.sin_addr);
+    GCHECK(connect(s, (struct sockaddr *)&far, sizeof(far)) < 0 && errno == ENETUNREACH);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
+    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+    GCHECK(connect(s, (struct sockaddr *)&lo, sizeof(lo)) == 0);
+    GCHECK(write(s, "hi", 2) == 2);
+    close(s);
+    int s6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s6 >= 0) {
+        struct sockaddr_in6 f6 = {.sin6_family = AF_INET6, .sin6_port = htons(80)};
+        inet_pton(AF_INET6, "2001:db8::1", &f6.sin6_addr);
+        GCHECK(connect(s6, (struct sockaddr *)&f6, sizeof(f6)) < 0 && errno == ENETUNREACH);
+        close(s6);
+    }
+    /* Unix: a socket inside the root connects; a path outside does not. */
+    int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un ua = {.sun_family = AF_UNIX};
+    strcpy(ua.sun_path, "/inside.sock");
+    GCHECK(connect(u, (struct sockaddr *)&ua, sizeof(ua)) == 0);
+    close(u);
+    u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    set_sun(&ua, unix_path_inside);
+    GCHECK(connect(u, (struct sockaddr *)&ua, sizeof(ua)) < 0 && errno == ENOENT);
+    close(u);
+    /* bind creates its socket inside the root. */
+    u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    strcpy(ua.sun_path, "/dir/bound.sock");
+    GCHECK(bind(u, (struct sockaddr *)&ua, sizeof(ua)) == 0);
+    close(u);
+}
+
+Test(broker, connect_only_to_loopback_and_unix_paths_inside)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(listen(ls, 8), 0);
+    socklen_t al = sizeof(a);
+    getsockname(ls, (struct sockaddr *)&a, &al);
+    tcp_port = ntohs(a.sin_port);
+    int us = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un ua = {.sun_family = AF_UNIX};
+    char sp[600];
+    snprintf(sp, sizeof(sp), "%s/inside.sock", root);
+    set_sun(&ua, sp);
+    cr_assert_eq(bind(us, (struct sockaddr *)&ua, sizeof(ua)), 0);
+    cr_assert_eq(listen(us, 8), 0);
+    /* A socket outside the root, at a path the guest names absolutely. */
+    int os = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    snprintf(unix_path_inside, sizeof(unix_path_inside), "%s/out.sock", outside);
+    set_sun(&ua, unix_path_inside);
+    cr_assert_eq(bind(os, (struct sockaddr *)&ua, sizeof(ua)), 0);
+    cr_assert_eq(listen(os, 8), 0);
+
+    static const int net_calls[] = {SCMP_SYS(connect), SCMP_SYS(bind)};
+    struct guest_opts o = {net_calls, 2, false};
+    run_guest(&o, g_net, NULL);
+
+    int c = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    cr_assert(c >= 0, "the loopback connection did not arrive");
+    char buf[8] = "";
+    cr_assert_eq(read(c, buf, sizeof(buf)), 2);
+    cr_assert_eq(memcmp(buf, "hi", 2), 0);
+    close(c);
+    fcntl(os, F_SETFL, O_NONBLOCK);
+    c = accept4(os, NULL, NULL, SOCK_CLOEXEC);
+    cr_assert(c < 0, "a socket outside the root was reached");
+    char p[600];
+    snprintf(p, sizeof(p), "%s/dir/bound.sock", root);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert(S_ISSOCK(st.st_mode));
+    close(ls);
+    close(us);
+    close(os);
+}
+
+/* ---- unknown notified syscalls ------------------------------------------ */
+
+static void g_unknown(void *arg)
+{
+    (void)arg;
+    char buf[64];
+    GCHECK(syscall(SYS_getcwd, buf, sizeof(buf)) < 0 && errno == ENOSYS);
+}
+
+Test(broker, an_unhandled_notified_syscall_gets_enosys)
+{
+    static const int calls[] = {SCMP_SYS(getcwd)};
+    struct guest_opts o = {calls, 1, false};
+    run_guest(&o, g_unknown, NULL);
+}
+
+/* ---- speed ------------------------------------------------------------- */
+
+static double per_call_us(double t0, int n)
+{
+    return (now_s() - t0) * 1e6 / n;
+}
+
+static void g_bench(void *arg)
+{
+    double *native = arg;
+    enum { N = 3000 };
+    double t0 = now_s();
+    for (int i = 0; i < N; i++) {
+        int fd = openat(AT_FDCWD, "/inside.txt", O_RDONLY | O_CLOEXEC);
+        GCHECK(fd >= 0);
+        close(fd);
+    }
+    double open_us = per_call_us(t0, N);
+    t0 = now_s();
+    for (int i = 0; i < N; i++)
+        syscall(SYS_getppid);
+    double ppid_us = per_call_us(t0, N);
+    t0 = now_s();
+    for (int i = 0; i < N; i++)
+        syscall(SYS_mknodat, AT_FDCWD, "/dev-node", S_IFCHR | 0600, 0x0101);
+    double refused_us = per_call_us(t0, N);
+    gsay("speed: openat+close brokered %.1f us vs native %.1f us (x%.1f); getppid direct %.2f us "
+         "vs native %.2f us; brokered refusal (mknodat of a device) %.1f us",
+         open_us, native[0], open_us / native[0], ppid_us, native[1], refused_us);
+}
+
+Test(broker, speed_of_brokered_and_direct_calls)
+{
+    enum { N = 3000 };
+    char p[512];
+    snprintf(p, sizeof(p), "%s/inside.txt", root);
+    double native[2];
+    double t0 = now_s();
+    for (int i = 0; i < N; i++) {
+        int fd = openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+        cr_assert(fd >= 0);
+        close(fd);
+    }
+    native[0] = per_call_us(t0, N);
+    t0 = now_s();
+    for (int i = 0; i < N; i++)
+        syscall(SYS_getppid);
+    native[1] = per_call_us(t0, N);
+    static const int calls[] = {SCMP_SYS(openat), SCMP_SYS(mknodat)};
+    struct guest_opts o = {calls, 2, false};
+    run_guest(&o, g_bench, native);
+}
