@@ -100,7 +100,8 @@ static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urand
 /* Host files and directories of the embedded default's /etc, bound read-only
  * when the host has them. /etc/ssl/private is deliberately absent. */
 static const char *const etc_binds[] = {
-    "ld.so.cache", "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates.conf",
+    "ld.so.cache",          "alternatives", "ssl/certs", "ssl/openssl.cnf",
+    "ca-certificates.conf", "localtime", /* only when not a symlink (see write_etc) */
 };
 
 enum mp_kind {
@@ -284,11 +285,14 @@ static int resolve_target(int root_fd, const char *dest, enum mp_kind kind, stru
                 target[n] = '\0';
                 char next[PATH_MAX];
                 int len;
+                /* No trailing slash when nothing follows: a file target must
+                 * not be taken for a directory. */
+                const char *sep = *rest != '\0' ? "/" : "";
                 if (target[0] == '/')
-                    len = snprintf(next, sizeof(next), "%s/%s", target, rest);
+                    len = snprintf(next, sizeof(next), "%s%s%s", target, sep, rest);
                 else
-                    len = snprintf(next, sizeof(next), "%.*s/%s/%s", (int)before, prefix, target,
-                                   rest);
+                    len = snprintf(next, sizeof(next), "%.*s/%s%s%s", (int)before, prefix, target,
+                                   sep, rest);
                 if (len >= (int)sizeof(next))
                     return bh_error_set(err, ENAMETOOLONG, "mount point `%s` is too long", dest);
                 memcpy(cur, next, (size_t)len + 1);
@@ -425,6 +429,14 @@ static int open_sources(struct setup *s, struct bh_error *err)
         if (s->rootfs_fd < 0)
             return bh_error_errno(err, errno, "rootfs `%s` is not an existing directory",
                                   spec->rootfs);
+        struct stat st, host;
+        if (fstat(s->rootfs_fd, &st) == 0 && stat("/", &host) == 0 && st.st_dev == host.st_dev &&
+            st.st_ino == host.st_ino)
+            return bh_error_set(err, EINVAL,
+                                "rootfs `%s` is the host's root directory: the sandbox would see "
+                                "the whole host; give an image's root, or no rootfs for the "
+                                "embedded default",
+                                spec->rootfs);
     }
 
     s->devnull_fd = open_host("/dev/null", 0);
@@ -454,6 +466,9 @@ static int open_sources(struct setup *s, struct bh_error *err)
         for (size_t i = 0; i < BH_ARRAY_SIZE(etc_binds); i++) {
             char path[PATH_MAX];
             snprintf(path, sizeof(path), "/etc/%s", etc_binds[i]);
+            char link[8];
+            if (strcmp(etc_binds[i], "localtime") == 0 && readlink(path, link, sizeof(link)) >= 0)
+                continue; /* recreated as the same symlink */
             s->etc_fds[i] = open_host(path, 0);
             if (s->etc_fds[i] < 0 && errno != ENOENT)
                 return bh_error_errno(err, errno, "open the host's %s", path);

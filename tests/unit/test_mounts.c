@@ -860,3 +860,159 @@ Test(mounts, no_netns_sysfs_fallbacks)
     run_sandboxed(&spec, inside_no_netns, NULL, &r);
     assert_checks(&r);
 }
+
+/* ---- docker's mount list, with binds prepared by the host side -------------- */
+
+static void read_small(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, size - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+static void inside_docker(struct report *r, void *arg)
+{
+    (void)arg;
+    char buf[128];
+    read_small("/etc/resolv.conf", buf, sizeof(buf));
+    check(r, "resolv.conf from a prepared tree", strcmp(buf, "nameserver 192.0.2.1\n") == 0,
+          "content `%s`", buf);
+    read_small("/etc/hostname", buf, sizeof(buf));
+    check(r, "hostname bind", strcmp(buf, "box\n") == 0, "content `%s`", buf);
+    struct statvfs sv = {0};
+    check(r, "read-only prepared bind",
+          statvfs("/etc/hostname", &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0, "flags %#lx",
+          sv.f_flag);
+    check(r, "writable prepared bind",
+          statvfs("/etc/resolv.conf", &sv) == 0 && (sv.f_flag & ST_RDONLY) == 0, "flags %#lx",
+          sv.f_flag);
+    struct stat st = {0};
+    check(r, "/dev/null in the spec's /dev",
+          stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3),
+          "mode %o", st.st_mode);
+    int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    check(r, "/dev/zero reads zeros", fd >= 0 && read(fd, buf, 4) == 4 && buf[0] == 0, "%s",
+          strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    check(r, "spec's /dev is writable like docker's", create_errno("/dev/x") == 0, "create");
+    fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    check(r, "/dev/ptmx gives a pty", fd >= 0, "open: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    check(r, "/dev/shm", fs_type("/dev/shm") == TMPFS_MAGIC, "type %#lx", fs_type("/dev/shm"));
+    check(r, "/dev/mqueue", fs_type("/dev/mqueue") == MQUEUE_MAGIC, "type %#lx",
+          fs_type("/dev/mqueue"));
+    check(r, "/sys read-only sysfs",
+          fs_type("/sys") == SYSFS_MAGIC && create_errno("/sys/x") == EROFS, "type %#lx",
+          fs_type("/sys"));
+    check(r, "/proc/keys masked", stat("/proc/keys", &st) == 0 && S_ISCHR(st.st_mode), "mode %o",
+          st.st_mode);
+}
+
+Test(mounts, docker_mount_list_with_prepared_trees, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256], p[512], resolv[256], hostname[256], planted[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    snprintf(host_dir, sizeof(host_dir), "/var/tmp/bh-mounts-host-XXXXXX");
+    cr_assert_not_null(mkdtemp(host_dir));
+    chmod(host_dir, 0755);
+    /* rootfs/etc/resolv.conf points at a host file: the bind must not land on it. */
+    pathf(planted, sizeof(planted), "%s/host-resolv.conf", host_dir);
+    put_file(planted, "host\n");
+    chmod(planted, 0666);
+    pathf(p, sizeof(p), "%s/etc", rootfs);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    pathf(p, sizeof(p), "%s/etc/resolv.conf", rootfs);
+    cr_assert_eq(symlink(planted, p), 0);
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    pathf(resolv, sizeof(resolv), "%s/resolv.conf", tmp_dir);
+    put_file(resolv, "nameserver 192.0.2.1\n");
+    pathf(hostname, sizeof(hostname), "%s/hostname", tmp_dir);
+    put_file(hostname, "box\n");
+
+    /* What the host side does (oci/trees.c): clone as host root, set flags. */
+    int trees[2];
+    const char *srcs[2] = {resolv, hostname};
+    for (int i = 0; i < 2; i++) {
+        trees[i] = open_tree(AT_FDCWD, srcs[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        cr_assert_geq(trees[i], 0, "open_tree %s: %s", srcs[i], strerror(errno));
+        struct mount_attr ma = {.attr_set = i == 1 ? MOUNT_ATTR_RDONLY : 0,
+                                .propagation = MS_PRIVATE};
+        cr_assert_eq(mount_setattr(trees[i], "", AT_EMPTY_PATH, &ma, sizeof(ma)), 0, "%s",
+                     strerror(errno));
+    }
+    unsigned long dflt = MS_NOSUID | MS_NOEXEC | MS_NODEV;
+    struct bh_mount mounts[] = {
+        {.source = "proc", .destination = "/proc", .type = "proc", .flags = dflt},
+        {.source = "tmpfs",
+         .destination = "/dev",
+         .type = "tmpfs",
+         .flags = MS_NOSUID | MS_STRICTATIME,
+         .data = "mode=755,size=65536k"},
+        {.source = "devpts",
+         .destination = "/dev/pts",
+         .type = "devpts",
+         .flags = MS_NOSUID | MS_NOEXEC,
+         .data = "newinstance,ptmxmode=0666,mode=0620,gid=5"},
+        {.source = "sysfs", .destination = "/sys", .type = "sysfs", .flags = dflt | MS_RDONLY},
+        {.source = "cgroup",
+         .destination = "/sys/fs/cgroup",
+         .type = "cgroup",
+         .flags = dflt | MS_RDONLY},
+        {.source = "mqueue", .destination = "/dev/mqueue", .type = "mqueue", .flags = dflt},
+        {.source = "shm",
+         .destination = "/dev/shm",
+         .type = "tmpfs",
+         .flags = dflt,
+         .data = "mode=1777,size=67108864"},
+        {.source = resolv,
+         .destination = "/etc/resolv.conf",
+         .type = "bind",
+         .flags = MS_BIND | MS_REC,
+         .has_tree_fd = true,
+         .tree_fd = trees[0]},
+        {.source = hostname,
+         .destination = "/etc/hostname",
+         .type = "bind",
+         .flags = MS_BIND | MS_REC | MS_RDONLY,
+         .has_tree_fd = true,
+         .tree_fd = trees[1]},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.mounts = mounts;
+    spec.n_mounts = sizeof(mounts) / sizeof(mounts[0]);
+    struct report r;
+    run_sandboxed(&spec, inside_docker, NULL, &r);
+    close(trees[0]);
+    close(trees[1]);
+
+    FILE *f = fopen(planted, "re");
+    char buf[32] = "";
+    cr_assert_not_null(f);
+    cr_expect_not_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    cr_expect_str_eq(buf, "host\n", "the planted host file changed");
+    assert_checks(&r);
+    pathf(p, sizeof(p), "%s%s", rootfs, planted);
+    cr_expect_eq(access(p, F_OK), 0, "the symlinked mount point was not made inside the rootfs");
+}
+
+Test(mounts, host_root_as_rootfs_is_refused)
+{
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = "/";
+    struct report r;
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "host's root") != NULL, "%s", r.err.msg);
+}
