@@ -827,6 +827,21 @@ Test(mounts, failing_mount_names_source_and_destination, .fini = tmp_cleanup)
     cr_assert_eq(r.setup_rc, -1);
     cr_expect(strstr(r.err.msg, "nfs") != NULL && strstr(r.err.msg, "not supported") != NULL, "%s",
               r.err.msg);
+
+    /* A symlink loop and a file in the middle of the path. */
+    char p[512];
+    pathf(p, sizeof(p), "%s/loop1", rootfs);
+    cr_assert_eq(symlink("loop2", p), 0);
+    pathf(p, sizeof(p), "%s/loop2", rootfs);
+    cr_assert_eq(symlink("/loop1", p), 0);
+    mounts[0] = (struct bh_mount){.source = "tmpfs", .destination = "/loop1/x", .type = "tmpfs"};
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(r.err.code == ELOOP && strstr(r.err.msg, "/loop1/x") != NULL, "%s", r.err.msg);
+    mounts[0] = (struct bh_mount){.source = "tmpfs", .destination = "/marker/x", .type = "tmpfs"};
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(r.err.code == ENOTDIR && strstr(r.err.msg, "/marker/x") != NULL, "%s", r.err.msg);
 }
 
 /* ---- without a network namespace of its own ---------------------------------- */
