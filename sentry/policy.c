@@ -82,7 +82,7 @@
 #define MAX_CMPS 24           /* comparisons ANDed in one conjunction before merging */
 #define MAX_CONJ 1024         /* alternatives in one condition after expansion */
 #define MAX_PRODUCT (1 << 16) /* pairs tried when ANDing two conditions */
-#define MAX_RULES 8192        /* libseccomp rules in one policy */
+#define MAX_RULES 4096        /* libseccomp rules in one policy */
 #define MAX_BPF_INSNS 4096    /* BPF_MAXINSNS: the kernel refuses longer programs */
 
 enum cmp_op { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_MEQ };
@@ -119,6 +119,7 @@ struct rule {
     uint32_t action;
     unsigned n;
     struct scmp_arg_cmp cmp[6];
+    struct conj c; /* the same, for subsumption checks while rules are collected */
 };
 
 struct bh_policy {
@@ -1161,26 +1162,40 @@ static int parse_line(struct parser *ps, const char **include)
     return 0;
 }
 
-static int add_rule(struct bh_policy *p, int nr, uint32_t action, const struct conj *c)
+/* True when every call matching a also matches b (a is the narrower rule). */
+static bool conj_implies(const struct conj *a, const struct conj *b)
 {
-    if (p->n_rules >= MAX_RULES)
-        return -1;
-    if (p->n_rules == p->cap_rules) {
-        size_t cap = p->cap_rules ? p->cap_rules * 2 : 64;
-        struct rule *v = realloc(p->rules, cap * sizeof(*v));
-        if (v == NULL)
-            return -1;
-        p->rules = v;
-        p->cap_rules = cap;
+    for (unsigned i = 0; i < b->n; i++) {
+        const struct cmp *y = &b->c[i];
+        const struct cmp *x = NULL;
+        for (unsigned j = 0; j < a->n; j++)
+            if (a->c[j].arg == y->arg)
+                x = &a->c[j];
+        if (x == NULL)
+            return false;
+        if (x->op == OP_EQ) {
+            if (!cmp_holds(y, x->datum))
+                return false;
+        } else if (x->op == OP_MEQ && y->op == OP_MEQ) {
+            if ((x->mask & y->mask) != y->mask || (x->datum & y->mask) != y->datum)
+                return false;
+        } else if (x->op != y->op || x->datum != y->datum) {
+            return false;
+        }
     }
+    return true;
+}
+
+static void rule_set(struct rule *r, int nr, uint32_t action, const struct conj *c)
+{
     static const enum scmp_compare ops[] = {SCMP_CMP_EQ,       SCMP_CMP_NE, SCMP_CMP_LT,
                                             SCMP_CMP_LE,       SCMP_CMP_GT, SCMP_CMP_GE,
                                             SCMP_CMP_MASKED_EQ};
-    struct rule *r = &p->rules[p->n_rules++];
     memset(r, 0, sizeof(*r));
     r->nr = nr;
     r->action = action;
     r->n = c->n;
+    r->c = *c;
     for (unsigned i = 0; i < c->n; i++) {
         const struct cmp *x = &c->c[i];
         r->cmp[i] = (struct scmp_arg_cmp){.arg = x->arg, .op = ops[x->op]};
@@ -1191,6 +1206,34 @@ static int add_rule(struct bh_policy *p, int nr, uint32_t action, const struct c
             r->cmp[i].datum_a = x->datum;
         }
     }
+}
+
+/* Adds a rule for one syscall, keeping its rules of one action free of
+ * repeats and of rules a wider one already covers: libseccomp 2.5.4 leaks
+ * memory when it prunes those itself. Rules from first is this syscall's. */
+static int add_rule(struct bh_policy *p, size_t first, int nr, uint32_t action,
+                    const struct conj *c)
+{
+    for (size_t i = first; i < p->n_rules; i++)
+        if (p->rules[i].action == action && conj_implies(c, &p->rules[i].c))
+            return 0;
+    /* Drop narrower rules the new one covers. */
+    for (size_t i = first; i < p->n_rules;)
+        if (p->rules[i].action == action && conj_implies(&p->rules[i].c, c))
+            p->rules[i] = p->rules[--p->n_rules];
+        else
+            i++;
+    if (p->n_rules >= MAX_RULES)
+        return -1;
+    if (p->n_rules == p->cap_rules) {
+        size_t cap = p->cap_rules ? p->cap_rules * 2 : 64;
+        struct rule *v = realloc(p->rules, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        p->rules = v;
+        p->cap_rules = cap;
+    }
+    rule_set(&p->rules[p->n_rules++], nr, action, c);
     return 0;
 }
 
@@ -1223,11 +1266,13 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
         order[i] = i;
     qsort_r(order, p->n_lines, sizeof(*order), by_syscall, p->lines);
     int ret = 0;
-    size_t start = 0;
+    size_t start = 0, first_rule = 0;
     for (size_t k = 0; k < p->n_lines && ret == 0; k++) {
         const struct line *l = &p->lines[order[k]];
-        if (k > 0 && p->lines[order[k - 1]].nr != l->nr)
+        if (k > 0 && p->lines[order[k - 1]].nr != l->nr) {
             start = k;
+            first_rule = p->n_rules;
+        }
         const char *fname = p->files[l->file];
         bool redundant = false;
         if (k - start >= MAX_LINES_PER_SYSCALL) {
@@ -1273,7 +1318,7 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
                                fname, l->lineno);
         if (ret == 0 && l->action != p->default_action)
             for (size_t c = 0; c < eff.n && ret == 0; c++)
-                if (add_rule(p, l->nr, l->action, &eff.v[c]) < 0)
+                if (add_rule(p, first_rule, l->nr, l->action, &eff.v[c]) < 0)
                     ret = bh_error_set(err, E2BIG,
                                        "%s:%u: the policy needs more than %d rules; simplify it",
                                        fname, l->lineno, MAX_RULES);
