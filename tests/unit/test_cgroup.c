@@ -594,3 +594,75 @@ Test(cgroup_hybrid, refused_limit_leaves_nothing)
     cr_assert_eq(bh_cgroup_create(real_path(), &bad, &live_cg, &err), -1);
     cr_assert(strstr(err.msg, "cpu") != NULL, "%s", err.msg);
 }
+
+/* The v1 backend for real: this machine's v1 hierarchies without the
+ * unified one, so kill takes the freeze, SIGKILL, thaw path. */
+Test(cgroup_hybrid, v1_backend_for_real)
+{
+    need_hybrid();
+    setenv("BULKHEAD_CGROUP_LAYOUT", "v1", 1);
+    struct bh_limits l = {.memory_bytes = 48 * MiB, .pids = 12};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create(real_path(), &l, &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_null(bh_cgroup_dir(live_cg, NULL));
+    live_child = spawn_sleeper();
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_limit, 48 * MiB);
+    cr_assert_eq(st.pids_limit, 12);
+    cr_assert_eq(st.pids_current, 1);
+    cr_assert_eq(bh_cgroup_kill(live_cg, &err), 0, "%s", err.msg);
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    char d[512];
+    snprintf(d, sizeof(d), "%s", bh_cgroup_dir(live_cg, "freezer"));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(d));
+}
+
+/* The v2 backend for real on the controller-less cgroup2 mount: core files
+ * (cgroup.freeze, cgroup.kill, cpu.stat) work, and any limit fails closed. */
+Test(cgroup_hybrid, v2_backend_on_the_unified_mount)
+{
+    need_hybrid();
+    setenv("BULKHEAD_CGROUP_ROOT", "/sys/fs/cgroup/unified", 1);
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_V2);
+    struct bh_error err = {0};
+    struct bh_limits l = {.pids = 10};
+    const char *path = real_path();
+    cr_assert_eq(bh_cgroup_create(path, &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    char p[256];
+    snprintf(p, sizeof(p), "/sys/fs/cgroup/unified/%s", path);
+    cr_assert(!exists(p));
+
+    cr_assert_eq(bh_cgroup_create(real_path(), NULL, &live_cg, &err), 0, "%s", err.msg);
+    live_child = spawn_sleeper();
+    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_freeze(live_cg, true, &err), 0, "%s", err.msg);
+    cr_assert(strstr(get(bh_cgroup_dir(live_cg, NULL), "cgroup.events"), "frozen 1"));
+    cr_assert_eq(bh_cgroup_freeze(live_cg, false, &err), 0, "%s", err.msg);
+    pid_t *pids = NULL;
+    size_t n = 0;
+    cr_assert_eq(bh_cgroup_pids(live_cg, &pids, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(pids[0], live_child);
+    free(pids);
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_limit, UINT64_MAX);
+    cr_assert_eq(bh_cgroup_kill(live_cg, &err), 0, "%s", err.msg);
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    char d[512];
+    snprintf(d, sizeof(d), "%s", bh_cgroup_dir(live_cg, NULL));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(d));
+}
