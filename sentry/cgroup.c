@@ -1205,3 +1205,13 @@ void bh_cgroup_free(struct bh_cgroup *cg)
     free(cg->rel);
     free(cg);
 }
+
+const char *bh_cgroup_path(const struct bh_cgroup *cg)
+{
+    return cg->rel;
+}
+
+enum bh_cgroup_layout bh_cgroup_layout_of(const struct bh_cgroup *cg)
+{
+    return cg->layout;
+}

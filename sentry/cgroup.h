@@ -21,7 +21,16 @@ enum bh_cgroup_layout {
 struct bh_cgroup;
 
 /* Layout of the cgroup root (default /sys/fs/cgroup; env BULKHEAD_CGROUP_ROOT
- * overrides it, which tests use with a fake tree). */
+ * overrides it, which tests use with a fake tree). Env BULKHEAD_CGROUP_LAYOUT
+ * = v1 | v2 | hybrid forces the layout. A root that is no cgroup filesystem
+ * is a fake tree: cgroup.controllers at its root means v2, a `unified`
+ * directory hybrid, else v1 with controllers named by directory names
+ * ("cpu,cpuacct" is one combined hierarchy); on a real host the v1
+ * controllers come from /proc/self/mountinfo.
+ *
+ * Limits (struct bh_limits): 0 leaves a value alone, > 0 sets it, < 0 lifts
+ * it ("max"/-1, for update). Swap 0 means memory+swap = memory, so --memory
+ * really limits. */
 enum bh_cgroup_layout bh_cgroup_detect(void);
 const char *bh_cgroup_layout_name(enum bh_cgroup_layout layout);
 
@@ -51,11 +60,18 @@ struct bh_cgroup_stats {
 };
 int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
 
-/* Path of the cgroup for a controller ("memory", "pids", "cpu", "freezer")
- * or NULL for the v2 one; used by checks that read limits back. */
+/* Path of the cgroup for a controller ("memory", "pids", "cpu", "cpuacct",
+ * "cpuset", "freezer") or NULL for the v2 one; used by checks that read
+ * limits back. On v2 every controller names the unified directory; NULL is
+ * returned for a controller (or v2 directory) the layout does not have. */
 const char *bh_cgroup_dir(const struct bh_cgroup *cg, const char *controller);
+/* The normalised path relative to each hierarchy root ("docker/ID"). */
+const char *bh_cgroup_path(const struct bh_cgroup *cg);
+enum bh_cgroup_layout bh_cgroup_layout_of(const struct bh_cgroup *cg);
 
-/* Kills what remains, removes every directory made by create, frees cg. */
+/* Kills what remains, removes every directory made by create, frees cg.
+ * Shared parents ("bulkhead", "docker") stay: another sandbox may be
+ * creating in them. Frees cg even when it fails. */
 int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err);
 /* Frees without touching the kernel state (the cgroup lives on). */
 void bh_cgroup_free(struct bh_cgroup *cg);

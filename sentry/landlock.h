@@ -26,7 +26,11 @@ int bh_landlock_abi(void);
 /* Restricts the calling thread (and what it execs) to the rules: every
  * right the running ABI knows is handled, so whatever no rule grants is
  * denied; with ABI 6, abstract unix sockets and signals outside the domain
- * are scoped too. Fails (fail closed) when Landlock is missing. */
+ * are scoped too. Fails (fail closed) when Landlock is missing. Sets
+ * no_new_privs first when it is not set yet (Landlock needs it without
+ * CAP_SYS_ADMIN). Only the calling thread is restricted: call it before
+ * creating threads. Network ports are not restricted. A rule on a
+ * non-directory grants only file rights (read, write, truncate, execute). */
 int bh_landlock_restrict(const struct bh_landlock_rule *rules, size_t n, struct bh_error *err);
 
 #endif
