@@ -54,7 +54,8 @@ struct bh_guest {
     atomic_int refs;
     pid_t tid;
     pid_t tgid;
-    int pidfd;      /* -1 when the kernel has no thread pidfds */
+    int pidfd;      /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
+    int status_fd;  /* /proc/TID/status, re-read with pread */
     bool ids_valid; /* fs ids below may be reused (see config.ids_notified) */
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
     int ngroups;

@@ -228,6 +228,8 @@ static void guest_put(struct bh_guest *g)
     if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1) {
         if (g->pidfd >= 0)
             close(g->pidfd);
+        if (g->status_fd >= 0)
+            close(g->status_fd);
         free(g);
     }
 }
@@ -237,16 +239,13 @@ static int parse_ids(const char *line, uint32_t out[4])
     return sscanf(line, "%u %u %u %u", &out[0], &out[1], &out[2], &out[3]) == 4 ? 0 : -1;
 }
 
-/* Reads Tgid, Uid, Gid, Groups (and Umask when asked) of a thread. */
-static int read_status(pid_t tid, struct bh_guest *g, mode_t *umask_out)
+/* Reads Tgid, Uid, Gid, Groups (and Umask when asked) of a thread from its
+ * /proc/TID/status, opened once: a read starts over at offset 0, and fails
+ * once the task is gone, even when its tid has been reused since. */
+static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", tid);
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -ESRCH;
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
     if (n <= 0)
         return -ESRCH;
     buf[n] = '\0';
@@ -293,7 +292,19 @@ static bool pidfd_alive(int pidfd)
     return poll(&p, 1, 0) == 0;
 }
 
-/* The entry of the notifying thread, its ids current. NULL: thread gone. */
+static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
+{
+    pthread_mutex_lock(&b->lock);
+    if (b->cache[slot] == g) {
+        b->cache[slot] = NULL;
+        guest_put(g);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* The entry of the notifying thread, its ids current. NULL: thread gone.
+ * Cost when cached: one pread of its status (fresh ids and proof of life),
+ * or with config.ids_notified one poll of its pidfd. */
 static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 {
     unsigned slot = (unsigned)tid % BH_ARRAY_SIZE(b->cache);
@@ -301,27 +312,26 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     pthread_mutex_lock(&b->lock);
     struct bh_guest *c = b->cache[slot];
     if (c != NULL && c->tid == tid) {
-        if (pidfd_alive(c->pidfd)) {
-            atomic_fetch_add(&c->refs, 1);
-            g = c;
-        } else {
-            b->cache[slot] = NULL;
-            guest_put(c);
-        }
+        atomic_fetch_add(&c->refs, 1);
+        g = c;
     }
     pthread_mutex_unlock(&b->lock);
 
     if (g != NULL) {
-        if (g->ids_valid && b->cfg.ids_notified)
-            return g;
-        /* Fresh ids into the shared entry: only this thread's own requests
-         * use it, and the thread waits for this one. */
-        if (read_status(tid, g, NULL) < 0) {
-            guest_put(g);
-            return NULL;
+        bool alive;
+        if (g->ids_valid && b->cfg.ids_notified) {
+            alive = pidfd_alive(g->pidfd);
+        } else {
+            /* Only this thread's own requests use the entry, and the thread
+             * waits for this one: no one else writes it meanwhile. */
+            alive = read_status(g->status_fd, g, NULL) == 0;
+            g->ids_valid = alive;
         }
-        g->ids_valid = true;
-        return g;
+        if (alive)
+            return g;
+        /* A dead task's entry; the tid may belong to a new one now. */
+        guest_forget(b, slot, g);
+        guest_put(g);
     }
 
     g = calloc(1, sizeof(*g));
@@ -329,8 +339,12 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
         return NULL;
     atomic_init(&g->refs, 1);
     g->tid = tid;
+    g->status_fd = -1;
     g->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
-    if (g->pidfd < 0 || read_status(tid, g, NULL) < 0) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", tid);
+    g->status_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (g->pidfd < 0 || g->status_fd < 0 || read_status(g->status_fd, g, NULL) < 0) {
         guest_put(g);
         return NULL;
     }
@@ -394,7 +408,7 @@ int bh_req_umask(struct bh_req *r, mode_t *mask)
 {
     struct bh_guest tmp = {0};
     *mask = 022;
-    return read_status(r->n->pid, &tmp, mask) < 0 ? -ESRCH : 0;
+    return read_status(r->g->status_fd, &tmp, mask) < 0 ? -ESRCH : 0;
 }
 
 int bh_req_getfd(struct bh_req *r, int guest_fd)
@@ -671,8 +685,8 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     /* Synchronous wake-ups: the guest thread hands its CPU straight to the
      * worker and back, roughly halving a round trip. Older kernels lack it,
      * which only costs speed. */
-    uint64_t flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &flags) < 0 && errno != EINVAL && errno != ENOTTY)
+    unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value, not by pointer */
+    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL && errno != ENOTTY)
         return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
                               listener_fd);
     struct bh_listener *l = calloc(1, sizeof(*l));

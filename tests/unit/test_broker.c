@@ -883,55 +883,93 @@ Test(broker, an_unhandled_notified_syscall_gets_enosys)
     run_guest(&o, g_unknown, NULL);
 }
 
-/* ---- speed ------------------------------------------------------------- */
+/* ---- speed ----------------------------------------------------------- */
 
-static double per_call_us(double t0, int n)
+/* The best of several batches: the machine is shared, and the best batch is
+ * the one least disturbed by others. */
+#define BATCHES 10
+#define PER_BATCH 300
+#define MEASURE(expr)                                                                              \
+    ({                                                                                             \
+        double best_ = 1e9;                                                                        \
+        for (int b_ = 0; b_ < BATCHES; b_++) {                                                     \
+            double t0_ = now_s();                                                                  \
+            for (int i_ = 0; i_ < PER_BATCH; i_++) {                                               \
+                expr;                                                                              \
+            }                                                                                      \
+            double us_ = (now_s() - t0_) * 1e6 / PER_BATCH;                                        \
+            if (us_ < best_)                                                                       \
+                best_ = us_;                                                                       \
+        }                                                                                          \
+        best_;                                                                                     \
+    })
+
+static void open_close(const char *path)
 {
-    return (now_s() - t0) * 1e6 / n;
+    int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        gsay("open %s failed: %s", path, strerror(errno));
+        _exit(1);
+    }
+    close(fd);
 }
 
 static void g_bench(void *arg)
 {
     double *native = arg;
-    enum { N = 3000 };
-    double t0 = now_s();
-    for (int i = 0; i < N; i++) {
-        int fd = openat(AT_FDCWD, "/inside.txt", O_RDONLY | O_CLOEXEC);
-        GCHECK(fd >= 0);
-        close(fd);
-    }
-    double open_us = per_call_us(t0, N);
-    t0 = now_s();
-    for (int i = 0; i < N; i++)
-        syscall(SYS_getppid);
-    double ppid_us = per_call_us(t0, N);
-    t0 = now_s();
-    for (int i = 0; i < N; i++)
-        syscall(SYS_mknodat, AT_FDCWD, "/dev-node", S_IFCHR | 0600, 0x0101);
-    double refused_us = per_call_us(t0, N);
-    gsay("speed: openat+close brokered %.1f us vs native %.1f us (x%.1f); getppid direct %.2f us "
-         "vs native %.2f us; brokered refusal (mknodat of a device) %.1f us",
-         open_us, native[0], open_us / native[0], ppid_us, native[1], refused_us);
+    char cwd[64];
+    struct stat st;
+    double open_us = MEASURE(open_close("/inside.txt"));
+    double stat_us = MEASURE(stat("/inside.txt", &st));
+    double ppid_us = MEASURE(syscall(SYS_getppid));
+    double refused_us =
+        MEASURE(syscall(SYS_mknodat, AT_FDCWD, "/dev-node", S_IFCHR | 0600, 0x0101));
+    double rtt_us = MEASURE(syscall(SYS_getcwd, cwd, sizeof(cwd)));
+    gsay("speed (best of %d batches of %d): openat+close brokered %.1f us vs native %.1f us "
+         "(x%.1f); stat brokered %.1f us vs native %.1f us; getppid direct %.2f us vs native "
+         "%.2f us; brokered refusal (mknodat of a device) %.1f us; bare round trip (notified, "
+         "unbrokered: ENOSYS) %.1f us",
+         BATCHES, PER_BATCH, open_us, native[0], open_us / native[0], stat_us, native[2], ppid_us,
+         native[1], refused_us, rtt_us);
+}
+
+static void native_open_close(const char *p)
+{
+    int fd = openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+    cr_assert(fd >= 0);
+    close(fd);
+}
+
+static void bench(bool ids_notified)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/inside.txt", root);
+    struct stat st;
+    double native[3];
+    native[0] = MEASURE(native_open_close(p));
+    native[1] = MEASURE(syscall(SYS_getppid));
+    native[2] = MEASURE(stat(p, &st));
+    static const int calls[] = {SCMP_SYS(openat),     SCMP_SYS(mknodat),   SCMP_SYS(getcwd),
+                                SCMP_SYS(newfstatat), SCMP_SYS(stat),      SCMP_SYS(setuid),
+                                SCMP_SYS(setgid),     SCMP_SYS(setreuid),  SCMP_SYS(setregid),
+                                SCMP_SYS(setresuid),  SCMP_SYS(setresgid), SCMP_SYS(setfsuid),
+                                SCMP_SYS(setfsgid),   SCMP_SYS(setgroups)};
+    struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
+    struct bh_broker_config cfg = {
+        .root_fd = root_fd, .sentry_pid = 1, .ids_notified = ids_notified};
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    fprintf(stderr, "ids %s: ", ids_notified ? "cached (set*id notified)" : "read per call");
+    struct guest g = spawn_guest(&o, g_bench, native);
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g);
+    bh_broker_free(b);
 }
 
 Test(broker, speed_of_brokered_and_direct_calls)
 {
-    enum { N = 3000 };
-    char p[512];
-    snprintf(p, sizeof(p), "%s/inside.txt", root);
-    double native[2];
-    double t0 = now_s();
-    for (int i = 0; i < N; i++) {
-        int fd = openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-        cr_assert(fd >= 0);
-        close(fd);
-    }
-    native[0] = per_call_us(t0, N);
-    t0 = now_s();
-    for (int i = 0; i < N; i++)
-        syscall(SYS_getppid);
-    native[1] = per_call_us(t0, N);
-    static const int calls[] = {SCMP_SYS(openat), SCMP_SYS(mknodat)};
-    struct guest_opts o = {calls, 2, false};
-    run_guest(&o, g_bench, native);
+    bench(false);
+    bench(true);
 }
