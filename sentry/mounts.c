@@ -1058,15 +1058,14 @@ static int setup_run(struct setup *s, struct bh_error *err)
         return -1;
     if (s->embedded && build_embedded(s, err) < 0)
         return bh_error_prefix(err, "embedded default root");
-    if (mount_base_proc(s, err) < 0 || mount_base_dev(s, err) < 0)
+    /* Base /proc, /dev and /sys first, so the spec's mounts go on top. */
+    if (mount_base_proc(s, err) < 0 || mount_base_dev(s, err) < 0 || mount_base_sys(s, err) < 0)
         return -1;
     for (size_t i = 0; i < spec->n_mounts; i++)
         if (spec_mount(s, i, err) < 0)
             return bh_error_prefix(err, "mount %zu of the spec", i);
     if (populate_dev(s, err) < 0)
         return bh_error_prefix(err, "populate /dev");
-    if (mount_base_sys(s, err) < 0)
-        return -1;
     if (protect_paths(s, err) < 0)
         return -1;
     if (prepare_cwd(s, cwd, err) < 0)

@@ -467,6 +467,9 @@ static void inside_embedded(struct report *r, void *arg)
     check(r, "/sys is sysfs", t == SYSFS_MAGIC, "type %#lx", t);
     e = create_errno("/sys/bh-mounts-test");
     check(r, "/sys read-only", e == EROFS, "create: %s", strerror(e));
+    t = fs_type("/sys/fs/cgroup");
+    check(r, "spec mount above the base /sys", t == TMPFS_MAGIC || t == CGROUP2_SUPER_MAGIC,
+          "type %#lx", t);
 
     /* /dev */
     fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -513,10 +516,40 @@ Test(mounts, embedded_default)
     struct bh_sandbox_spec spec;
     spec_base(&spec);
     spec.limits.tmpfs_bytes = 1 << 20;
+    /* On top of the base /sys, not under it. */
+    struct bh_mount mounts[] = {
+        {.source = "cgroup", .destination = "/sys/fs/cgroup", .type = "cgroup"},
+    };
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
     struct report r;
     run_sandboxed(&spec, inside_embedded, NULL, &r);
     assert_checks(&r);
-    cr_expect_lt(r.setup_ms, 10.0, "setup took %.2f ms", r.setup_ms);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void nothing(struct report *r, void *arg);
+
+/* The median, so a busy machine's outlier does not fail it. */
+Test(mounts, embedded_default_is_fast)
+{
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    double ms[7];
+    for (int i = 0; i < 7; i++) {
+        struct report r;
+        run_sandboxed(&spec, nothing, NULL, &r);
+        cr_assert_eq(r.setup_rc, 0, "%s", r.err.msg);
+        ms[i] = r.setup_ms;
+    }
+    qsort(ms, 7, sizeof(ms[0]), cmp_double);
+    cr_log_info("bh_mounts_setup: min %.2f ms, median %.2f ms, max %.2f ms", ms[0], ms[3], ms[6]);
+    cr_expect_lt(ms[3], 10.0, "median setup time %.2f ms", ms[3]);
 }
 
 /* ---- a rootfs with planted escape symlinks -------------------------------- */
