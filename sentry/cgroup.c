@@ -83,10 +83,16 @@ static const char *cgroup_root(void)
     return r != NULL && r[0] == '/' ? r : DEFAULT_ROOT;
 }
 
-static void sleep_ms(long ms)
+/* Waits between polls: from 100 us doubling to STEP_MS, since most waits
+ * (a killed process leaving, a freeze settling) end within a millisecond. */
+static void backoff(long *us)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    if (*us <= 0)
+        *us = 100;
+    struct timespec ts = {*us / 1000000, (*us % 1000000) * 1000L};
     nanosleep(&ts, NULL);
+    if (*us < STEP_MS * 1000)
+        *us *= 2;
 }
 
 static int64_t now_ms(void)
@@ -551,12 +557,13 @@ static int remove_dir(const struct bh_cgroup *cg, const char *dir, struct bh_err
         }
     }
     int64_t deadline = now_ms() + 1000;
+    long wait_us = 0;
     for (;;) {
         if (rmdir(dir) == 0 || errno == ENOENT)
             return 0;
         if (errno != EBUSY || now_ms() > deadline)
             return bh_error_errno(err, errno, "remove cgroup `%s`", dir);
-        sleep_ms(STEP_MS);
+        backoff(&wait_us);
     }
 }
 
@@ -755,6 +762,7 @@ static int v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
                             cgroup_root());
     const char *want = frozen ? "FROZEN" : "THAWED";
     int64_t deadline = now_ms() + WAIT_MS;
+    long wait_us = 0;
     /* FREEZING can stall while a task is in an uninterruptible sleep: write
      * again until the state reads back. */
     for (;;) {
@@ -771,7 +779,7 @@ static int v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
             return bh_error_set(err, ETIMEDOUT, "cgroup `%s` did not reach %s within %d ms", d,
                                 want, WAIT_MS);
         }
-        sleep_ms(STEP_MS);
+        backoff(&wait_us);
     }
 }
 
@@ -786,6 +794,7 @@ static int list_pids(const char *dir, pid_t **pids, size_t *n, struct bh_error *
 /* Empty in every hierarchy that lists processes. */
 static int wait_empty(struct bh_cgroup *cg, int64_t deadline, bool resend, struct bh_error *err)
 {
+    long wait_us = 0;
     for (;;) {
         size_t total = 0;
         for (size_t i = 0; i < cg->nh; i++) {
@@ -805,7 +814,7 @@ static int wait_empty(struct bh_cgroup *cg, int64_t deadline, bool resend, struc
                                 "cgroup `%s` still has %zu processes %d ms after SIGKILL "
                                 "(stuck in the kernel, or zombies nobody reaps)",
                                 cg->rel, total, WAIT_MS);
-        sleep_ms(STEP_MS);
+        backoff(&wait_us);
     }
 }
 
@@ -978,6 +987,7 @@ static int v2_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
     if (cg->fake)
         return 0;
     int64_t deadline = now_ms() + WAIT_MS;
+    long wait_us = 0;
     for (;;) {
         uint64_t v = 0;
         if (read_key(d, "cgroup.events", "frozen", &v, err) < 0)
@@ -990,7 +1000,7 @@ static int v2_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
             return bh_error_set(err, ETIMEDOUT, "cgroup `%s` did not %s within %d ms", d,
                                 frozen ? "freeze" : "thaw", WAIT_MS);
         }
-        sleep_ms(STEP_MS);
+        backoff(&wait_us);
     }
 }
 
