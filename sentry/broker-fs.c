@@ -630,6 +630,24 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
     bh_blocking_begin();
     int fd = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
     bh_blocking_end();
+    if (fd == -ELOOP)
+        return slow_open(r, abs, flags, mode, text_out); /* a magic link on the way */
+    if (fd < 0 && fd != -ENOMEM && fd != -EMFILE && fd != -ENFILE && fd != -EINTR) {
+        /* The failure may come from a symlink that led into the broker's
+         * own /proc (/proc/self/fd/N: no such fd here). Without following
+         * symlinks: the same failure means it happened before any symlink,
+         * so it is the guest's answer too; a symlink on the way (ELOOP)
+         * sends the path to the walk. */
+        how.resolve |= RESOLVE_NO_SYMLINKS;
+        bh_blocking_begin();
+        int again = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
+        bh_blocking_end();
+        if (again == fd)
+            return fd;
+        if (again < 0)
+            return slow_open(r, abs, flags, mode, text_out);
+        fd = again; /* created or appeared meanwhile: symlink-free, fine */
+    }
     if (fd < 0)
         return fd;
     long type = 0;

@@ -731,18 +731,37 @@ void bh_broker_free(struct bh_broker *b)
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 1;
+    bool stuck = false;
     for (size_t i = 0; i < b->n_threads; i++) {
-        if (pthread_timedjoin_np(b->threads[i], NULL, &deadline) != 0) {
-            /* Blocked in a guest's slow call: cancellable only there. */
-            pthread_cancel(b->threads[i]);
-            pthread_join(b->threads[i], NULL);
+        if (pthread_timedjoin_np(b->threads[i], NULL, &deadline) == 0)
+            continue;
+        /* Blocked in a guest's slow call: cancellable there if the call is a
+         * cancellation point (connect, send); openat2 through syscall(2) is
+         * not, so give it a moment and otherwise leave it be. */
+        pthread_cancel(b->threads[i]);
+        struct timespec soon;
+        clock_gettime(CLOCK_REALTIME, &soon);
+        soon.tv_nsec += 100 * 1000 * 1000;
+        if (soon.tv_nsec >= 1000000000L)
+            soon.tv_sec++, soon.tv_nsec -= 1000000000L;
+        if (pthread_timedjoin_np(b->threads[i], NULL, &soon) != 0) {
+            pthread_detach(b->threads[i]);
+            stuck = true;
         }
     }
-    free(b->threads);
     /* Listeners still watched: closing them fails the guests' pending and
      * future notified calls (ENOSYS), never lets them through. */
     while (b->listeners != NULL)
         listener_unlink(b, b->listeners);
+    if (stuck) {
+        /* A stuck worker still uses the broker: keep its memory (the sentry
+         * is ending anyway when it frees its broker). */
+        if (b->debug)
+            fprintf(stderr, "bulkhead-sentry: broker: a worker is stuck in a guest's call; "
+                            "its memory is left allocated\n");
+        return;
+    }
+    free(b->threads);
     for (size_t i = 0; i < BH_ARRAY_SIZE(b->cache); i++)
         guest_put(b->cache[i]);
     if (b->stop_fd >= 0)

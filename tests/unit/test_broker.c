@@ -461,6 +461,13 @@ static void g_proc(void *arg)
     GCHECK(open("/proc/sys/kernel/hostname", O_WRONLY) < 0 && errno == EROFS);
     c = content_of(AT_FDCWD, "/proc/sys/kernel/ostype", &e);
     GCHECK(strncmp(c, "Linux", 5) == 0);
+    /* Through a symlink to its own /proc/self/fd/N (like /dev/stdin). */
+    fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0 && dup2(fd, 50) == 50);
+    close(fd);
+    c = content_of(AT_FDCWD, "/fdlink", &e);
+    GCHECK(strcmp(c, "inside") == 0);
+    close(50);
     /* A symlink planted in the root pointing at /proc/self lands on the guest. */
     c = content_of(AT_FDCWD, "/mylink_status", &e);
     GCHECK(strncmp(c, "Name:", 5) == 0);
@@ -472,6 +479,8 @@ Test(broker, proc_self_works_and_the_sentry_and_others_are_refused)
     char p[512];
     snprintf(p, sizeof(p), "%s/mylink_status", root);
     cr_assert_eq(symlink("/proc/self/status", p), 0);
+    snprintf(p, sizeof(p), "%s/fdlink", root);
+    cr_assert_eq(symlink("/proc/self/fd/50", p), 0);
     other_pid = fork();
     cr_assert(other_pid >= 0);
     if (other_pid == 0) {
