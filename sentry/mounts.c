@@ -115,8 +115,9 @@ struct setup {
     bool embedded;
     const char *workdir;
     long long tmpfs_bytes;
-    int root_fd;     /* the new root, attached at MOUNTS_STAGING */
-    int rootfs_fd;   /* O_PATH of spec->rootfs, or -1 */
+    int root_fd;   /* the new root, attached at MOUNTS_STAGING */
+    int rootfs_fd; /* O_PATH of spec->rootfs or the prepared tree, or -1 */
+    bool rootfs_fd_borrowed;
     int devnull_fd;  /* O_PATH of the host's /dev/null, for masking files */
     int *source_fds; /* per spec mount: O_PATH of a bind source, else -1 */
     int dev_fds[BH_ARRAY_SIZE(dev_nodes)];
@@ -199,17 +200,22 @@ static int check_kind(int fd, enum mp_kind kind, const char *dest, struct bh_err
 static int create_component(int dirfd, const char *name, bool as_dir, struct bh_error *err,
                             const char *dest)
 {
-    if (as_dir) {
-        if (mkdirat(dirfd, name, 0755) < 0 && errno != EEXIST)
-            return bh_error_errno(err, errno, "create `%s` for mount point `%s`", name, dest);
-        return 0;
-    }
-    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST)
-        return bh_error_errno(err, errno, "create `%s` for mount point `%s`", name, dest);
+    int fd = -1;
+    int rc = as_dir ? mkdirat(dirfd, name, 0755)
+                    : (fd = openat(dirfd, name,
+                                   O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd >= 0)
         close(fd);
-    return 0;
+    if (rc >= 0 || errno == EEXIST)
+        return 0;
+    int e = errno;
+    if (e == EACCES || e == EPERM || e == EROFS || e == EOVERFLOW)
+        return bh_error_errno(err, e,
+                              "create `%s` for mount point `%s` (the root is not writable by the "
+                              "sandbox's root: create the mount point in the image, or use an "
+                              "overlay or an idmapped rootfs)",
+                              name, dest);
+    return bh_error_errno(err, e, "create `%s` for mount point `%s`", name, dest);
 }
 
 /* Opens dest inside the root (O_PATH), creating what is missing as kind
@@ -419,13 +425,31 @@ static int open_sources(struct setup *s, struct bh_error *err)
 {
     const struct bh_sandbox_spec *spec = s->spec;
 
-    if (spec->rootfs != NULL) {
+    if (spec->has_rootfs_tree_fd) {
+        s->rootfs_fd = spec->rootfs_tree_fd;
+        s->rootfs_fd_borrowed = true;
+        const char *name = spec->rootfs ? spec->rootfs : "(prepared tree)";
+        struct stat st, host;
+        if (fstat(s->rootfs_fd, &st) < 0 || !S_ISDIR(st.st_mode))
+            return bh_error_set(err, ENOTDIR, "prepared rootfs `%s` is not a directory tree", name);
+        if (stat("/", &host) == 0 && st.st_dev == host.st_dev && st.st_ino == host.st_ino)
+            return bh_error_set(err, EINVAL,
+                                "prepared rootfs `%s` is the host's root directory: the sandbox "
+                                "would see the whole host",
+                                name);
+    } else if (spec->rootfs != NULL) {
         if (spec->rootfs[0] != '/')
             return bh_error_set(err, EINVAL,
                                 "rootfs `%s` is not an absolute path: give the full path of the "
                                 "root directory",
                                 spec->rootfs);
         s->rootfs_fd = open_host(spec->rootfs, O_DIRECTORY);
+        if (s->rootfs_fd < 0 && errno == EACCES)
+            return bh_error_errno(err, errno,
+                                  "rootfs `%s` is out of reach of the sandbox's ids (a directory "
+                                  "on the way is not searchable by them): make it reachable, or "
+                                  "hand it over as a prepared tree (rootfs_tree_fd)",
+                                  spec->rootfs);
         if (s->rootfs_fd < 0)
             return bh_error_errno(err, errno, "rootfs `%s` is not an existing directory",
                                   spec->rootfs);
@@ -524,6 +548,14 @@ static int attach_root(struct setup *s, struct bh_error *err)
             return bh_error_errno(err, errno, "create the overlay's directories");
         char lower[32], data[256];
         fd_path(lower, s->rootfs_fd);
+        if (spec->has_rootfs_tree_fd) {
+            /* Older kernels take no detached mount as a layer: attach it. */
+            if (mkdir(MOUNTS_STAGING "/lower", 0755) < 0 ||
+                move_mount(s->rootfs_fd, "", AT_FDCWD, MOUNTS_STAGING "/lower",
+                           MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return bh_error_errno(err, errno, "attach the prepared rootfs as the lower layer");
+            snprintf(lower, sizeof(lower), "%s", MOUNTS_STAGING "/lower");
+        }
         snprintf(data, sizeof(data),
                  "lowerdir=%s,upperdir=" MOUNTS_STAGING "/upper,workdir=" MOUNTS_STAGING
                  "/work,userxattr",
@@ -535,6 +567,10 @@ static int attach_root(struct setup *s, struct bh_error *err)
         if (s->root_fd < 0)
             return bh_error_errno(err, errno, "open the overlay root");
         return 0;
+    } else if (spec->has_rootfs_tree_fd) {
+        if (move_mount(s->rootfs_fd, "", AT_FDCWD, MOUNTS_STAGING, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return bh_error_errno(err, errno, "attach the prepared rootfs `%s` on %s",
+                                  spec->rootfs ? spec->rootfs : "", MOUNTS_STAGING);
     } else {
         cleanup_close int tree = open_tree(
             s->rootfs_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
@@ -1024,7 +1060,8 @@ static int enter_root(struct setup *s, struct bh_error *err)
 static void setup_release(struct setup *s)
 {
     bh_closep(&s->root_fd);
-    bh_closep(&s->rootfs_fd);
+    if (!s->rootfs_fd_borrowed)
+        bh_closep(&s->rootfs_fd);
     bh_closep(&s->devnull_fd);
     for (size_t i = 0; i < BH_ARRAY_SIZE(s->dev_fds); i++)
         bh_closep(&s->dev_fds[i]);
@@ -1089,7 +1126,7 @@ int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
 {
     struct setup s = {
         .spec = spec,
-        .embedded = spec->rootfs == NULL,
+        .embedded = spec->rootfs == NULL && !spec->has_rootfs_tree_fd,
         .workdir = spec->workdir ? spec->workdir : MOUNTS_DEFAULT_WORKDIR,
         .tmpfs_bytes =
             spec->limits.tmpfs_bytes > 0 ? spec->limits.tmpfs_bytes : MOUNTS_DEFAULT_TMPFS_BYTES,

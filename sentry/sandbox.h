@@ -122,6 +122,12 @@ struct bh_sandbox_spec {
     char *rootfs;
     bool rootfs_readonly;
     bool rootfs_overlay;     /* writable tmpfs upper layer over a read-only rootfs */
+    /* The rootfs as a detached mount prepared by the host side (open_tree
+     * (OPEN_TREE_CLONE|AT_RECURSIVE), perhaps idmapped), for a rootfs the
+     * sandbox's own ids cannot reach (docker's 0710 /var/lib/docker); rootfs
+     * still names it in messages. Not closed by bh_mounts_setup. */
+    bool has_rootfs_tree_fd;
+    int rootfs_tree_fd;
     struct bh_mount *mounts; /* applied in order after the base layout */
     size_t n_mounts;
     char **masked_paths;     /* NULL-terminated or NULL: default list */

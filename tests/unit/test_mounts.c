@@ -1033,15 +1033,23 @@ Test(mounts, docker_mount_list_with_prepared_trees, .fini = tmp_cleanup)
          .has_tree_fd = true,
          .tree_fd = trees[1]},
     };
+    /* The rootfs too, under a directory the sandbox's ids cannot enter (as
+     * docker's /var/lib/docker is 0710): only the prepared tree reaches it. */
+    int root_tree = open_tree(AT_FDCWD, rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    cr_assert_geq(root_tree, 0, "open_tree %s: %s", rootfs, strerror(errno));
+    cr_assert_eq(chmod(tmp_dir, 0700), 0);
     struct bh_sandbox_spec spec;
     spec_base(&spec);
     spec.rootfs = rootfs;
+    spec.has_rootfs_tree_fd = true;
+    spec.rootfs_tree_fd = root_tree;
     spec.mounts = mounts;
     spec.n_mounts = sizeof(mounts) / sizeof(mounts[0]);
     struct report r;
     run_sandboxed(&spec, inside_docker, NULL, &r);
     close(trees[0]);
     close(trees[1]);
+    close(root_tree);
 
     FILE *f = fopen(planted, "re");
     char buf[32] = "";
@@ -1063,4 +1071,49 @@ Test(mounts, host_root_as_rootfs_is_refused)
     run_sandboxed(&spec, nothing, NULL, &r);
     cr_assert_eq(r.setup_rc, -1);
     cr_expect(strstr(r.err.msg, "host's root") != NULL, "%s", r.err.msg);
+}
+
+Test(mounts, prepared_rootfs_tree_with_overlay, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256], p[512];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    int root_tree = open_tree(AT_FDCWD, rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    cr_assert_geq(root_tree, 0, "open_tree %s: %s", rootfs, strerror(errno));
+    cr_assert_eq(chmod(tmp_dir, 0700), 0);
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/made/here", .type = "tmpfs"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.has_rootfs_tree_fd = true;
+    spec.rootfs_tree_fd = root_tree;
+    spec.rootfs_overlay = true;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    struct report r;
+    run_sandboxed(&spec, inside_overlay, NULL, &r);
+    close(root_tree);
+    assert_checks(&r);
+    pathf(p, sizeof(p), "%s/new-file", rootfs);
+    cr_expect_neq(access(p, F_OK), 0, "the guest's new file reached the rootfs");
+}
+
+Test(mounts, unreachable_rootfs_path_is_a_clear_error, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256];
+    make_rootfs(rootfs, sizeof(rootfs));
+    cr_assert_eq(chmod(tmp_dir, 0700), 0);
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    struct report r;
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(r.err.code == EACCES && strstr(r.err.msg, rootfs) != NULL, "%s", r.err.msg);
 }
