@@ -38,11 +38,31 @@
 #define WAIT_MS 5000 /* bound on freeze, kill and rmdir waits */
 #define STEP_MS 5
 
-enum ctl { CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, CTL_CPUSET, CTL_FREEZER, CTL_N };
-static const char *const ctl_names[CTL_N] = {"memory",  "pids",   "cpu",
-                                             "cpuacct", "cpuset", "freezer"};
+/* The first six are the ones limits, freezing and stats use; the rest are
+ * joined like runc does, so per-container figures (blkio for docker stats)
+ * and device rules have a cgroup of their own. */
+enum ctl {
+    CTL_MEMORY,
+    CTL_PIDS,
+    CTL_CPU,
+    CTL_CPUACCT,
+    CTL_CPUSET,
+    CTL_FREEZER,
+    CTL_BLKIO,
+    CTL_DEVICES,
+    CTL_HUGETLB,
+    CTL_NET_CLS,
+    CTL_NET_PRIO,
+    CTL_PERF_EVENT,
+    CTL_RDMA,
+    CTL_MISC,
+    CTL_N
+};
+static const char *const ctl_names[CTL_N] = {
+    "memory",  "pids",    "cpu",     "cpuacct",  "cpuset",     "freezer", "blkio",
+    "devices", "hugetlb", "net_cls", "net_prio", "perf_event", "rdma",    "misc"};
 
-#define MAX_HIER 8
+#define MAX_HIER 20
 
 /* One hierarchy the sandbox has a directory in. */
 struct hier {
@@ -425,8 +445,10 @@ static int v1_from_mountinfo(struct bh_cgroup *cg, const char *root, struct bh_e
             continue;
         if (strncmp(mnt, root, rl) != 0 || mnt[rl] != '/')
             continue;
+        /* Named hierarchies (name=systemd) hold no controller but track
+         * processes; runc joins them too. */
         unsigned ctls = ctls_from_list(opts);
-        if (ctls != 0 && add_hier(cg, mnt, ctls, false, err) < 0)
+        if ((ctls != 0 || strstr(opts, "name=") != NULL) && add_hier(cg, mnt, ctls, false, err) < 0)
             return -1;
     }
     return 0;

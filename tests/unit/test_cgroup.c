@@ -1,6 +1,7 @@
 /* Cgroup backends: v1 and v2 file writes on fake trees (BULKHEAD_CGROUP_ROOT),
  * and the hybrid backend for real on this machine. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -344,14 +345,18 @@ static void real_teardown(void)
         live_cg = NULL;
     }
     /* Our own parent in every hierarchy (the shared ones stay in real use). */
-    static const char *const hier[] = {"memory", "pids",    "cpu",    "cpuacct",
-                                       "cpuset", "freezer", "unified"};
-    for (size_t i = 0; i < sizeof(hier) / sizeof(hier[0]); i++) {
-        char p[256];
-        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", hier[i], real_parent);
-        if (rmdir(p) < 0 && errno != ENOENT)
+    DIR *d = opendir("/sys/fs/cgroup");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[512];
+        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", de->d_name, real_parent);
+        if (rmdir(p) < 0 && errno != ENOENT && errno != ENOTDIR)
             fprintf(stderr, "teardown: rmdir %s: %s\n", p, strerror(errno));
     }
+    if (d != NULL)
+        closedir(d);
 }
 
 static void need_hybrid(void)
@@ -398,7 +403,8 @@ Test(cgroup_hybrid, limits_read_back_and_lifecycle)
     char p[64], want[256];
     snprintf(p, sizeof(p), "/proc/%d", (int)live_child);
     const char *cgf = get(p, "cgroup");
-    static const char *const ctl[] = {"memory", "pids", "cpu", "cpuacct", "cpuset", "freezer"};
+    static const char *const ctl[] = {"memory",  "pids",  "cpu",     "cpuacct",     "cpuset",
+                                      "freezer", "blkio", "devices", "name=systemd"};
     for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++) {
         snprintf(want, sizeof(want), ":%s:/%s\n", ctl[i], path);
         cr_assert(strstr(cgf, want) != NULL, "%s missing in\n%s", want, cgf);
@@ -440,9 +446,10 @@ Test(cgroup_hybrid, limits_read_back_and_lifecycle)
     live_child = -1;
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-    char dirs[8][512];
+    char dirs[12][512];
     size_t nd = 0;
-    static const char *const all[] = {"memory", "pids", "cpu", "cpuacct", "cpuset", "freezer"};
+    static const char *const all[] = {"memory", "pids",    "cpu",   "cpuacct",
+                                      "cpuset", "freezer", "blkio", "devices"};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         snprintf(dirs[nd++], sizeof(dirs[0]), "%s", bh_cgroup_dir(live_cg, all[i]));
     snprintf(dirs[nd++], sizeof(dirs[0]), "%s", bh_cgroup_dir(live_cg, NULL));
