@@ -477,6 +477,23 @@ static int v1_from_dirnames(struct bh_cgroup *cg, const char *root, struct bh_er
 
 static const struct backend v1_backend, v2_backend, hybrid_backend;
 
+static void index_hiers(struct bh_cgroup *cg)
+{
+    for (int c = 0; c < CTL_N; c++)
+        cg->ctl_h[c] = -1;
+    cg->unified_h = -1;
+    for (size_t i = 0; i < cg->nh; i++) {
+        if (cg->h[i].unified)
+            cg->unified_h = (int)i;
+        for (int c = 0; c < CTL_N; c++)
+            if (cg->h[i].ctls & (1u << c))
+                cg->ctl_h[c] = (int)i;
+    }
+    if (cg->layout == BH_CGROUP_V2)
+        for (int c = 0; c < CTL_N; c++)
+            cg->ctl_h[c] = cg->unified_h;
+}
+
 /* Builds cg (without touching the kernel) for rel under the current root. */
 static int cgroup_new(const char *path, struct bh_cgroup **out, struct bh_error *err)
 {
@@ -516,16 +533,7 @@ static int cgroup_new(const char *path, struct bh_cgroup **out, struct bh_error 
                      root);
         goto fail;
     }
-    for (size_t i = 0; i < cg->nh; i++) {
-        if (cg->h[i].unified)
-            cg->unified_h = (int)i;
-        for (int c = 0; c < CTL_N; c++)
-            if (cg->h[i].ctls & (1u << c))
-                cg->ctl_h[c] = (int)i;
-    }
-    if (cg->layout == BH_CGROUP_V2)
-        for (int c = 0; c < CTL_N; c++)
-            cg->ctl_h[c] = cg->unified_h;
+    index_hiers(cg);
     if (cg->nh == 0) {
         bh_error_set(err, ENOTSUP, "no cgroup hierarchy found under `%s`", root);
         goto fail;
@@ -1142,6 +1150,19 @@ int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *er
         bh_cgroup_free(cg);
         return -1;
     }
+    /* Keep only the hierarchies it exists in (one made by another tool, or
+     * before a controller was mounted), so kill and destroy still work. */
+    size_t kept = 0;
+    for (size_t i = 0; i < cg->nh; i++) {
+        if (is_dir(cg->h[i].dir)) {
+            cg->h[kept++] = cg->h[i];
+        } else {
+            free(cg->h[i].mount);
+            free(cg->h[i].dir);
+        }
+    }
+    cg->nh = kept;
+    index_hiers(cg);
     *out = cg;
     return 0;
 }

@@ -673,3 +673,27 @@ Test(cgroup_hybrid, v2_backend_on_the_unified_mount)
     live_cg = NULL;
     cr_assert(!exists(d));
 }
+
+Test(cgroup_fake, open_keeps_only_hierarchies_the_cgroup_is_in)
+{
+    fake_v1(true);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("docker/part", NULL, &live_cg, &err), 0, "%s", err.msg);
+    char fz[512];
+    snprintf(fz, sizeof(fz), "%s", bh_cgroup_dir(live_cg, "freezer"));
+    bh_cgroup_free(live_cg);
+    live_cg = NULL;
+    cr_assert_eq(rmdir(fz), 0, "%s", strerror(errno));
+    cr_assert_eq(bh_cgroup_open("/docker/part", &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_null(bh_cgroup_dir(live_cg, "freezer"));
+    cr_assert_str_eq(bh_cgroup_path(live_cg), "docker/part");
+    cr_assert_eq(bh_cgroup_layout_of(live_cg), BH_CGROUP_V1);
+    struct bh_error ferr = {0};
+    cr_assert_eq(bh_cgroup_freeze(live_cg, true, &ferr), -1);
+    cr_assert(strstr(ferr.msg, "freezer") != NULL, "%s", ferr.msg);
+    char mem[512];
+    snprintf(mem, sizeof(mem), "%s", bh_cgroup_dir(live_cg, "memory"));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(mem));
+}
