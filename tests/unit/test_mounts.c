@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -161,6 +162,72 @@ static void skip_unless_able(void)
         cr_skip_test("no user namespaces on this kernel");
 }
 
+/* When set, the parent hands the sandbox this rootfs as a tree idmapped to
+ * the sandbox's user namespace (what the host side does for docker). */
+static const char *idmap_rootfs;
+
+static int idmapped_tree(pid_t child, const char *rootfs)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)child);
+    int userns = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(userns, 0, "open %s: %s", path, strerror(errno));
+    int tree = open_tree(AT_FDCWD, rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    cr_assert_geq(tree, 0, "open_tree %s: %s", rootfs, strerror(errno));
+    struct mount_attr ma = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+    int rc = mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma));
+    int e = errno;
+    close(userns);
+    if (rc < 0) {
+        close(tree);
+        cr_skip_test("idmapped mounts unavailable here: %s", strerror(e));
+    }
+    return tree;
+}
+
+/* One byte, with fd attached when fd >= 0. */
+static void send_fd(int sock, int fd)
+{
+    char byte = 'g';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        msg.msg_control = u.buf;
+        msg.msg_controllen = sizeof(u.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    cr_assert_eq(sendmsg(sock, &msg, 0), 1, "sendmsg: %s", strerror(errno));
+}
+
+/* The fd sent along, -1 for none, -2 on failure. */
+static int recv_fd(int sock)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -2;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+        return -1;
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
 /* Runs setup and fn as pid 1 of fresh namespaces; the report comes back in r. */
 static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void *arg,
                           struct report *r)
@@ -168,8 +235,9 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
     skip_unless_able();
     char *before = read_mountinfo();
     int up[2], go[2], res[2];
+    /* go: a socket, so the parent can hand over an idmapped tree with "go". */
     cr_assert_eq(pipe2(up, O_CLOEXEC), 0);
-    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go), 0);
     cr_assert_eq(pipe2(res, O_CLOEXEC), 0);
 
     pid_t child = fork();
@@ -183,8 +251,15 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
             _exit(101);
         char c = 'u';
         write_all(up[1], &c, 1);
-        if (read(go[0], &c, 1) != 1)
+        int handed = recv_fd(go[0]);
+        if (handed == -2)
             _exit(102);
+        if (handed >= 0) {
+            /* Our own copy of the spec: only this sandbox sees the change. */
+            struct bh_sandbox_spec *own = (struct bh_sandbox_spec *)spec;
+            own->has_rootfs_tree_fd = true;
+            own->rootfs_tree_fd = handed;
+        }
         if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
             _exit(103);
         pid_t init = fork();
@@ -227,7 +302,10 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
     cr_assert_eq(read(up[0], &c, 1), 1, "child failed to unshare its namespaces");
     write_map(child, "uid_map");
     write_map(child, "gid_map");
-    cr_assert_eq(write(go[1], "g", 1), 1);
+    int handed = idmap_rootfs != NULL ? idmapped_tree(child, idmap_rootfs) : -1;
+    send_fd(go[1], handed);
+    if (handed >= 0)
+        close(handed);
 
     memset(r, 0, sizeof(*r));
     size_t got = 0;
@@ -1116,4 +1194,47 @@ Test(mounts, unreachable_rootfs_path_is_a_clear_error, .fini = tmp_cleanup)
     run_sandboxed(&spec, nothing, NULL, &r);
     cr_assert_eq(r.setup_rc, -1);
     cr_expect(r.err.code == EACCES && strstr(r.err.msg, rootfs) != NULL, "%s", r.err.msg);
+}
+
+static void inside_idmapped(struct report *r, void *arg)
+{
+    (void)arg;
+    struct stat st = {0};
+    check(r, "host root's files are root's inside",
+          stat("/marker", &st) == 0 && st.st_uid == 0 && st.st_gid == 0, "uid %u gid %u", st.st_uid,
+          st.st_gid);
+    check(r, "mount point made through the idmapped root", fs_type("/made/here") == TMPFS_MAGIC,
+          "type %#lx", fs_type("/made/here"));
+    int fd = open("/guest-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    check(r, "root writable by the sandbox's root", fd >= 0, "create: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
+/* The rootfs stays owned by host root, as docker's is: without the idmap
+ * the sandbox's root could not even make its mount points. */
+Test(mounts, idmapped_rootfs_tree, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    tmp_make();
+    char rootfs[256], p[512];
+    make_rootfs(rootfs, sizeof(rootfs));
+    struct bh_mount mounts[] = {
+        {.source = "tmpfs", .destination = "/made/here", .type = "tmpfs"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    idmap_rootfs = rootfs;
+    struct report r;
+    run_sandboxed(&spec, inside_idmapped, NULL, &r);
+    idmap_rootfs = NULL;
+    assert_checks(&r);
+    struct stat st;
+    pathf(p, sizeof(p), "%s/guest-file", rootfs);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_expect_eq(st.st_uid, 0, "the guest's root wrote as host uid %u, not host root's mapping",
+                 st.st_uid);
 }
