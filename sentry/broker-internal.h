@@ -54,9 +54,10 @@ struct bh_guest {
     atomic_int refs;
     pid_t tid;
     pid_t tgid;
-    int pidfd;      /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
-    int status_fd;  /* /proc/TID/status, re-read with pread */
-    bool ids_valid; /* fs ids below may be reused (see config.ids_notified) */
+    int pidfd;       /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
+    int status_fd;   /* /proc/TID/status, re-read with pread */
+    bool ids_valid;  /* fs ids below may be reused (see config.ids_notified) */
+    bool ids_frozen; /* no capability, equal ids, no_new_privs: ids never change */
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
     int ngroups;
     uint32_t groups[BH_BROKER_MAX_GROUPS];

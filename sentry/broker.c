@@ -249,7 +249,9 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
     if (n <= 0)
         return -ESRCH;
     buf[n] = '\0';
-    bool have_uid = false, have_gid = false, have_tgid = false;
+    bool have_uid = false, have_gid = false, have_tgid = false, have_caps = false, nnp = false;
+    bool uids_same = false, gids_same = false;
+    unsigned long long cap_prm = ~0ULL;
     g->ngroups = 0;
     for (char *line = buf; line != NULL && *line != '\0';) {
         char *next = strchr(line, '\n');
@@ -261,9 +263,11 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
             have_tgid = true;
         } else if (strncmp(line, "Uid:", 4) == 0 && parse_ids(line + 4, ids) == 0) {
             g->ruid = ids[0], g->euid = ids[1], g->fsuid = ids[3];
+            uids_same = ids[0] == ids[1] && ids[1] == ids[2] && ids[2] == ids[3];
             have_uid = true;
         } else if (strncmp(line, "Gid:", 4) == 0 && parse_ids(line + 4, ids) == 0) {
             g->rgid = ids[0], g->egid = ids[1], g->fsgid = ids[3];
+            gids_same = ids[0] == ids[1] && ids[1] == ids[2] && ids[2] == ids[3];
             have_gid = true;
         } else if (strncmp(line, "Groups:", 7) == 0) {
             char *p = line + 7, *end;
@@ -278,11 +282,20 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
                 g->groups[g->ngroups++] = (uint32_t)v;
                 p = end;
             }
+        } else if (strncmp(line, "CapPrm:", 7) == 0) {
+            cap_prm = strtoull(line + 7, NULL, 16);
+            have_caps = true;
+        } else if (strncmp(line, "NoNewPrivs:", 11) == 0) {
+            nnp = strtol(line + 11, NULL, 10) == 1;
         } else if (umask_out != NULL && strncmp(line, "Umask:", 6) == 0) {
             *umask_out = (mode_t)strtoul(line + 6, NULL, 8) & 0777;
         }
         line = next;
     }
+    /* No capability, all ids equal, no_new_privs: no call can change this
+     * task's ids any more (set*id may only pick among its own ids, setgroups
+     * needs CAP_SETGID, exec grants nothing), so they hold until it dies. */
+    g->ids_frozen = have_caps && cap_prm == 0 && nnp && uids_same && gids_same;
     return have_uid && have_gid && have_tgid ? 0 : -ESRCH;
 }
 
@@ -304,7 +317,8 @@ static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
 
 /* The entry of the notifying thread, its ids current. NULL: thread gone.
  * Cost when cached: one pread of its status (fresh ids and proof of life),
- * or with config.ids_notified one poll of its pidfd. */
+ * or, when its ids cannot change (ids_frozen) or every change is notified
+ * (config.ids_notified), one poll of its pidfd. */
 static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 {
     unsigned slot = (unsigned)tid % BH_ARRAY_SIZE(b->cache);
@@ -319,7 +333,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 
     if (g != NULL) {
         bool alive;
-        if (g->ids_valid && b->cfg.ids_notified) {
+        if (g->ids_valid && (g->ids_frozen || b->cfg.ids_notified)) {
             alive = pidfd_alive(g->pidfd);
         } else {
             /* Only this thread's own requests use the entry, and the thread

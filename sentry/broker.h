@@ -31,7 +31,10 @@ struct bh_broker_config {
     int root_fd;
     /* The guest policy notifies the whole set*id/setgroups family: the
      * broker then caches each thread's ids (invalidated by those calls and
-     * by the thread's exit) instead of reading /proc/PID/status per call. */
+     * by the thread's exit) instead of reading /proc/PID/status per call.
+     * Without it, ids are cached anyway for a thread that cannot change
+     * them (no capabilities, real = effective = saved = fs ids,
+     * no_new_privs), which is every guest of the kernel tier. */
     bool ids_notified;
     /* Upper bound of worker threads (0: 64). */
     unsigned max_workers;
