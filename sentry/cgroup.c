@@ -900,6 +900,20 @@ static int v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
 
 /* Enables memory, pids and cpu from the root down to the leaf's parent. A
  * level offers what its parent enabled, so the set can only shrink. */
+/* Controllers named in a space- (kernel) or '+'-separated (fake tree) list. */
+static unsigned ctls_in(char *list)
+{
+    unsigned m = 0;
+    for (char *save = NULL, *t = strtok_r(list, " \n+", &save); t != NULL;
+         t = strtok_r(NULL, " \n+", &save))
+        m |= ctls_from_list(t);
+    return m;
+}
+
+/* Enables memory, pids and cpu from the root down to the leaf's parent. A
+ * level offers what its parent has enabled; a write that is refused (say, a
+ * delegated root we may not change) is fine when the controller is already
+ * on, and an error only when a requested limit needs it. */
 static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
 {
     const struct hier *h = &cg->h[cg->unified_h];
@@ -912,35 +926,40 @@ static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh
     cleanup_free char *avail_s = NULL;
     if (cg_read(h->mount, "cgroup.controllers", &avail_s, err) < 0)
         return -1;
-    unsigned avail = 0;
-    for (char *save = NULL, *t = strtok_r(avail_s, " \n", &save); t != NULL;
-         t = strtok_r(NULL, " \n", &save))
-        avail |= ctls_from_list(t);
+    unsigned avail = ctls_in(avail_s);
 
     size_t levels = rel_levels(cg);
     for (size_t k = 0; k < levels; k++) {
         char p[PATH_MAX];
         level_path(cg, h, k, p);
-        unsigned enabled = 0;
+        struct bh_error werr[CTL_N];
         for (size_t i = 0; i < BH_ARRAY_SIZE(wanted); i++) {
             enum ctl c = wanted[i];
             char op[32];
             snprintf(op, sizeof(op), "+%s", ctl_names[c]);
-            if ((avail & (1u << c)) &&
-                cg_write(cg, p, "cgroup.subtree_control", op, required[c] ? err : NULL) == 0)
-                enabled |= 1u << c;
-            else if (required[c]) {
-                if (avail & (1u << c))
-                    return bh_error_prefix(err, "enable the `%s` controller for the limit",
-                                           ctl_names[c]);
-                return bh_error_set(err, ENOTSUP,
-                                    "%s limit refused: the `%s` controller is not available "
-                                    "at `%s` (see its cgroup.controllers); enable it in the "
-                                    "parents' cgroup.subtree_control or run without the limit",
-                                    ctl_names[c], ctl_names[c], p);
-            }
+            bh_error_clear(&werr[c]);
+            if (avail & (1u << c))
+                cg_write(cg, p, "cgroup.subtree_control", op, &werr[c]);
         }
-        avail = enabled;
+        cleanup_free char *on_s = NULL;
+        unsigned on = cg_read(p, "cgroup.subtree_control", &on_s, NULL) == 0 ? ctls_in(on_s) : 0;
+        for (size_t i = 0; i < BH_ARRAY_SIZE(wanted); i++) {
+            enum ctl c = wanted[i];
+            if (!required[c] || (on & (1u << c)))
+                continue;
+            if (avail & (1u << c)) {
+                if (err != NULL)
+                    *err = werr[c];
+                return bh_error_prefix(err, "enable the `%s` controller for the limit",
+                                       ctl_names[c]);
+            }
+            return bh_error_set(err, ENOTSUP,
+                                "%s limit refused: the `%s` controller is not available at `%s` "
+                                "(see its cgroup.controllers); enable it in the parents' "
+                                "cgroup.subtree_control or run without the limit",
+                                ctl_names[c], ctl_names[c], p);
+        }
+        avail = on;
     }
     return 0;
 }
