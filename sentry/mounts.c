@@ -3,16 +3,31 @@
  * minimal /dev, the spec's mounts), built inside the sandbox's own mount
  * namespace and entered with pivot_root.
  *
+ * The caller is the sentry: pid 1 of fresh user, mount and pid namespaces
+ * (net, ipc and cgroup ones too for /sys, mqueue and cgroup mounts), with a
+ * mapped uid and gid (0 inside) so the files it makes have an owner.
+ *
+ * The steps, in order: open every host path needed; make the tree private;
+ * attach the root (tmpfs, rootfs bind, prepared tree or overlay); build the
+ * embedded default; base /proc, /dev, /sys (unless the spec mounts its own);
+ * the spec's mounts; device nodes, /dev/pts, /dev/shm and links in whatever
+ * /dev now is; masked and read-only paths; the working directory; read-only
+ * flips; pivot_root; detach the old root; chdir.
+ *
  * How it is built, and why:
  * - The whole inherited tree is made MS_PRIVATE first, so nothing done here
  *   propagates anywhere (a mount namespace made with a user namespace turns
  *   shared mounts into slaves anyway; this closes the other direction too).
+ *   spec->rootfs_propagation, if shared or slave, is applied to the new root
+ *   after pivot_root, where it can only concern the sandbox's own mounts.
  * - Every host path we need (the rootfs, bind sources, host devices) is
  *   opened as an O_PATH fd before the staging root is attached, and binds are
  *   made from those fds with open_tree(OPEN_TREE_CLONE) + mount_setattr +
  *   move_mount: the flags (ro, nosuid, nodev, noexec) are set on the detached
  *   copy before it is visible, recursively for rbinds, and never need the
- *   bind-then-remount dance that must repeat the locked flags.
+ *   bind-then-remount dance that must repeat the locked flags. Trees the
+ *   host side prepared (bh_mount.tree_fd, bh_sandbox_spec.rootfs_tree_fd:
+ *   sources the sandbox's ids cannot reach, idmapped rootfs) are only moved.
  * - The staging root is attached on the host's /tmp inside this namespace
  *   only (any existing directory would do; sources are already open, so the
  *   shadowing is harmless) and later becomes / through pivot_root(".", "."),
@@ -23,7 +38,8 @@
  *   symlinks are followed by hand, clamped to the root, and the mount lands
  *   on the opened fd (move_mount with an fd target, or mount(2) onto
  *   /proc/self/fd/N). A rootfs whose /etc points at a host directory gets the
- *   mount inside the rootfs, never on the host.
+ *   mount inside the rootfs, never on the host. OCI destinations are taken
+ *   relative to the root whether or not they start with a slash.
  *
  * Decisions worth knowing:
  * - /sys: a fresh sysfs is mounted read-only when the kernel allows it (it
@@ -32,13 +48,21 @@
  *   exposing the host's device tree; an explicit sysfs mount from the spec
  *   (OCI) falls back to a read-only rbind of the host's /sys, as runc does
  *   for rootless containers.
- * - cgroup mounts from the spec become a read-only cgroup2 mount (the
- *   sandbox's own cgroup namespace decides what it shows). When cgroup2
- *   cannot be mounted (no cgroup namespace of our own), an empty read-only
- *   tmpfs takes its place: less visibility, never more.
+ * - cgroup mounts from the spec are read-only views of the sandbox's own
+ *   cgroup namespace: one cgroup2 mount on v2 hosts; on v1 and hybrid hosts a
+ *   tmpfs with one mount per v1 hierarchy (plus "unified"), as docker lays it
+ *   out, so limits such as pids.max read back inside. Without a cgroup
+ *   namespace of our own an empty read-only tmpfs takes their place: less
+ *   visibility, never more.
  * - The embedded default's root tmpfs (which holds /etc) and the base /dev
  *   tmpfs are read-only once populated: only /tmp, the working directory and
- *   /dev/shm are writable.
+ *   /dev/shm are writable. A spec's own /dev (OCI) stays as the spec says.
+ * - A rootfs overlay keeps its upper layer in a tmpfs of spec->limits.
+ *   tmpfs_bytes; the rootfs on disk is never written.
+ *
+ * Cost: about 1 ms for the embedded default on this 2-core VM (median; see
+ * the embedded_default_is_fast test). Under load the detach of the old root
+ * sometimes waits several ms for an RCU grace period in the kernel.
  */
 #include "mounts.h"
 
