@@ -1,6 +1,7 @@
 /* Landlock: each restriction happens in a forked child (it cannot be undone),
  * which reports the first check that failed through its exit code and a
  * line on stderr. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "landlock.h"
@@ -202,7 +204,38 @@ static int fs_child(void *arg)
         if (s < 0 || connect(s, (struct sockaddr *)&a, al) == 0 || errno != EPERM)
             return fail(17, "abstract connect outside the domain");
         close(s);
+        /* Inside the domain both still work: a listener and a process of
+         * our own. */
+        int l2 = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        memcpy(a.sun_path + 1, "inner", 5);
+        al = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + 5 + 1);
+        a.sun_path[6] = (char)('0' + getpid() % 10);
+        s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (l2 < 0 || bind(l2, (struct sockaddr *)&a, al) < 0 || listen(l2, 1) < 0 || s < 0 ||
+            connect(s, (struct sockaddr *)&a, al) < 0)
+            return fail(18, "abstract socket inside the domain");
+        close(s);
+        close(l2);
+        pid_t kid = fork();
+        if (kid == 0) {
+            pause();
+            _exit(0);
+        }
+        int st;
+        if (kid < 0 || kill(kid, SIGKILL) < 0 || waitpid(kid, &st, 0) != kid)
+            return fail(19, "signal a child inside the domain");
     }
+    /* Network ports are not restricted: loopback TCP works. */
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t il = sizeof(in);
+    int cs = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&in, il) < 0 || listen(ls, 1) < 0 ||
+        getsockname(ls, (struct sockaddr *)&in, &il) < 0 || cs < 0 ||
+        connect(cs, (struct sockaddr *)&in, il) < 0)
+        return fail(20, "loopback TCP");
+    close(cs);
+    close(ls);
     return 0;
 }
 
