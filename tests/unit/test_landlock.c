@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -369,4 +370,32 @@ Test(landlock, missing_rule_path_is_a_clear_error)
 {
     need_landlock();
     in_child(missing_child, NULL);
+}
+
+/* A kernel without Landlock, simulated with a seccomp filter that answers
+ * ENOSYS: the call must refuse, not carry on unconfined. */
+static int unavailable_child(void *arg)
+{
+    (void)arg;
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    if (ctx == NULL ||
+        seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(landlock_create_ruleset), 0) < 0 ||
+        seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1) < 0 || seccomp_load(ctx) < 0)
+        return fail(1, "seccomp");
+    seccomp_release(ctx);
+    if (bh_landlock_abi() != 0)
+        return fail(2, "abi not 0 without Landlock");
+    struct bh_landlock_rule rules[] = {{.path = "/usr", .fd = -1, .access = BH_LL_READ}};
+    struct bh_error err = {0};
+    if (bh_landlock_restrict(rules, 1, &err) == 0)
+        return fail(3, "restrict succeeded without Landlock");
+    if (err.code != ENOSYS || strstr(err.msg, "Landlock is not available") == NULL ||
+        strstr(err.msg, "tiers need it") == NULL)
+        return fail(4, "unclear error: %s", err.msg);
+    return 0;
+}
+
+Test(landlock, unavailable_landlock_fails_closed)
+{
+    in_child(unavailable_child, NULL);
 }
