@@ -382,6 +382,11 @@ static int bind_fd(struct setup *s, int src_fd, const char *what, const char *de
     unsigned rec = recursive ? AT_RECURSIVE : 0;
     cleanup_close int tree =
         open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
+    if (tree < 0 && errno == EINVAL && !recursive)
+        return bh_error_errno(err, errno,
+                              "bind `%s` on `%s`: clone the source (it has mounts of the host "
+                              "beneath it, which only a recursive bind (rbind) may take along)",
+                              what, dest);
     if (tree < 0)
         return bh_error_errno(err, errno, "bind `%s` on `%s`: clone the source", what, dest);
     if (attr != 0 || propagation != 0) {

@@ -939,6 +939,14 @@ Test(mounts, failing_mount_names_source_and_destination, .fini = tmp_cleanup)
     cr_expect(strstr(r.err.msg, "nfs") != NULL && strstr(r.err.msg, "not supported") != NULL, "%s",
               r.err.msg);
 
+    /* The host's /dev has mounts beneath it: only an rbind may take them. */
+    mounts[0] = (struct bh_mount){
+        .source = "/dev", .destination = "/hostdev", .type = "bind", .flags = MS_BIND};
+    run_sandboxed(&spec, nothing, NULL, &r);
+    cr_assert_eq(r.setup_rc, -1);
+    cr_expect(strstr(r.err.msg, "rbind") != NULL && strstr(r.err.msg, "/hostdev") != NULL, "%s",
+              r.err.msg);
+
     /* A symlink loop and a file in the middle of the path. */
     char p[512];
     pathf(p, sizeof(p), "%s/loop1", rootfs);
