@@ -24,7 +24,16 @@
  * redirects. Refused: anything of the sentry (EACCES); another process's
  * entries beyond a short list of harmless ones (stat, status, cmdline, ...:
  * the broker holds CAP_SYS_PTRACE, the guest does not); writing the guest's
- * own mem or exe (EACCES); writes under /proc/sys, /sys and cgroupfs (EROFS).
+ * own mem or exe (EACCES); writes under /proc/sys, /sys and cgroupfs (EROFS);
+ * any other write under /proc (EACCES, as the guest's Landlock domain, which
+ * the broker does not run in, would answer).
+ *
+ * Landlock: the broker runs outside the guest's Landlock domain, so beyond
+ * /proc it enforces the root, the mounts' read-only flags and the guest's
+ * ids, not Landlock's write rules. For Landlock to bind brokered calls too,
+ * the sentry must enter the guests' ruleset itself before it starts the
+ * broker and spawns guests (their domains then nest under the sentry's,
+ * which Landlock's ptrace scoping requires for the broker to read them).
  *
  * Every call runs with the guest thread's fs ids (bh_req_become_guest), so
  * the kernel's permission checks are the guest's own. */
@@ -356,6 +365,13 @@ static int check_canon(struct bh_req *r, struct walk *w, uint64_t flags)
         return 0;
     if (n >= 2 && part_is(parts[1], lens[1], "sys") && write)
         return -EROFS;
+    if (write) {
+        /* The guest's Landlock domain grants no write under /proc; the
+         * broker, outside that domain, refuses the same (reopening the
+         * guest's own fd through /proc/self/fd/N is not a /proc write). */
+        bh_debug(r, "refused: writing %s", w->canon);
+        return -EACCES;
+    }
     if (w->proc_pid <= 0 || n < 3)
         return 0;
     int i = 2;

@@ -457,6 +457,9 @@ static void g_proc(void *arg)
     GCHECK(open("/proc/self/mem", O_RDWR) < 0 && errno == EACCES);
     GCHECK(open("/proc/self/exe", O_WRONLY) < 0 && errno == EACCES);
     GCHECK(open("/proc/1/exe", O_WRONLY) < 0 && errno == EACCES);
+    /* No write under /proc (the guest's Landlock domain grants none). */
+    GCHECK(open("/proc/self/comm", O_WRONLY) < 0 && errno == EACCES);
+    GCHECK(open("/proc/self/oom_score_adj", O_WRONLY) < 0 && errno == EACCES);
     /* /proc/sys writes: read-only. */
     GCHECK(open("/proc/sys/kernel/hostname", O_WRONLY) < 0 && errno == EROFS);
     c = content_of(AT_FDCWD, "/proc/sys/kernel/ostype", &e);
