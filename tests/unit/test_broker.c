@@ -238,9 +238,16 @@ static struct guest spawn_guest(const struct guest_opts *o, guest_fn fn, void *a
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (ctx == NULL)
             _exit(92);
-        for (size_t i = 0; i < o->n_notify; i++)
-            if (seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, o->notify[i], 0) < 0)
+        for (size_t i = 0; i < o->n_notify; i++) {
+            /* sendmsg on the report socket stays direct: the listener goes
+             * out through it before anyone serves notifications. */
+            int rc = o->notify[i] == SCMP_SYS(sendmsg)
+                         ? seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, o->notify[i], 1,
+                                            SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)guest_sock))
+                         : seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, o->notify[i], 0);
+            if (rc < 0)
                 _exit(93);
+        }
         if (seccomp_load(ctx) < 0)
             _exit(94);
         int lfd = seccomp_notify_fd(ctx);
@@ -877,6 +884,88 @@ Test(broker, connect_only_to_loopback_and_unix_paths_inside)
     close(ls);
     close(us);
     close(os);
+}
+
+static void g_sendmsg(void *arg)
+{
+    (void)arg;
+    int sp[2];
+    GCHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sp) == 0);
+    int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd >= 0);
+    /* SCM_RIGHTS carries the guest's own fd (translated by the broker). */
+    char c = 'x';
+    struct iovec iov = {&c, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    GCHECK(sendmsg(sp[0], &mh, 0) == 1);
+    close(fd);
+    int got = recv_fd(sp[1]);
+    GCHECK(got >= 0);
+    char buf[16] = "";
+    GCHECK(read(got, buf, sizeof(buf)) == 6 && memcmp(buf, "inside", 6) == 0);
+    close(got);
+    /* Credentials cannot be sent for someone else. */
+    struct ucred cr = {.pid = getpid(), .uid = getuid(), .gid = getgid()};
+    union {
+        char buf[CMSG_SPACE(sizeof(struct ucred))];
+        struct cmsghdr align;
+    } u2;
+    mh.msg_control = u2.buf;
+    mh.msg_controllen = sizeof(u2.buf);
+    cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_CREDENTIALS;
+    cm->cmsg_len = CMSG_LEN(sizeof(cr));
+    memcpy(CMSG_DATA(cm), &cr, sizeof(cr));
+    GCHECK(sendmsg(sp[0], &mh, 0) < 0 && errno == EPERM);
+    /* UDP: loopback only. */
+    int u6 = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    GCHECK(u6 >= 0);
+    struct sockaddr_in far = {.sin_family = AF_INET, .sin_port = htons(53)};
+    inet_pton(AF_INET, "192.0.2.1", &far.sin_addr);
+    GCHECK(sendto(u6, "q", 1, 0, (struct sockaddr *)&far, sizeof(far)) < 0 && errno == ENETUNREACH);
+    struct msghdr m2 = {
+        .msg_name = &far, .msg_namelen = sizeof(far), .msg_iov = &iov, .msg_iovlen = 1};
+    GCHECK(sendmsg(u6, &m2, 0) < 0 && errno == ENETUNREACH);
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
+    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+    GCHECK(sendto(u6, "q", 1, 0, (struct sockaddr *)&lo, sizeof(lo)) == 1);
+    close(u6);
+    /* A broken pipe: EPIPE, and the guest's own SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+    int st[2];
+    GCHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, st) == 0);
+    close(st[1]);
+    GCHECK(sendto(st[0], "z", 1, 0, NULL, 0) < 0 && errno == EPIPE);
+    close(st[0]);
+}
+
+Test(broker, sendmsg_translates_fds_and_checks_addresses)
+{
+    int us = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(bind(us, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t al = sizeof(a);
+    getsockname(us, (struct sockaddr *)&a, &al);
+    tcp_port = ntohs(a.sin_port);
+    static const int calls[] = {SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(sendmsg),
+                                SCMP_SYS(sendto)};
+    struct guest_opts o = {calls, 4, false};
+    run_guest(&o, g_sendmsg, NULL);
+    char buf[4];
+    cr_assert_eq(recv(us, buf, sizeof(buf), MSG_DONTWAIT), 1, "the loopback datagram is missing");
+    close(us);
 }
 
 /* ---- unknown notified syscalls ------------------------------------------ */
