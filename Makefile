@@ -51,7 +51,7 @@ BINS     := $(BUILD)/bulkhead $(BUILD)/bulkheadd $(BUILD)/bulkhead-sentry $(BUIL
 POLICIES := $(patsubst seccomp-policies/%,$(BUILD)/seccomp-policies/%,$(wildcard seccomp-policies/*.policy))
 RUNNERS  := $(patsubst supervisor/runners/%,$(BUILD)/runners/%,$(wildcard supervisor/runners/*.py supervisor/runners/*.js))
 
-.PHONY: all test unit e2e leakcheck demo bench bench-quick fuzz install clean deps format lint
+.PHONY: all test test-run unit e2e leakcheck demo bench bench-quick fuzz install clean deps format lint
 .DEFAULT_GOAL := all
 
 all: $(BINS) $(POLICIES) $(RUNNERS)
@@ -113,7 +113,14 @@ $(BUILD)/tests/e2e: $(call obj,$(E2E_SRC)) $(LIB)
 CRITERION_ARGS ?= --jobs 2
 export BULKHEAD_BUILD := $(abspath $(BUILD))
 
-test: all $(BUILD)/tests/unit $(BUILD)/tests/e2e
+# test and demo are the README's set-up commands: on a fresh machine they
+# install what is missing first, then re-read this Makefile (pkg-config
+# flags are computed when it is read).
+test:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all $(BUILD)/tests/unit $(BUILD)/tests/e2e
 	tests/run-tests $(BUILD) $(CRITERION_ARGS)
 
 unit: all $(BUILD)/tests/unit
@@ -125,7 +132,9 @@ e2e: all $(BUILD)/tests/e2e
 leakcheck:
 	tests/leakcheck
 
-demo: all
+demo:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
 	tests/demo $(BUILD)
 
 # The syscall benchmark runs inside any rootfs, so it is static like the probe.
