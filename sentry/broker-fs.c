@@ -628,7 +628,7 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
  * With text_out, a final own magic link not to be followed is answered as
  * its text (RES_TEXT). */
 static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
-                   char *text_out)
+                   uint64_t extra_resolve, char *text_out)
 {
     if (path[0] == '\0')
         return -ENOENT;
@@ -641,11 +641,13 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
     struct open_how how = {
         .flags = how_flags(flags),
         .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve,
     };
     bh_blocking_begin();
     int fd = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
     bh_blocking_end();
+    if (fd < 0 && extra_resolve != 0)
+        return fd; /* the guest's own restriction said no: no second try */
     if (fd == -ELOOP)
         return slow_open(r, abs, flags, mode, text_out); /* a magic link on the way */
     if (fd < 0 && fd != -ENOMEM && fd != -EMFILE && fd != -ENFILE && fd != -EINTR) {
@@ -679,7 +681,7 @@ int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flag
                     bool for_socket)
 {
     (void)for_socket;
-    int rc = resolve(r, dirfd, path, flags, mode, NULL);
+    int rc = resolve(r, dirfd, path, flags, mode, 0, NULL);
     return rc == RES_TEXT ? -ELOOP : rc;
 }
 
@@ -823,24 +825,11 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
             fd = -EACCES;
         }
     } else if (resolve_extra != 0) {
-        /* NO_XDEV, NO_SYMLINKS, CACHED only restrict more: honour them on
-         * the fast path. */
-        char abs[PATH_MAX * 2];
-        if ((rc = guest_abs_path(r, dirfd, path, abs, sizeof(abs))) < 0)
-            return rc;
-        struct open_how how = {
-            .flags = how_flags(flags),
-            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-            .resolve = resolve_extra | RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        bh_blocking_begin();
-        fd = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
-        bh_blocking_end();
-        long type;
-        if (fd >= 0 && special_fs(fd, &type)) {
-            close(fd);
-            fd = bh_resolve_open(r, dirfd, path, flags, mode, false);
-        }
+        /* NO_XDEV, NO_SYMLINKS, CACHED only restrict more: honoured on the
+         * fast path (a /proc or /sys path is walked without them). */
+        fd = resolve(r, dirfd, path, flags, mode, resolve_extra, NULL);
+        if (fd == RES_TEXT)
+            fd = -ELOOP;
     } else {
         fd = bh_resolve_open(r, dirfd, path, flags, mode, false);
     }
@@ -1054,7 +1043,7 @@ static long do_readlink(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
     char text[PATH_MAX];
-    int fd = resolve(r, dirfd, path, O_PATH | O_NOFOLLOW, 0, text);
+    int fd = resolve(r, dirfd, path, O_PATH | O_NOFOLLOW, 0, 0, text);
     ssize_t n;
     if (fd == RES_TEXT) {
         n = (ssize_t)strlen(text);

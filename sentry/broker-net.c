@@ -223,7 +223,7 @@ static long translate_control(struct bh_req *r, char *ctl, size_t len, int *fds,
 {
     struct msghdr mh = {.msg_control = ctl, .msg_controllen = len};
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_len < CMSG_LEN(0) || (char *)c + c->cmsg_len > ctl + len)
+        if (c->cmsg_len < CMSG_LEN(0) || c->cmsg_len > (size_t)(ctl + len - (char *)c))
             return -EINVAL;
         if (c->cmsg_level != SOL_SOCKET)
             continue;

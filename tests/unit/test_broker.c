@@ -365,6 +365,13 @@ static void g_open_inside(void *arg)
     GCHECK(dfd >= 0);
     GCHECK(syscall(SYS_openat2, dfd, "../inside.txt", &how, sizeof(how)) < 0 && errno == EXDEV);
     close(dfd);
+    how.resolve = RESOLVE_NO_SYMLINKS;
+    GCHECK(syscall(SYS_openat2, AT_FDCWD, "/etc_link/passwd", &how, sizeof(how)) < 0 &&
+           errno == ELOOP);
+    how.resolve = RESOLVE_NO_XDEV;
+    fd = (int)syscall(SYS_openat2, AT_FDCWD, "/inside.txt", &how, sizeof(how));
+    GCHECK(fd >= 0);
+    close(fd);
 }
 
 Test(broker, open_inside_works_and_returns_a_working_fd)
