@@ -84,6 +84,12 @@ static uint64_t how_flags(uint64_t flags)
     return flags;
 }
 
+/* O_TMPFILE contains O_DIRECTORY's bit: test it whole. */
+static bool creates(uint64_t flags)
+{
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
 static bool is_write_open(uint64_t flags)
 {
     return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC | O_APPEND)) != 0 ||
@@ -608,7 +614,7 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
     if (rc == 0) {
         struct open_how how = {
             .flags = how_flags(flags),
-            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+            .mode = creates(flags) ? mode : 0,
             .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
         };
         bh_blocking_begin();
@@ -640,7 +646,7 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
         return slow_open(r, abs, flags, mode, text_out);
     struct open_how how = {
         .flags = how_flags(flags),
-        .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+        .mode = creates(flags) ? mode : 0,
         .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve,
     };
     bh_blocking_begin();
@@ -797,7 +803,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
     if ((rc = validate_and_become(r, false)) < 0)
         return rc;
     bool cloexec = flags & O_CLOEXEC;
-    if (flags & (O_CREAT | O_TMPFILE)) {
+    if (creates(flags)) {
         if ((rc = apply_guest_umask(r)) < 0)
             return rc;
     }
@@ -813,7 +819,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
             return dfd;
         struct open_how how = {
             .flags = how_flags(flags),
-            .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+            .mode = creates(flags) ? mode : 0,
             .resolve = resolve_extra | RESOLVE_NO_MAGICLINKS,
         };
         bh_blocking_begin();
@@ -895,7 +901,7 @@ long bh_sys_openat2(struct bh_req *r)
         return -EINVAL;
     if (how.flags & ~(uint64_t)VALID_OPEN_FLAGS)
         return -EINVAL;
-    if (how.mode != 0 && !(how.flags & (O_CREAT | O_TMPFILE)))
+    if (how.mode != 0 && !creates(how.flags))
         return -EINVAL;
     if (how.mode & ~(uint64_t)07777)
         return -EINVAL;

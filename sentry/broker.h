@@ -6,7 +6,9 @@
  *  - capabilities in the sandbox's user namespace: CAP_SYS_PTRACE (guest
  *    memory with process_vm_readv/writev, pidfd_getfd, /proc/PID/{cwd,exe}),
  *    CAP_SETUID and CAP_SETGID (per-thread setfsuid/setfsgid/setgroups so
- *    that every permission check is the guest's own). CAP_KILL is not used.
+ *    that every permission check is the guest's own), CAP_KILL (only to
+ *    deliver SIGPIPE to a guest thread whose brokered send hit a broken
+ *    pipe: the guest runs as another uid).
  *    No capability that overrides file permissions (DAC_*, FOWNER) may be
  *    held, or guests would inherit it through the broker.
  *  - a /proc of the guests' pid namespace at /proc in its root;

@@ -353,6 +353,15 @@ static void g_open_inside(void *arg)
     fd = open("/etc_link", O_PATH | O_CLOEXEC);
     GCHECK(fd >= 0);
     close(fd);
+    /* The mode register is garbage without O_CREAT: never passed on. */
+    fd = (int)syscall(SYS_openat, AT_FDCWD, "/dir", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0777);
+    GCHECK(fd >= 0);
+    close(fd);
+    /* O_TMPFILE: an unnamed file in the root. */
+    fd = open("/dir", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    GCHECK(fd >= 0);
+    GCHECK(write(fd, "t", 1) == 1);
+    close(fd);
     /* A dirfd the guest holds. */
     int dfd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     GCHECK(dfd >= 0);
