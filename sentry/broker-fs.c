@@ -21,7 +21,8 @@
  * become their paths inside the root, refused when outside), and every
  * symlink is expanded by the broker so that the final open can forbid them
  * all (RESOLVE_NO_SYMLINKS): a symlink swapped in meanwhile fails, never
- * redirects. Refused: anything of the sentry (EACCES); another process's
+ * redirects. Refused: anything of the sentry but its comm (EACCES); another
+ * process's
  * entries beyond a short list of harmless ones (stat, status, cmdline, ...:
  * the broker holds CAP_SYS_PTRACE, the guest does not); writing the guest's
  * own mem or exe (EACCES); writes under /proc/sys, /sys and cgroupfs (EROFS);
@@ -202,6 +203,7 @@ struct walk {
     bool has_text;
     pid_t proc_pid;               /* canon is under /proc/N: N */
     bool proc_own;                /* N belongs to the guest's thread group */
+    bool proc_sentry;             /* N is the sentry: only its comm may be read */
     int proc_depth;               /* components after /proc/N, task/T counted out */
     char proc_file[NAME_MAX + 1]; /* first component after /proc/N[/task/T] */
 };
@@ -337,13 +339,26 @@ static int note_proc(struct bh_req *r, struct walk *w)
             return -ENOENT;
         if (tgid == r->b->self_pid || (r->b->cfg.sentry_pid > 0 && pid == r->b->cfg.sentry_pid &&
                                        r->b->cfg.sentry_pid != r->g->tgid)) {
-            bh_debug(r, "refused: /proc/%d belongs to the sentry", pid);
-            return -EACCES;
+            w->proc_sentry = true;
         }
         w->proc_pid = pid;
         w->proc_own = tgid == r->g->tgid;
     }
     return 0;
+}
+
+/* Of the sentry's /proc entries only its comm may be read (its name is no
+ * secret, and it lets a guest tell it runs under bulkhead); the walk may
+ * pass through /proc/N to get there. Everything else: EACCES. */
+static bool sentry_entry_ok(struct bh_req *r, const struct walk *w, bool final)
+{
+    const char *parts[4];
+    size_t lens[4];
+    int n = canon_split(w->canon, parts, lens, 4);
+    if ((n == 2 && !final) || (n == 3 && part_is(parts[2], lens[2], "comm")))
+        return true;
+    bh_debug(r, "refused: %s belongs to the sentry", w->canon);
+    return false;
 }
 
 /* A task's entries another process may read (no ptrace access needed). */
@@ -365,6 +380,8 @@ static int check_canon(struct bh_req *r, struct walk *w, uint64_t flags)
     size_t lens[6];
     int n = canon_split(w->canon, parts, lens, 6);
     bool write = is_write_open(flags);
+    if (w->proc_sentry && (write || !sentry_entry_ok(r, w, true)))
+        return -EACCES;
     if (n >= 1 && part_is(parts[0], lens[0], "sys") && write)
         return -EROFS;
     if (n < 1 || !part_is(parts[0], lens[0], "proc"))
@@ -434,7 +451,7 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
     w->canon[0] = '\0';
     w->guest_fd = -1;
     w->has_text = false;
-    w->proc_pid = 0;
+    w->proc_pid = 0, w->proc_sentry = false;
     w->proc_own = false;
     int links = 0;
     char *p = rest;
@@ -459,7 +476,7 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
             continue;
         if (strcmp(name, "..") == 0) {
             canon_pop(w);
-            w->proc_pid = 0;
+            w->proc_pid = 0, w->proc_sentry = false;
             note_proc(r, w);
             continue;
         }
@@ -493,6 +510,8 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
             rc = note_proc(r, w);
         if (rc < 0)
             return rc;
+        if (w->proc_sentry && !sentry_entry_ok(r, w, false))
+            return -EACCES;
 
         int fdnum = -1;
         enum magic m = classify_magic(w, &fdnum);
@@ -537,7 +556,7 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
                 return rc;
             p = rest;
             w->canon[0] = '\0';
-            w->proc_pid = 0;
+            w->proc_pid = 0, w->proc_sentry = false;
             if (++links > 40)
                 return -ELOOP;
             continue;
@@ -559,12 +578,12 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
         canon_pop(w);
         if (link[0] == '/') {
             w->canon[0] = '\0';
-            w->proc_pid = 0;
+            w->proc_pid = 0, w->proc_sentry = false;
         }
         if ((rc = restart_from(rest, tmp, link, p)) < 0)
             return rc;
         p = rest;
-        w->proc_pid = 0;
+        w->proc_pid = 0, w->proc_sentry = false;
         note_proc(r, w);
     }
     if (w->canon[0] == '\0')

@@ -462,6 +462,17 @@ static void g_proc(void *arg)
     GCHECK(e == EACCES);
     c = content_of(AT_FDCWD, "/proc/1/cwd/etc/passwd", &e);
     GCHECK(e == EACCES);
+    /* Only its name may be read. */
+    snprintf(p, sizeof(p), "/proc/%d/comm", broker_pid);
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(e == 0 && c[0] != '\0');
+    GCHECK(open(p, O_WRONLY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d", broker_pid);
+    GCHECK(open(p, O_RDONLY | O_DIRECTORY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/environ", broker_pid, broker_pid);
+    GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+    snprintf(p, sizeof(p), "/proc/%d/comm/../environ", broker_pid);
+    GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
     GCHECK(open("/proc/1/mem", O_RDONLY) < 0 && errno == EACCES);
     /* Another process: mem and environ refused, harmless entries readable. */
     snprintf(p, sizeof(p), "/proc/%d/environ", other_pid);
