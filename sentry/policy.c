@@ -82,6 +82,7 @@
 #define MAX_CMPS 24           /* comparisons ANDed in one conjunction before merging */
 #define MAX_CONJ 1024         /* alternatives in one condition after expansion */
 #define MAX_PRODUCT (1 << 16) /* pairs tried when ANDing two conditions */
+#define MAX_WORK (1 << 20)    /* pairs tried in one whole parse: bounds time, not only memory */
 #define MAX_RULES 4096        /* libseccomp rules in one policy */
 #define MAX_BPF_INSNS 4096    /* BPF_MAXINSNS: the kernel refuses longer programs */
 
@@ -616,15 +617,19 @@ static int conj_simplify(struct conj *c, char *msg, size_t msglen)
     return 1;
 }
 
+/* Pairs dnf_and may still try in the current parse (one parse per thread). */
+static __thread size_t work_left;
+
 /* a AND b, distributed, into out (which starts empty). */
 static int dnf_and(const struct dnf *a, const struct dnf *b, struct dnf *out, char *msg,
                    size_t msglen)
 {
-    if (a->n * b->n > MAX_PRODUCT) {
+    if (a->n * b->n > MAX_PRODUCT || a->n * b->n > work_left) {
         snprintf(msg, msglen, "condition is too complex to expand (%zu x %zu alternatives)", a->n,
                  b->n);
         return -1;
     }
+    work_left -= a->n * b->n;
     for (size_t i = 0; i < a->n; i++)
         for (size_t j = 0; j < b->n; j++) {
             struct conj c = a->v[i];
@@ -1374,6 +1379,7 @@ int bh_policy_parse(const char *text, const char *name, const char *include_dir,
     if (ps == NULL)
         return bh_error_errno(err, ENOMEM, "parse policy `%s`", name);
     ps->p = p;
+    work_left = MAX_WORK;
 
     struct frame stack[MAX_INCLUDE_DEPTH + 1];
     size_t depth = 1;
