@@ -425,6 +425,24 @@ Test(policy, covered_rules_are_not_handed_to_libseccomp)
     bh_policy_free(p);
 }
 
+/* Exceptions multiply when negated: a crafted policy must end in a clear
+ * error, quickly, not in minutes of expansion. */
+Test(policy, expansion_is_bounded, .timeout = 20)
+{
+    size_t cap = 300 * 1100, n = 0;
+    char *text = malloc(cap);
+    n += (size_t)snprintf(text + n, cap - n, "@default errno EPERM\n");
+    for (int k = 0; k < 255; k++) {
+        n += (size_t)snprintf(text + n, cap - n, "ioctl %s if request == %d",
+                              k % 2 ? "allow" : "errno EACCES", k * 40);
+        for (int i = 1; i < 30; i++)
+            n += (size_t)snprintf(text + n, cap - n, " || request == %d", k * 40 + i);
+        n += (size_t)snprintf(text + n, cap - n, "\n");
+    }
+    expect_error(text, "too complex");
+    free(text);
+}
+
 Test(policy, repeated_lines_with_the_deciding_action_are_redundant)
 {
     expect_ok("@default errno EPERM\nread allow\nread allow\nread allow if arg0 == 1\n");
