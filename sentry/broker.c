@@ -182,6 +182,10 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
 {
     if (len == 0)
         return 0;
+    /* The caller still waits, so its pid cannot belong to anyone else for
+     * the microsecond until the write (reuse needs a wrap of the pid space). */
+    if (bh_req_valid(r) < 0)
+        return -ESRCH;
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_writev(r->n->pid, &local, 1, &remote, 1, 0);
