@@ -653,8 +653,27 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
  * With text_out, a final own magic link not to be followed is answered as
  * its text (RES_TEXT). */
 static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
-                   uint64_t extra_resolve, char *text_out)
+                   uint64_t extra_resolve, char *text_out, struct stat *st_out);
+
+/* With st_out (O_PATH only), the fd's stat comes back too: for a stat the
+ * check for /proc is then a comparison with /proc's device, not a syscall. */
+static int resolve_st(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
+                      uint64_t extra_resolve, char *text_out, struct stat *st_out)
 {
+    int fd = resolve(r, dirfd, path, flags, mode, extra_resolve, text_out, st_out);
+    if (fd >= 0 && st_out != NULL && st_out->st_ino == 0 && fstat(fd, st_out) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
+                   uint64_t extra_resolve, char *text_out, struct stat *st_out)
+{
+    if (st_out != NULL)
+        st_out->st_ino = 0; /* not filled yet */
     if (path[0] == '\0')
         return -ENOENT;
     char abs[PATH_MAX * 2];
@@ -693,6 +712,16 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
     }
     if (fd < 0)
         return fd;
+    if (st_out != NULL && (flags & O_PATH) && r->b->proc_dev != 0) {
+        /* An O_PATH fd writes nothing, so only /proc (whose "self" is not
+         * the guest's) needs the walk. */
+        if (fstat(fd, st_out) < 0 || st_out->st_dev == r->b->proc_dev) {
+            close(fd);
+            st_out->st_ino = 0;
+            return slow_open(r, abs, flags, mode, text_out);
+        }
+        return fd;
+    }
     long type = 0;
     if (special_fs(fd, &type)) {
         /* Reached /proc, /sys or a cgroupfs through a symlink: walk it. */
@@ -706,7 +735,7 @@ int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flag
                     bool for_socket)
 {
     (void)for_socket;
-    int rc = resolve(r, dirfd, path, flags, mode, 0, NULL);
+    int rc = resolve(r, dirfd, path, flags, mode, 0, NULL, NULL);
     return rc == RES_TEXT ? -ELOOP : rc;
 }
 
@@ -852,7 +881,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
     } else if (resolve_extra != 0) {
         /* NO_XDEV, NO_SYMLINKS, CACHED only restrict more: honoured on the
          * fast path (a /proc or /sys path is walked without them). */
-        fd = resolve(r, dirfd, path, flags, mode, resolve_extra, NULL);
+        fd = resolve(r, dirfd, path, flags, mode, resolve_extra, NULL, NULL);
         if (fd == RES_TEXT)
             fd = -ELOOP;
     } else {
@@ -957,13 +986,22 @@ static long do_fstatat(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t
         return rc;
     if ((rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int fd =
-        path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, flags & AT_SYMLINK_NOFOLLOW);
-    if (fd < 0)
-        return fd;
     struct stat st;
-    if (fstatat(fd, "", &st, AT_EMPTY_PATH) < 0)
-        return -errno;
+    cleanup_close int fd = -1;
+    if (path[0] == '\0') {
+        fd = path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, false);
+        if (fd < 0)
+            return fd;
+        if (fstat(fd, &st) < 0)
+            return -errno;
+    } else {
+        fd = resolve_st(r, dirfd, path, O_PATH | (flags & AT_SYMLINK_NOFOLLOW ? O_NOFOLLOW : 0), 0,
+                        0, NULL, &st);
+        if (fd == RES_TEXT)
+            return -ELOOP;
+        if (fd < 0)
+            return fd;
+    }
     return bh_mem_write(r, buf_addr, &st, sizeof(st));
 }
 
@@ -1068,7 +1106,7 @@ static long do_readlink(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
     char text[PATH_MAX];
-    int fd = resolve(r, dirfd, path, O_PATH | O_NOFOLLOW, 0, 0, text);
+    int fd = resolve(r, dirfd, path, O_PATH | O_NOFOLLOW, 0, 0, text, NULL);
     ssize_t n;
     if (fd == RES_TEXT) {
         n = (ssize_t)strlen(text);

@@ -69,6 +69,7 @@ struct bh_broker {
     char root_path[PATH_MAX]; /* the root as the broker's own root sees it; "" for "/" */
     size_t root_len;
     pid_t self_pid; /* the sentry's own tgid, never a target */
+    dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
     int epoll_fd;
     int stop_fd; /* eventfd: readable when the broker stops */
     size_t notif_size, resp_size;

@@ -50,6 +50,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,6 +62,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -664,6 +666,13 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
             b->root_path[0] = '\0';
         b->root_len = strlen(b->root_path);
     }
+    struct stat pst;
+    struct statfs psf;
+    cleanup_close int pfd =
+        openat(b->root_fd, "proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd >= 0 && fstatfs(pfd, &psf) == 0 && psf.f_type == PROC_SUPER_MAGIC &&
+        fstat(pfd, &pst) == 0)
+        b->proc_dev = pst.st_dev;
     b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (b->epoll_fd < 0 || b->stop_fd < 0) {

@@ -505,6 +505,19 @@ static void g_proc(void *arg)
     c = content_of(AT_FDCWD, "/fdlink", &e);
     GCHECK(strcmp(c, "inside") == 0);
     close(50);
+    /* stat and readlink of /proc/self mean the guest too, also through a
+     * symlink planted in the root. */
+    struct stat a, b2;
+    snprintf(p, sizeof(p), "/proc/%d", getpid());
+    GCHECK(stat(p, &a) == 0 && stat("/proc/self", &b2) == 0 && a.st_ino == b2.st_ino);
+    GCHECK(stat("/selflink", &b2) == 0 && a.st_ino == b2.st_ino);
+    char lt[64];
+    ssize_t ln = readlink("/proc/self", lt, sizeof(lt) - 1);
+    GCHECK(ln > 0);
+    lt[ln] = '\0';
+    GCHECK(atoi(lt) == getpid());
+    ln = readlink("/proc/self/cwd", lt, sizeof(lt) - 1);
+    GCHECK(ln == 1 && lt[0] == '/'); /* its cwd is the root, in its own view */
     /* A symlink planted in the root pointing at /proc/self lands on the guest. */
     c = content_of(AT_FDCWD, "/mylink_status", &e);
     GCHECK(strncmp(c, "Name:", 5) == 0);
@@ -518,6 +531,8 @@ Test(broker, proc_self_works_and_the_sentry_and_others_are_refused)
     cr_assert_eq(symlink("/proc/self/status", p), 0);
     snprintf(p, sizeof(p), "%s/fdlink", root);
     cr_assert_eq(symlink("/proc/self/fd/50", p), 0);
+    snprintf(p, sizeof(p), "%s/selflink", root);
+    cr_assert_eq(symlink("/proc/self", p), 0);
     other_pid = fork();
     cr_assert(other_pid >= 0);
     if (other_pid == 0) {
@@ -525,7 +540,11 @@ Test(broker, proc_self_works_and_the_sentry_and_others_are_refused)
         _exit(0);
     }
     pid_t me = getpid();
-    run_guest(&open_opts, g_proc, &me);
+    static const int calls[] = {SCMP_SYS(open),       SCMP_SYS(openat), SCMP_SYS(openat2),
+                                SCMP_SYS(newfstatat), SCMP_SYS(stat),   SCMP_SYS(readlink),
+                                SCMP_SYS(readlinkat), SCMP_SYS(statx)};
+    struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
+    run_guest(&o, g_proc, &me);
 }
 
 static void g_sys(void *arg)
