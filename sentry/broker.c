@@ -38,13 +38,25 @@
  * Syscalls the broker itself makes (for sentry.policy): epoll_create1,
  * epoll_ctl, epoll_wait, eventfd2, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
  * (SECCOMP_GET_NOTIF_SIZES), clone3/clone (threads), unshare(CLONE_FS),
- * futex, mmap/munmap/mprotect, poll, pidfd_open, pidfd_getfd,
- * process_vm_readv, process_vm_writev, openat, openat2, read, close, fstat,
- * newfstatat, statx, fstatfs, readlinkat, faccessat2, mkdirat, mknodat,
- * unlinkat, renameat2, symlinkat, linkat, fchmodat2, fchownat, utimensat,
- * ftruncate, umask, setfsuid, setfsgid, setgroups, connect, bind, sendto,
- * sendmsg, getsockopt, getpid, gettid, write (debug log), rt_sigprocmask,
- * tgkill (thread cancellation at shutdown), madvise, exit. */
+ * futex, mmap/munmap/mprotect, poll, pidfd_open (PIDFD_THREAD), pidfd_getfd,
+ * pidfd_send_signal (SIGPIPE), process_vm_readv, process_vm_writev, openat,
+ * openat2, read, pread64, close, fstat, newfstatat, statx, fstatfs,
+ * readlinkat, faccessat2, mkdirat, mknodat, unlinkat, renameat2, symlinkat,
+ * linkat, fchmodat2, fchownat, utimensat, ftruncate, umask, fchdir,
+ * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
+ * write (debug log), rt_sigprocmask, tgkill (thread cancellation at
+ * shutdown), madvise, exit.
+ *
+ * Guest ids: each request runs with the fs ids of the thread that made it,
+ * read from /proc/TID/status (kept open and re-read with pread, which also
+ * proves the thread alive). They are cached, and checked with one poll of
+ * the thread's pidfd, when the thread cannot change them (no capabilities,
+ * real = effective = saved = fs ids, no_new_privs: every kernel-tier guest)
+ * or when the policy notifies the set*id family (config.ids_notified).
+ *
+ * Measured here (tests/unit/test_broker.c, best of 10 batches): a bare
+ * notification round trip ~5-7 us; openat+close ~14 us brokered vs ~1.6 us
+ * native; stat ~14 us vs ~0.8 us (runsc: 23.5 and 17 us). */
 #include "broker-internal.h"
 
 #include <errno.h>
