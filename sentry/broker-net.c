@@ -17,7 +17,8 @@
  * Known differences: a unix stream peer sees the sentry's credentials
  * (SO_PEERCRED) rather than the guest's, because the sentry connects;
  * SCM_CREDENTIALS is refused (EPERM) for the same reason; a send larger than
- * 4 MiB is cut to 4 MiB (a short write, as stream sockets allow). */
+ * 1 MiB is cut to 1 MiB (a short write, as stream sockets allow; no
+ * datagram is that large). */
 #include "broker-internal.h"
 
 #include <arpa/inet.h>
@@ -39,7 +40,7 @@
 
 #define ARG(i) (r->n->data.args[i])
 #define ARG_FD(i) ((int)(int32_t)r->n->data.args[i])
-#define SEND_CAP (4u << 20)
+#define SEND_CAP (1u << 20)
 
 enum addr_use { USE_CONNECT, USE_BIND, USE_SEND };
 
