@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "bulkheadd.h"
+#include "cgroup.h"
 #include "cleanup.h"
 #include "frame.h"
 #include "probe.h"
@@ -40,6 +41,9 @@
 #define NODE_PATH "/usr/bin/node"
 #define PYTHON_PATH "/usr/bin/python3"
 #define SANDBOX_WORKDIR "/work"
+/* the guest is unprivileged inside, as `bulkhead do` runs it; the working
+ * directory tmpfs belongs to it */
+#define SANDBOX_UID 1000
 
 /* ---- runner sources ------------------------------------------------------ */
 
@@ -209,6 +213,7 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
     struct bh_sandbox *sb = NULL;
     pid_t agent = -1;
     pid_t pid1;
+    char sandbox_id[64] = "-";
     const char *argv_agent[] = {PYTHON_PATH, "-I", "-c", bhd_runners.agent, NULL};
 
     if (bhd_cfg.tier == BH_TIER_NONE) {
@@ -241,6 +246,7 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
         bh_hex(rnd, sizeof(rnd), hex);
         if (asprintf(&spec.id, "bhd-%d-%s", (int)getppid(), hex) < 0)
             _exit(1);
+        snprintf(sandbox_id, sizeof(sandbox_id), "%s", spec.id);
         spec.tier = bhd_cfg.tier;
         spec.rootfs = bhd_cfg.rootfs ? strdup(bhd_cfg.rootfs) : NULL;
         spec.rootfs_readonly = true;
@@ -249,8 +255,8 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
         spec.process.argv = strv(argv_agent);
         spec.process.env = strv(guest_env);
         spec.process.cwd = strdup(SANDBOX_WORKDIR);
-        spec.process.uid = 0;
-        spec.process.gid = 0;
+        spec.process.uid = SANDBOX_UID;
+        spec.process.gid = SANDBOX_UID;
         spec.limits.memory_bytes = bhd_cfg.memory_bytes;
         spec.limits.pids = bhd_cfg.pids;
         if (bhd_cfg.cpu_millis > 0) {
@@ -280,7 +286,7 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
         pid1 = bh_sandbox_pid(sb);
     }
     close(agent_fd);
-    keeper_report(ctl, "P%d", (int)pid1);
+    keeper_report(ctl, "P%d %s", (int)pid1, sandbox_id);
 
     int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
     while (!keeper_stop) {
@@ -331,10 +337,18 @@ static json_t *agent_init(const char *workdir, const char *prestart)
     json_t *pre = json_array();
     if (prestart != NULL && prestart[0] != '\0')
         json_array_append_new(pre, json_string(prestart));
-    return json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:o}", "workdir", workdir, "sandboxed",
+    /* The kernel tier refuses memory that is writable and executable at once
+     * (kernel.policy, W^X), which V8's JIT needs: node runs its interpreter
+     * only there (no JIT, no WebAssembly). */
+    json_t *node_flags = json_array();
+    if (bhd_cfg.tier == BH_TIER_KERNEL) {
+        json_array_append_new(node_flags, json_string("--jitless"));
+        json_array_append_new(node_flags, json_string("--no-expose-wasm"));
+    }
+    return json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:o, s:o}", "workdir", workdir, "sandboxed",
                      bhd_cfg.tier != BH_TIER_NONE, "python_runner", bhd_runners.python,
                      "javascript_runner", bhd_runners.javascript, "node", NODE_PATH, "env", env,
-                     "prestart", pre);
+                     "prestart", pre, "node_flags", node_flags);
 }
 
 static int send_json(int fd, json_t *obj, struct bh_error *err)
@@ -345,6 +359,52 @@ static int send_json(int fd, json_t *obj, struct bh_error *err)
     int rc = bh_frame_write(fd, text, strlen(text), err);
     free(text);
     return rc;
+}
+
+/* "PID ID" from the keeper: the sandbox's pid 1 and its cgroup, which we
+ * read (never change) for what a call ran into (OOM kills, pids.max). */
+static void box_opened(struct bhd_box *box, const char *msg)
+{
+    char id[64] = "";
+    int pid = 0;
+    if (sscanf(msg, "%d %63s", &pid, id) < 1)
+        return;
+    box->sentry = pid;
+    if (box->tier == BH_TIER_NONE || id[0] == '-' || id[0] == '\0')
+        return;
+    char path[96];
+    snprintf(path, sizeof(path), "bulkhead/%s", id);
+    struct bh_error err = {0};
+    if (bh_cgroup_open(path, &box->cg, &err) < 0)
+        box->cg = NULL;
+}
+
+int bhd_box_counters(struct bhd_box *box, struct bhd_box_counters *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (box->cg == NULL)
+        return -1;
+    struct bh_cgroup_stats st;
+    struct bh_error err = {0};
+    if (bh_cgroup_stats(box->cg, &st, &err) == 0) {
+        c->oom_kills = st.oom_kills;
+        c->memory_max_usage = st.memory_max_usage;
+        c->cpu_usage_ns = st.cpu_usage_ns;
+    }
+    const char *dir = bh_cgroup_dir(box->cg, "pids");
+    if (dir != NULL) {
+        char path[4200], line[128];
+        snprintf(path, sizeof(path), "%s/pids.events", dir);
+        FILE *f = fopen(path, "re");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            unsigned long long v;
+            if (sscanf(line, "max %llu", &v) == 1)
+                c->pids_max_hits = v;
+        }
+        if (f != NULL)
+            fclose(f);
+    }
+    return 0;
 }
 
 int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err)
@@ -405,7 +465,7 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
         else if (rc > 0 && ((char *)msg)[0] == 'E')
             rc = bh_error_set(err, EIO, "%s", (char *)msg + 1);
         else if (rc > 0)
-            box->sentry = atoi((char *)msg + 1);
+            box_opened(box, (char *)msg + 1);
         free(msg);
     }
     if (rc >= 0) {
@@ -438,6 +498,8 @@ void bhd_box_destroy(struct bhd_box *box)
         close(box->chan);
     if (box->keeper_fd >= 0)
         close(box->keeper_fd);
+    if (box->cg != NULL)
+        bh_cgroup_free(box->cg);
     /* The keeper destroys the sandbox on EOF; wait for it (bounded), so a
      * closed session has nothing left when the answer goes out. */
     for (int i = 0; i < 1000; i++) {
@@ -514,6 +576,21 @@ int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t t
             out->files_error = bhd_utf8_sanitize(json_string_value(fe),
                                                  strnlen(json_string_value(fe), 1024), NULL);
             json_decref(hdr);
+            /* the agent answers every cell with the same frames (header,
+             * stdout, stderr): drop the two so the next call reads its own */
+            for (int i = 0; i < 2; i++) {
+                rc = bh_frame_read(box->chan, (size_t)bhd_cfg.output_bytes, deadline, &buf, &len,
+                                   err);
+                free(buf);
+                buf = NULL;
+                if (rc <= 0) {
+                    if (rc == 0)
+                        bh_error_set(err, EPIPE, "the session agent ended inside a result");
+                    box->dead = true;
+                    out->box_died = true;
+                    return -1;
+                }
+            }
             return 0;
         }
         int64_t n_images = 0;

@@ -14,6 +14,8 @@
 #include "error.h"
 #include "sandbox.h"
 
+struct bh_cgroup;
+
 #define BHD_VERSION "0.1.0"
 #define BHD_PROTOCOL 1
 
@@ -60,6 +62,15 @@ struct bhd_box {
     int64_t created_ms;
     int64_t create_ms; /* how long creation took */
     bool dead;
+    struct bh_cgroup *cg; /* the sandbox's cgroup, read only; NULL: none */
+};
+
+/* What a box's cgroup counted so far; a call compares before and after. */
+struct bhd_box_counters {
+    uint64_t oom_kills;
+    uint64_t pids_max_hits;
+    uint64_t memory_max_usage;
+    uint64_t cpu_usage_ns;
 };
 
 struct bhd_cell_out {
@@ -86,6 +97,8 @@ extern struct bhd_runners bhd_runners;
 int bhd_runners_load(const char *dir, struct bhd_runners *r, struct bh_error *err);
 int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err);
 void bhd_box_destroy(struct bhd_box *box);
+/* -1 when the box has no cgroup (tier none) or it cannot be read. */
+int bhd_box_counters(struct bhd_box *box, struct bhd_box_counters *c);
 int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t timeout_ms,
                 struct bhd_cell_out *out, struct bh_error *err);
 void bhd_cell_out_free(struct bhd_cell_out *o);

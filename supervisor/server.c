@@ -204,6 +204,9 @@ static void response_free(Bulkhead__Control__Response *r)
         free_str(c->stderr);
         free_str(c->value);
         free_str(c->tier);
+        for (size_t i = 0; i < c->n_limits_hit; i++)
+            free(c->limits_hit[i]);
+        free(c->limits_hit);
         if (c->record) {
             free_str(c->record->language);
             free_str(c->record->previous_digest);
@@ -657,9 +660,14 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
     struct bhd_cell_out out = {0};
     struct bh_error err = {0};
     int rc = 0;
+    struct bhd_box_counters before, after;
+    bool counted = !ended && bhd_box_counters(s->box, &before) == 0;
     if (!ended)
         rc = bhd_box_run(s->box, req, timeout, &out, &err);
     int64_t t_end = bh_now_ms();
+    counted = counted && bhd_box_counters(s->box, &after) == 0;
+    bool oom = counted && after.oom_kills > before.oom_kills;
+    bool pids_hit = counted && after.pids_max_hits > before.pids_max_hits;
 
     int end_reason = 0;
     int64_t used = -1;
@@ -705,6 +713,19 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
             c->state_kept = out.state_kept;
             c->files_persist = end_reason == 0;
             c->fresh_interpreter = out.fresh_interpreter;
+            if (oom) {
+                /* say so where a reader of the output looks */
+                char *more = NULL;
+                if (asprintf(&more,
+                             "%sbulkhead: the sandbox ran out of memory (limit %lld MiB): the "
+                             "process that used the most was killed%s\n",
+                             c->stderr, (long long)(bhd_cfg.memory_bytes >> 20),
+                             out.state_kept ? "" : "; the next cell starts a fresh interpreter") >=
+                    0) {
+                    free_str(c->stderr);
+                    c->stderr = more;
+                }
+            }
             c->images = calloc(out.n_images + 1, sizeof(*c->images));
             for (size_t i = 0; i < out.n_images; i++) {
                 Bulkhead__Control__Image *im = calloc(1, sizeof(*im));
@@ -717,6 +738,21 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
         }
         c->fresh_sandbox = fresh_sandbox;
         c->tier = strdup(bh_tier_name(s->tier));
+        const char *hit[5];
+        size_t n_hit = 0;
+        if (oom)
+            hit[n_hit++] = "memory";
+        if (pids_hit)
+            hit[n_hit++] = "pids";
+        if (c->timed_out)
+            hit[n_hit++] = "deadline";
+        if (c->stdout_truncated || c->stderr_truncated)
+            hit[n_hit++] = "output";
+        if (end_reason == BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET)
+            hit[n_hit++] = "disk_budget";
+        c->limits_hit = calloc(n_hit + 1, sizeof(char *));
+        for (size_t i = 0; i < n_hit; i++)
+            c->limits_hit[c->n_limits_hit++] = strdup(hit[i]);
         Bulkhead__Control__RunRecord *r = calloc(1, sizeof(*r));
         bulkhead__control__run_record__init(r);
         r->cell = cell_no;
@@ -875,6 +911,71 @@ static int send_response(int fd, Bulkhead__Control__Response *resp)
     return rc;
 }
 
+/* protobuf-c hands strings over NUL-terminated, so a string field holding a
+ * NUL byte would be read cut short ("notes.txt\0../x" as "notes.txt") and
+ * the caller's input silently changed. The raw bytes are walked with the
+ * message's own descriptors before unpacking: any string field (at any
+ * depth) with a NUL byte refuses the request. Malformed wire data is left to
+ * the unpacker, which refuses it. */
+static bool pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+static bool pb_strings_have_nul(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+                                int depth)
+{
+    const uint8_t *end = p + len;
+    if (depth > 16)
+        return false;
+    while (p < end) {
+        uint64_t key, n;
+        if (!pb_varint(&p, end, &key))
+            return false;
+        switch (key & 7) {
+        case 0:
+            if (!pb_varint(&p, end, &n))
+                return false;
+            break;
+        case 1:
+            if ((size_t)(end - p) < 8)
+                return false;
+            p += 8;
+            break;
+        case 5:
+            if ((size_t)(end - p) < 4)
+                return false;
+            p += 4;
+            break;
+        case 2: {
+            if (!pb_varint(&p, end, &n) || n > (uint64_t)(end - p))
+                return false;
+            const ProtobufCFieldDescriptor *f =
+                key >> 3 <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+                    : NULL;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)n))
+                return true;
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+                pb_strings_have_nul(f->descriptor, p, (size_t)n, depth + 1))
+                return true;
+            p += n;
+            break;
+        }
+        default:
+            return false;
+        }
+    }
+    return false;
+}
+
 void bhd_serve_connection(int fd)
 {
     struct ucred cred;
@@ -911,6 +1012,8 @@ void bhd_serve_connection(int fd)
         }
         Bulkhead__Control__Request *req =
             bulkhead__control__request__unpack(NULL, len, (const uint8_t *)buf);
+        bool has_nul = req != NULL &&
+                       pb_strings_have_nul(&bulkhead__control__request__descriptor, buf, len, 0);
         free(buf);
         if (req == NULL) {
             set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
@@ -924,6 +1027,10 @@ void bhd_serve_connection(int fd)
             set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
                       "protocol version %u is not served: this bulkheadd speaks version %d",
                       req->version, BHD_PROTOCOL);
+        } else if (has_nul) {
+            set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                      "a text field (a file path or content, code, an id) holds a NUL byte: "
+                      "refused, nothing ran; send text without NUL bytes");
         } else {
             switch (req->body_case) {
             case BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE:

@@ -95,6 +95,7 @@ class Agent:
         self.py_src = init["python_runner"]
         self.js_src = init.get("javascript_runner", "")
         self.node = init.get("node", "/usr/bin/node")
+        self.node_flags = [str(f) for f in init.get("node_flags") or []]
         self.env = init.get("env") or {}
         self.interps = {}
         self.used = set()  # languages that ran a cell in the current interpreter
@@ -146,7 +147,7 @@ class Agent:
             try:
                 pid = os.posix_spawn(
                     self.node,
-                    [self.node, "--stack-size=2000", "-e", self.js_src],
+                    [self.node, "--stack-size=2000"] + self.node_flags + ["-e", self.js_src],
                     env,
                     file_actions=fa,
                     setsid=True,

@@ -61,6 +61,19 @@ def _figures():
     return images
 
 
+def _reap():
+    # The agent killed whatever the last cell left running; the dead children
+    # of this interpreter are reaped here, or as zombies they would go on
+    # counting against the session's pids limit.
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def serve(fd):
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
@@ -87,6 +100,7 @@ def serve(fd):
         if req is None:
             os._exit(0)
         n += 1
+        _reap()
         reply = _run(req.get("code", ""), ns, loop, "<cell-%d>" % n)
         try:
             sys.stdout.flush()

@@ -1,7 +1,9 @@
 /* bulkheadd end to end: a real daemon on a temporary socket, driven through
  * the control protocol as an agent platform would, and ended by its pid.
- * The tier comes from BULKHEADD_TEST_TIER (default container); when the host
- * cannot give it, the tests skip and say why. */
+ * The tier comes from BULKHEADD_TEST_TIER; by default kernel, and container
+ * when this host cannot verify kernel (said on stderr, and the assertions
+ * only the kernel tier can make skip with a message). When the host cannot
+ * give the tier at all, the tests skip and say why. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +28,7 @@ typedef Bulkhead__Control__Response Resp;
 static pid_t daemon_pid = -1;
 static char sock_path[108];
 static char tmpdir[64];
+static char daemon_tier[16]; /* the tier the running daemon serves */
 
 static const char *build_dir(void)
 {
@@ -69,15 +72,13 @@ static void stop_daemon(void)
     }
 }
 
-/* Starts bulkheadd with extra args; skips when the tier is not available. */
-static void start_daemon(const char *extra)
+/* Starts bulkheadd at tier with extra args; 0 when it listens, -1 (with its
+ * stderr in msg) when it refused to start. */
+static int launch(const char *tier, const char *extra, char *msg, size_t msg_size)
 {
     strcpy(tmpdir, "/tmp/bhd-e2e-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
     snprintf(sock_path, sizeof(sock_path), "%s/s.sock", tmpdir);
-    const char *tier = getenv("BULKHEADD_TEST_TIER");
-    if (tier == NULL)
-        tier = "container";
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "exec %s/bulkheadd --socket %s --tier %s --audit %s/audit.log --warm 0 %s "
@@ -92,26 +93,60 @@ static void start_daemon(const char *extra)
         int fd = conn();
         if (fd >= 0) {
             close(fd);
-            return;
+            snprintf(daemon_tier, sizeof(daemon_tier), "%s", tier);
+            return 0;
         }
         int st;
         if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
             daemon_pid = -1;
-            char path[128], msg[2048] = "";
+            char path[128];
             snprintf(path, sizeof(path), "%s/err.log", tmpdir);
+            msg[0] = '\0';
             FILE *f = fopen(path, "r");
             if (f) {
-                size_t n = fread(msg, 1, sizeof(msg) - 1, f);
+                size_t n = fread(msg, 1, msg_size - 1, f);
                 msg[n] = '\0';
                 fclose(f);
             }
             stop_daemon();
-            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
+            return -1;
         }
         usleep(50000);
     }
     stop_daemon();
     cr_assert_fail("bulkheadd did not listen within 30 s");
+    return -1;
+}
+
+/* Starts bulkheadd with extra args at the test tier (see the top). */
+static void start_daemon(const char *extra)
+{
+    const char *tier = getenv("BULKHEADD_TEST_TIER");
+    char msg[2048];
+    if (tier != NULL) {
+        if (launch(tier, extra, msg, sizeof(msg)) < 0)
+            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
+        return;
+    }
+    if (launch("kernel", extra, msg, sizeof(msg)) == 0)
+        return;
+    fprintf(stderr,
+            "test_supervisor: the kernel tier cannot be verified here, running at the container "
+            "tier (kernel-only assertions skip): %s\n",
+            msg);
+    if (launch("container", extra, msg, sizeof(msg)) < 0)
+        cr_skip_test("bulkheadd started neither at kernel nor at container tier: %s", msg);
+}
+
+/* True when the daemon serves the kernel tier; otherwise says what is not
+ * checked (a visible skip of one assertion, the test goes on). */
+static bool kernel_only(const char *what)
+{
+    if (strcmp(daemon_tier, "kernel") == 0)
+        return true;
+    cr_log_warn("skipped at tier %s (kernel only): %s", daemon_tier, what);
+    fprintf(stderr, "test_supervisor: skipped at tier %s (kernel only): %s\n", daemon_tier, what);
+    return false;
 }
 
 static Resp *roundtrip_fd(int fd, Req *req)
@@ -355,8 +390,10 @@ Test(supervisor, background_children_are_gone_after_the_call)
             "n = 0\n"
             "for p in os.listdir('/proc'):\n"
             "    if p.isdigit():\n"
-            "        try: n += b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read()\n"
-            "        except OSError: pass\n"
+            "      try:\n"
+            "        st = open(f'/proc/{p}/stat', 'rb').read()\n"
+            "        n += b'(sleep)' in st and st.split(b')')[-1].split()[0] != b'Z'\n"
+            "      except OSError: pass\n"
             "n");
     cr_assert_str_eq(ok(r)->value, "0");
     FREE(r);
@@ -535,6 +572,170 @@ Test(supervisor, bad_frames_get_an_error_or_a_close_never_a_crash)
     cr_assert_eq(sst.st_mode & 0777, 0600);
 }
 
+Test(supervisor, describe_and_results_name_the_verified_tier_and_the_guest_is_unprivileged)
+{
+    start_daemon(NULL);
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Describe d = BULKHEAD__CONTROL__DESCRIBE__INIT;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE;
+    req.describe = &d;
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE);
+    Bulkhead__Control__DescribeResult *dr = r->describe;
+    cr_assert_str_eq(dr->tier->tier, daemon_tier);
+    cr_assert_gt(dr->tier->n_checks, 0);
+    bool all_passed = true;
+    for (size_t i = 0; i < dr->tier->n_checks; i++)
+        if (!dr->tier->checks[i]->passed && strstr(dr->tier->checks[i]->detail, "required for") &&
+            !strstr(dr->tier->checks[i]->detail, "required for none"))
+            all_passed = false;
+    if (kernel_only("Describe reports tier kernel with every required check passed")) {
+        cr_assert_str_eq(dr->tier->tier, "kernel");
+        cr_assert(all_passed, "a required check failed at the kernel tier");
+    }
+    cr_assert_eq(dr->n_languages, 2,
+                 "both languages proven at start (javascript at the kernel "
+                 "tier runs node --jitless)");
+    cr_assert(dr->supports_sessions);
+    FREE(r);
+    char *id = open_session("alice");
+    r = run(id, "python",
+            "import os; (os.getuid(), os.getgid(), os.getcwd(), "
+            "os.stat('.').st_uid, open('/proc/self/status').read().split('CapEff:')"
+            "[1].split()[0])");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_str_eq(c->value, "(1000, 1000, '/work', 1000, '0000000000000000')", "%s", c->stderr);
+    cr_assert_str_eq(c->tier, daemon_tier);
+    FREE(r);
+    r = run(id, "javascript", "[process.getuid(), process.cwd()]");
+    cr_assert_str_eq(ok(r)->value, "[ 1000, '/work' ]", "stderr: %s", ok(r)->stderr);
+    FREE(r);
+    /* the guest's own view at the kernel tier: seccomp filter, no_new_privs */
+    r = run(id, "python",
+            "s = open('/proc/self/status').read(); "
+            "[l.split()[1] for l in s.splitlines() if l.startswith(('Seccomp:', "
+            "'NoNewPrivs:'))]");
+    cr_assert_str_eq(ok(r)->value, "['1', '2']", "%s", ok(r)->stderr);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+/* ---- limits for real ------------------------------------------------------ */
+
+static bool has_limit(Bulkhead__Control__CellResult *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_limits_hit; i++)
+        if (strcmp(c->limits_hit[i], name) == 0)
+            return true;
+    return false;
+}
+
+Test(supervisor, memory_bomb_is_killed_and_the_session_says_so)
+{
+    start_daemon("--memory 134217728");
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "keep = 'still here'; open('f', 'w').write('x')");
+    ok(r);
+    FREE(r);
+    r = run_files(id, "python", "a = []\nwhile True: a.append(bytearray(16 << 20))", 20000, NULL,
+                  0);
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 137, "exit %d stderr %s", c->exit_code, c->stderr);
+    cr_assert(!c->timed_out);
+    cr_assert(has_limit(c, "memory"), "the result names the memory limit");
+    cr_assert(strstr(c->stderr, "memory") != NULL, "stderr says so: %s", c->stderr);
+    cr_assert(!c->state_kept);
+    FREE(r);
+    r = run(id, "python", "import os; ('keep' in globals(), os.path.exists('f'))");
+    c = ok(r);
+    cr_assert(c->fresh_interpreter);
+    cr_assert(!c->fresh_sandbox);
+    cr_assert_str_eq(c->value, "(False, True)");
+    FREE(r);
+    /* the same in node: its heap grows until the cgroup says no */
+    r = run_files(id, "javascript", "const a = []; for (;;) a.push(Buffer.alloc(16 << 20, 1));",
+                  20000, NULL, 0);
+    c = ok(r);
+    cr_assert_neq(c->exit_code, 0);
+    cr_assert(!c->state_kept);
+    FREE(r);
+    r = run(id, "javascript", "typeof a");
+    cr_assert(ok(r)->fresh_interpreter);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, fork_bomb_is_contained)
+{
+    start_daemon("--pids 64");
+    char *id = open_session("alice");
+    Resp *r = run_files(id, "python",
+                        "import os, time\n"
+                        "n = 0\n"
+                        "for i in range(10000):\n"
+                        "    try:\n"
+                        "        if os.fork() == 0:\n"
+                        "            time.sleep(60); os._exit(0)\n"
+                        "        n += 1\n"
+                        "    except OSError:\n"
+                        "        break\n"
+                        "n",
+                        20000, NULL, 0);
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 0, "%s", c->stderr);
+    cr_assert_lt(atoi(c->value), 64, "forks stopped below pids.max: %s", c->value);
+    cr_assert(has_limit(c, "pids"), "the result names the pids limit");
+    FREE(r);
+    /* every child is gone and the session forks again */
+    r = run(id, "python", "import subprocess; subprocess.run(['true']).returncode");
+    cr_assert_str_eq(ok(r)->value, "0", "%s", ok(r)->stderr);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, cpu_quota_is_applied)
+{
+    start_daemon("--cpu 100");
+    char *id = open_session("alice");
+    Resp *r = run(id, "python",
+                  "import time\nt0 = time.monotonic(); c0 = time.process_time()\n"
+                  "while time.monotonic() - t0 < 1.0: pass\n"
+                  "round(time.process_time() - c0, 2)");
+    Bulkhead__Control__CellResult *c = ok(r);
+    double used = atof(c->value);
+    cr_assert_lt(used, 0.4, "a tenth of a core for 1 s used %.2f s of CPU", used);
+    cr_assert_gt(used, 0.01);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+Test(supervisor, disk_budget_ends_the_session_and_the_next_call_is_told)
+{
+    start_daemon("--disk 4194304");
+    char *id = open_session("alice");
+    Resp *r = run(id, "python", "open('small', 'w').write('x' * 1000); 1");
+    cr_assert(ok(r)->files_persist);
+    FREE(r);
+    r = run(id, "python",
+            "try:\n    open('big', 'wb').write(b'x' * (4 << 20) + b'y' * (512 << 10))\n"
+            "except OSError as e:\n    print('refused', e)\n");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert(!c->files_persist, "the call that went over the budget ended the session");
+    cr_assert(has_limit(c, "disk_budget"));
+    FREE(r);
+    r = run(id, "python", "1");
+    Bulkhead__Control__Error *e = error_of(r);
+    cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED);
+    cr_assert_eq(e->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET);
+    cr_assert(e->not_dispatched);
+    FREE(r);
+    free(id);
+}
+
 /* Processes whose cmdline holds marker, outside this test process. */
 static int count_procs(const char *marker)
 {
@@ -579,6 +780,102 @@ static int count_cgroups(pid_t daemon)
     return n;
 }
 
+/* Every process below pid (keepers, sentries, agents, interpreters, cell
+ * children) with its start time, so a reused pid is not mistaken for one. */
+struct proc_id {
+    pid_t pid;
+    unsigned long long start;
+};
+
+static bool proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start, char *comm, size_t n)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    if (l == NULL || r == NULL)
+        return false;
+    snprintf(comm, n, "%.*s", (int)(r - l - 1), l + 1);
+    char state;
+    int pp;
+    unsigned long long st = 0;
+    /* fields after comm: state ppid ... starttime is field 22 */
+    if (sscanf(r + 2,
+               "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
+               "%llu",
+               &state, &pp, &st) != 3)
+        return false;
+    *ppid = pp;
+    *start = st;
+    return state != 'Z' && state != 'X';
+}
+
+static size_t descendants(pid_t root, struct proc_id *out, size_t max)
+{
+    size_t n = 0;
+    out[n++] = (struct proc_id){root, 0};
+    for (bool grew = true; grew;) {
+        grew = false;
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL && n < max) {
+            pid_t pid = atoi(e->d_name), pp;
+            unsigned long long st;
+            char comm[64];
+            if (pid <= 0 || !proc_stat(pid, &pp, &st, comm, sizeof(comm)))
+                continue;
+            bool known = false, parent = false;
+            for (size_t i = 0; i < n; i++) {
+                known |= out[i].pid == pid;
+                parent |= out[i].pid == pp;
+            }
+            if (!known && parent) {
+                out[n++] = (struct proc_id){pid, st};
+                grew = true;
+            }
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+static int still_alive(const struct proc_id *p, size_t n, char *which, size_t wn)
+{
+    int alive = 0;
+    which[0] = '\0';
+    for (size_t i = 1; i < n; i++) {
+        pid_t pp;
+        unsigned long long st;
+        char comm[64];
+        if (proc_stat(p[i].pid, &pp, &st, comm, sizeof(comm)) && st == p[i].start) {
+            alive++;
+            size_t l = strlen(which);
+            snprintf(which + l, wn - l, " %d(%s)", (int)p[i].pid, comm);
+        }
+    }
+    return alive;
+}
+
+/* Mounts of the host's mount namespace that name the daemon's sandboxes or
+ * its temporary directory. */
+static int count_mounts(pid_t daemon)
+{
+    char tag[32], line[4096];
+    snprintf(tag, sizeof(tag), "bhd-%d-", (int)daemon);
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f))
+        n += strstr(line, tag) != NULL || strstr(line, tmpdir) != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 static void leaves_nothing(int sig)
 {
     start_daemon("--warm 1");
@@ -589,23 +886,54 @@ static void leaves_nothing(int sig)
                   "open('/tmp/bhd-marker-4243', 'w').write('x'); 1");
     FREE(r);
     r = run(id, "python",
-            "import subprocess; subprocess.Popen(['sleep', '4244'], start_new_session=True); 1");
+            "import subprocess; subprocess.Popen(['sleep', '4244'], start_new_session=True); "
+            "import time; time.sleep(0.2); 1");
     FREE(r);
+    /* a call in flight when the daemon goes */
+    int busy = conn();
+    {
+        Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+        Bulkhead__Control__RunCell c = BULKHEAD__CONTROL__RUN_CELL__INIT;
+        c.session_id = id;
+        c.language = "python";
+        c.code = "import subprocess; subprocess.Popen(['sleep', '4245']); "
+                 "import time; time.sleep(30)";
+        req.version = 1;
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
+        req.run_cell = &c;
+        size_t len = bulkhead__control__request__get_packed_size(&req);
+        uint8_t *buf = malloc(len);
+        bulkhead__control__request__pack(&req, buf);
+        cr_assert_eq(bh_frame_write(busy, buf, len, NULL), 0);
+        free(buf);
+    }
+    usleep(500 * 1000);
+    for (int i = 0; i < 50 && count_cgroups(dpid) < 2; i++)
+        usleep(100000); /* the warm box too */
     cr_assert_gt(count_cgroups(dpid), 0, "session cgroups exist while it runs");
+    static struct proc_id procs[4096];
+    size_t n_procs = descendants(dpid, procs, sizeof(procs) / sizeof(procs[0]));
+    cr_assert_gt(n_procs, 4, "keepers, sentries, agents and interpreters run (%zu)", n_procs);
     kill(dpid, sig);
     waitpid(dpid, NULL, 0);
     daemon_pid = -1;
-    int procs = -1, cgs = -1;
+    int alive = -1, cgs = -1, mounts = -1, named = -1;
+    char which[1024] = "";
     for (int i = 0; i < 100; i++) {
-        procs = count_procs("agent.py") + count_procs("sleep 424") +
+        alive = still_alive(procs, n_procs, which, sizeof(which));
+        named = count_procs("agent.py") + count_procs("sleep 424") +
                 count_procs("bulkhead session agent");
         cgs = count_cgroups(dpid);
-        if (procs == 0 && cgs == 0)
+        mounts = count_mounts(dpid);
+        if (alive == 0 && named == 0 && cgs == 0 && mounts == 0)
             break;
         usleep(100000);
     }
-    cr_assert_eq(procs, 0, "processes of the sessions remain");
+    close(busy);
+    cr_assert_eq(alive, 0, "processes of the daemon remain:%s", which);
+    cr_assert_eq(named, 0, "processes of the sessions remain");
     cr_assert_eq(cgs, 0, "cgroups of the sessions remain");
+    cr_assert_eq(mounts, 0, "mounts of the sessions remain in the host's mount namespace");
     if (sig == SIGTERM)
         cr_assert(access(sock_path, F_OK) != 0, "the socket is removed");
     free(id);
