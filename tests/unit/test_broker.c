@@ -644,20 +644,24 @@ static void *fifo_reader(void *arg)
 static void g_slow(void *arg)
 {
     (void)arg;
-    pthread_t t;
-    GCHECK(pthread_create(&t, NULL, fifo_reader, NULL) == 0);
-    usleep(200 * 1000);
+    /* More blocked calls than the broker starts workers with (2): the pool
+     * must grow for the last open to go through. */
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        GCHECK(pthread_create(&t[i], NULL, fifo_reader, NULL) == 0);
+    usleep(300 * 1000);
     double t0 = now_s();
     int fd = open("/inside.txt", O_RDONLY | O_CLOEXEC);
     double dt = now_s() - t0;
     GCHECK(fd >= 0);
     close(fd);
-    gsay("slow: an open while another thread blocks on a FIFO took %.3f ms", dt * 1e3);
+    gsay("slow: an open while 4 other threads block on a FIFO took %.3f ms", dt * 1e3);
     GCHECK(dt < 1.0);
-    /* Release the reader: the writer's open completes its open. */
+    /* Release the readers: the writer's open completes theirs. */
     fd = open("/fifo", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     GCHECK(fd >= 0);
-    pthread_join(t, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
     close(fd);
 }
 
