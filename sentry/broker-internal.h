@@ -37,7 +37,7 @@
 #define BH_REPLIED (-100000L)
 #define BH_CONTINUE (-100001L)
 
-#define BH_BROKER_MAX_GROUPS 64
+#define BH_BROKER_MAX_GROUPS 256
 
 /* A listener (one guest filter). Referenced by the workers answering on it. */
 struct bh_listener {

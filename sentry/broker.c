@@ -262,7 +262,7 @@ static int parse_ids(const char *line, uint32_t out[4])
  * once the task is gone, even when its tid has been reused since. */
 static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
 {
-    char buf[4096];
+    char buf[8192];
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
     if (n <= 0)
         return -ESRCH;
