@@ -400,7 +400,7 @@ static int check_canon(struct bh_req *r, struct walk *w, uint64_t flags)
     int i = 2;
     if (n >= 4 && part_is(parts[2], lens[2], "task")) {
         if (n == 4)
-            return w->proc_own ? 0 : 0; /* the task directory itself */
+            return 0; /* the task directory itself: a listing */
         i = 4;
     }
     if (i >= n || i >= 6)
@@ -731,10 +731,8 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
     return fd;
 }
 
-int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
-                    bool for_socket)
+int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode)
 {
-    (void)for_socket;
     int rc = resolve(r, dirfd, path, flags, mode, 0, NULL, NULL);
     return rc == RES_TEXT ? -ELOOP : rc;
 }
@@ -771,7 +769,7 @@ int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last)
         memcpy(parent, path, start);
         parent[start] = '\0';
     }
-    int fd = bh_resolve_open(r, dirfd, parent, O_PATH | O_DIRECTORY, 0, false);
+    int fd = bh_resolve_open(r, dirfd, parent, O_PATH | O_DIRECTORY, 0);
     if (fd < 0)
         return fd;
     long type = 0;
@@ -862,7 +860,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
         char dir[PATH_MAX * 2];
         if ((rc = guest_abs_path(r, dirfd, ".", dir, sizeof(dir))) < 0)
             return rc;
-        cleanup_close int dfd = bh_resolve_open(r, AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0, false);
+        cleanup_close int dfd = bh_resolve_open(r, AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
         if (dfd < 0)
             return dfd;
         struct open_how how = {
@@ -885,7 +883,7 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
         if (fd == RES_TEXT)
             fd = -ELOOP;
     } else {
-        fd = bh_resolve_open(r, dirfd, path, flags, mode, false);
+        fd = bh_resolve_open(r, dirfd, path, flags, mode);
     }
     if (fd < 0)
         return fd;
@@ -967,10 +965,10 @@ static int path_fd(struct bh_req *r, int dirfd, const char *path, bool empty_ok,
         if (!empty_ok)
             return -ENOENT;
         if (dirfd == AT_FDCWD)
-            return bh_resolve_open(r, AT_FDCWD, ".", O_PATH, 0, false);
+            return bh_resolve_open(r, AT_FDCWD, ".", O_PATH, 0);
         return bh_req_getfd(r, dirfd);
     }
-    return bh_resolve_open(r, dirfd, path, O_PATH | (nofollow ? O_NOFOLLOW : 0), 0, false);
+    return bh_resolve_open(r, dirfd, path, O_PATH | (nofollow ? O_NOFOLLOW : 0), 0);
 }
 
 static long do_fstatat(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t buf_addr,
@@ -1049,7 +1047,7 @@ long bh_sys_statfs(struct bh_req *r)
     long rc = read_path(r, ARG(0), path);
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0, false);
+    cleanup_close int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0);
     if (fd < 0)
         return fd;
     struct statfs sf;
@@ -1290,7 +1288,7 @@ static long do_linkat(struct bh_req *r, int odir, uint64_t oaddr, int ndir, uint
     if (nfd < 0)
         return nfd;
     if (flags & AT_SYMLINK_FOLLOW) {
-        cleanup_close int ofd = bh_resolve_open(r, odir, opath, O_PATH, 0, false);
+        cleanup_close int ofd = bh_resolve_open(r, odir, opath, O_PATH, 0);
         if (ofd < 0)
             return ofd;
         char via[64];
@@ -1479,7 +1477,7 @@ long bh_sys_truncate(struct bh_req *r)
     if ((int64_t)ARG(1) < 0)
         return -EINVAL;
     cleanup_close int fd =
-        bh_resolve_open(r, AT_FDCWD, path, O_WRONLY | O_NONBLOCK | O_LARGEFILE, 0, false);
+        bh_resolve_open(r, AT_FDCWD, path, O_WRONLY | O_NONBLOCK | O_LARGEFILE, 0);
     if (fd < 0)
         return fd;
     return ftruncate(fd, (off_t)ARG(1)) < 0 ? -errno : 0;

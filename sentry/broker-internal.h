@@ -172,8 +172,7 @@ long bh_sys_sendmsg(struct bh_req *r);
 
 /* broker-fs.c, for broker-net.c: resolves a guest path (dirfd AT_FDCWD
  * for relative ones) to an fd opened with flags, confined to the root. */
-int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
-                    bool for_socket);
+int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode);
 /* Resolves everything but the last component: an O_PATH fd on the parent
  * directory and the last name copied to last (NAME_MAX+1). */
 int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last);

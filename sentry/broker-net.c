@@ -115,7 +115,7 @@ static long check_addr(struct bh_req *r, enum addr_use use, struct sockaddr_stor
         *len = (socklen_t)(off + ll + 1);
         return 0;
     }
-    int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0, true);
+    int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0);
     if (fd < 0)
         return fd;
     *keep = fd;
