@@ -104,8 +104,8 @@ int main(int argc, char **argv)
         return 1;
     }
     static const struct bench_op ops[] = {
-        {"getppid", op_getppid},       {"pipe_write_read", op_pipe}, {"openat_close", op_open_close},
-        {"stat", op_stat},             {"refused", op_refused},
+        {"getppid", op_getppid}, {"pipe_write_read", op_pipe}, {"openat_close", op_open_close},
+        {"stat", op_stat},       {"refused", op_refused},
     };
     printf("{");
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
