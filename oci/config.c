@@ -897,8 +897,30 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
                                     k);
             if (k[0] == '\0' || strstr(k, "..") || strchr(k, '/') || k[0] == '.')
                 return bh_error_set(err, EINVAL, "config.json: sysctl `%s` is not a valid key", k);
+            const char *val = json_string_value(v);
+            char clamped[64];
+            if (strcmp(k, "net.ipv4.ping_group_range") == 0) {
+                /* Docker asks for "0 2147483647"; inside a user namespace the kernel
+                 * accepts only gids mapped there, so the range is clamped to them. */
+                unsigned long lo, hi, top = 65535;
+                for (size_t m = 0; m < spec->n_gid_maps; m++)
+                    top = m == 0 || spec->gid_maps[m].inside + spec->gid_maps[m].count - 1 > top
+                              ? spec->gid_maps[m].inside + spec->gid_maps[m].count - 1
+                              : top;
+                if (sscanf(val, "%lu %lu", &lo, &hi) != 2)
+                    return bh_error_set(
+                        err, EINVAL, "config.json: sysctl `%s` `%s` is not \"LOW HIGH\"", k, val);
+                if (hi > top) {
+                    hi = top;
+                    add_warning(cfg, "sysctl %s clamped to the sandbox's gids: %lu %lu", k, lo, hi);
+                }
+                if (lo > hi)
+                    continue;
+                snprintf(clamped, sizeof(clamped), "%lu %lu", lo, hi);
+                val = clamped;
+            }
             spec->sysctls[spec->n_sysctls].key = strdup(k);
-            spec->sysctls[spec->n_sysctls].value = strdup(json_string_value(v));
+            spec->sysctls[spec->n_sysctls].value = strdup(val);
             spec->n_sysctls++;
         }
     }

@@ -112,6 +112,13 @@ int oci_write_file_atomic(int dirfd, const char *path, const char *data, size_t 
                           struct bh_error *err);
 void oci_rfc3339_now(char *buf, size_t len);
 
+/* ---- host-side bind trees (oci/trees.c) -------------------------------- */
+
+/* Clones every bind source as a detached tree with its flags set, so the
+ * sandbox never needs to reach the host path itself. */
+int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err);
+void oci_close_bind_trees(struct bh_sandbox_spec *spec);
+
 /* ---- hooks (oci/hooks.c) ------------------------------------------------- */
 
 /* Runs every hook of one kind with the state JSON on stdin. With

@@ -150,7 +150,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     struct bh_sandbox *sb = NULL;
     cleanup_free char *state_json = NULL;
     int rc = CLI_EXIT_REFUSED;
-    if (bh_sandbox_create(spec, &opts, &sb, &err) < 0) {
+    int created = oci_prepare_bind_trees(spec, &err);
+    if (created == 0)
+        created = bh_sandbox_create(spec, &opts, &sb, &err);
+    oci_close_bind_trees(spec);
+    if (created < 0) {
         cli_report_error(g, "create: %s", err.msg);
         goto fail_nosb;
     }

@@ -144,6 +144,9 @@ static void setup(void)
     snprintf(bh, sizeof(bh), "%s/bulkhead", b ? b : "build");
     snprintf(tmp, sizeof(tmp), "/tmp/bh-oci-XXXXXX");
     cr_assert_not_null(mkdtemp(tmp));
+    /* Traversable, as docker's bundle and state parents are, so the sandbox's
+     * own uid can reach what it is handed there. */
+    chmod(tmp, 0711);
     char p[256];
     snprintf(p, sizeof(p), "%s/bundle", tmp);
     mkdir(p, 0755);
@@ -503,16 +506,25 @@ static int reap(pid_t pid, int seconds)
 
 /* Skips unless a container can be created here at all (the sandbox core
  * may still be missing pieces); returns after a successful create. */
-static void create_or_skip(const char *id, int child_stdout)
+static const char *create_or_skip(const char *base, int child_stdout)
 {
-    snprintf(ids[n_ids++], sizeof(ids[0]), "%s", id);
+    /* Unique per run, so parallel runs and leftovers of a crashed one never collide. */
+    snprintf(ids[n_ids], sizeof(ids[0]), "%s-%d", base, (int)getpid());
+    const char *id = ids[n_ids++];
     char pidfile[512];
     snprintf(pidfile, sizeof(pidfile), "%s/pid", tmp);
+    /* The container keeps create's stdout: never our capture pipe. */
+    int null = -1;
+    if (child_stdout < 0)
+        child_stdout = null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     int rc = run_bh_fd(
         NULL, 0, child_stdout,
         (const char *const[]){"create", "--bundle", ".", "--pid-file", pidfile, id, NULL});
+    if (null >= 0)
+        close(null);
     if (rc != 0)
         cr_skip_test("create does not work on this machine yet: %s", last_error());
+    return id;
 }
 
 static void assert_gone(const char *id, pid_t pid)
@@ -532,10 +544,10 @@ Test(oci_lifecycle, create_start_kill_delete)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     make_rootfs();
     live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    create_or_skip("life1", -1);
+    const char *id = create_or_skip("life", -1);
     int pid = read_pid_file("pid");
     int spid = 0;
-    cr_assert_str_eq(status_of("life1", &spid), "created");
+    cr_assert_str_eq(status_of(id, &spid), "created");
     cr_expect_eq(spid, pid, "state pid %d != pid file %d", spid, pid);
     char cg[128];
     snprintf(cg, sizeof(cg), "/proc/%d/cgroup", pid);
@@ -544,24 +556,24 @@ Test(oci_lifecycle, create_start_kill_delete)
     char line[512];
     bool in = false;
     while (fgets(line, sizeof(line), f))
-        in = in || strstr(line, "bulkhead/life1") != NULL;
+        in = in || strstr(line, id) != NULL;
     fclose(f);
     cr_expect(in, "the container's pid is not in its cgroup when create returns");
-    cr_assert_eq(RUN0("start", "life1"), 0, "start: %s", last_error());
-    cr_assert_str_eq(status_of("life1", NULL), "running");
-    cr_expect_neq(RUN0("start", "life1"), 0, "a second start succeeded");
-    cr_expect_neq(RUN0("delete", "life1"), 0, "delete of a running container without --force");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    cr_assert_str_eq(status_of(id, NULL), "running");
+    cr_expect_neq(RUN0("start", id), 0, "a second start succeeded");
+    cr_expect_neq(RUN0("delete", id), 0, "delete of a running container without --force");
     char out[4096];
-    cr_assert_eq(RUN(out, "ps", "--format", "json", "life1"), 0);
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0);
     cr_expect(strstr(out, "[") == out, "ps json: %s", out);
-    cr_assert_eq(RUN0("kill", "life1", "KILL"), 0, "kill: %s", last_error());
+    cr_assert_eq(RUN0("kill", id, "KILL"), 0, "kill: %s", last_error());
     int st = reap(pid, 10);
     cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
-    cr_assert_str_eq(status_of("life1", NULL), "stopped");
-    cr_expect_neq(RUN0("kill", "life1", "9"), 0);
+    cr_assert_str_eq(status_of(id, NULL), "stopped");
+    cr_expect_neq(RUN0("kill", id, "9"), 0);
     cr_expect(strstr(last_error(), "not running") != NULL, "%s", last_error());
-    cr_assert_eq(RUN0("delete", "life1"), 0, "delete: %s", last_error());
-    assert_gone("life1", pid);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
 }
 
 Test(oci_lifecycle, exit_code_and_stdio)
@@ -571,10 +583,10 @@ Test(oci_lifecycle, exit_code_and_stdio)
     live_config("[\"/bin/sh\", \"-c\", \"echo hello-from-guest; exit 3\"]", NULL);
     int p[2];
     cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-    create_or_skip("life2", p[1]);
+    const char *id = create_or_skip("life", p[1]);
     close(p[1]);
     int pid = read_pid_file("pid");
-    cr_assert_eq(RUN0("start", "life2"), 0, "start: %s", last_error());
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
     /* The guest's stdout is the pipe given to create; EOF comes once it is
      * gone, so nothing else (the sentry, a helper) may hold it. */
     char buf[256] = "";
@@ -591,8 +603,8 @@ Test(oci_lifecycle, exit_code_and_stdio)
     cr_expect(strstr(buf, "hello-from-guest") != NULL, "stdout: %s", buf);
     int st = reap(pid, 10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %#x", st);
-    cr_assert_eq(RUN0("delete", "life2"), 0, "delete: %s", last_error());
-    assert_gone("life2", pid);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
 }
 
 Test(oci_lifecycle, delete_created_kills_it)
@@ -600,11 +612,11 @@ Test(oci_lifecycle, delete_created_kills_it)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     make_rootfs();
     live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    create_or_skip("life3", -1);
+    const char *id = create_or_skip("life", -1);
     int pid = read_pid_file("pid");
-    cr_assert_eq(RUN0("delete", "life3"), 0, "delete: %s", last_error());
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     reap(pid, 10);
-    assert_gone("life3", pid);
+    assert_gone(id, pid);
 }
 
 Test(oci_lifecycle, exec_detached_proxy)
@@ -612,21 +624,21 @@ Test(oci_lifecycle, exec_detached_proxy)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     make_rootfs();
     live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    create_or_skip("life4", -1);
+    const char *id = create_or_skip("life", -1);
     int pid = read_pid_file("pid");
-    cr_assert_eq(RUN0("start", "life4"), 0, "start: %s", last_error());
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
     write_file("proc.json", "{\"args\": [\"/bin/sh\", \"-c\", \"exit 5\"], \"cwd\": \"/\", "
                             "\"user\": {\"uid\": 0, \"gid\": 0}, \"env\": [\"PATH=/bin\"]}");
     char procfile[512], pidfile[512];
     snprintf(procfile, sizeof(procfile), "%s/proc.json", tmp);
     snprintf(pidfile, sizeof(pidfile), "%s/exec.pid", tmp);
-    cr_assert_eq(RUN0("exec", "--process", procfile, "--detach", "--pid-file", pidfile, "life4"), 0,
+    cr_assert_eq(RUN0("exec", "--process", procfile, "--detach", "--pid-file", pidfile, id), 0,
                  "exec: %s", last_error());
     int proxy = read_pid_file("exec.pid");
     int st = reap(proxy, 10);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 5, "exec'd status %#x", st);
-    cr_assert_eq(RUN0("kill", "life4", "9"), 0);
+    cr_assert_eq(RUN0("kill", id, "9"), 0);
     reap(pid, 10);
-    cr_assert_eq(RUN0("delete", "life4"), 0, "delete: %s", last_error());
-    assert_gone("life4", pid);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
 }

@@ -1,0 +1,116 @@
+/* Owns preparing bind mounts on the host side: the sandbox's own uid cannot
+ * reach paths under docker's root-only directories (/var/lib/docker is
+ * 0710), so `bulkhead create`, still host root, clones each bind source as a
+ * detached tree (open_tree(OPEN_TREE_CLONE)), sets its flags on the detached
+ * copy (mount_setattr), and hands it over as bh_mount.tree_fd; the sandbox
+ * only moves it into place. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "oci-internal.h"
+
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#define MOUNT_ATTR_NOATIME 0x00000010
+#define MOUNT_ATTR_STRICTATIME 0x00000020
+#define MOUNT_ATTR_NODIRATIME 0x00000080
+#define MOUNT_ATTR_NOSYMFOLLOW 0x00200000
+#endif
+#ifndef MOUNT_ATTR__ATIME
+#define MOUNT_ATTR__ATIME 0x00000070
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef MS_NOSYMFOLLOW
+#define MS_NOSYMFOLLOW 256
+#endif
+
+struct oci_mount_attr {
+    uint64_t attr_set;
+    uint64_t attr_clr;
+    uint64_t propagation;
+    uint64_t userns_fd;
+};
+
+int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        struct bh_mount *m = &spec->mounts[i];
+        if (!(m->flags & MS_BIND) || m->has_tree_fd)
+            continue;
+        bool rec = (m->flags & MS_REC) != 0;
+        int fd = (int)syscall(SYS_open_tree, AT_FDCWD, m->source,
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+        if (fd < 0) {
+            int e = errno;
+            oci_close_bind_trees(spec);
+            return bh_error_errno(err, e, "bind mount source `%s` (for `%s`)", m->source,
+                                  m->destination);
+        }
+        struct oci_mount_attr a = {0};
+        if (m->flags & MS_RDONLY)
+            a.attr_set |= MOUNT_ATTR_RDONLY;
+        if (m->flags & MS_NOSUID)
+            a.attr_set |= MOUNT_ATTR_NOSUID;
+        if (m->flags & MS_NODEV)
+            a.attr_set |= MOUNT_ATTR_NODEV;
+        if (m->flags & MS_NOEXEC)
+            a.attr_set |= MOUNT_ATTR_NOEXEC;
+        if (m->flags & MS_NOSYMFOLLOW)
+            a.attr_set |= MOUNT_ATTR_NOSYMFOLLOW;
+        if (m->flags & MS_NODIRATIME)
+            a.attr_set |= MOUNT_ATTR_NODIRATIME;
+        if (m->flags & MS_NOATIME) {
+            a.attr_clr |= MOUNT_ATTR__ATIME;
+            a.attr_set |= MOUNT_ATTR_NOATIME;
+        } else if (m->flags & MS_STRICTATIME) {
+            a.attr_clr |= MOUNT_ATTR__ATIME;
+            a.attr_set |= MOUNT_ATTR_STRICTATIME;
+        }
+        /* Whatever the spec asks, nothing propagates between host and sandbox. */
+        a.propagation = MS_PRIVATE;
+        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &a,
+                    sizeof(a)) < 0) {
+            int e = errno;
+            close(fd);
+            oci_close_bind_trees(spec);
+            return bh_error_errno(err, e, "set the flags of bind mount `%s` on `%s`", m->source,
+                                  m->destination);
+        }
+        m->has_tree_fd = true;
+        m->tree_fd = fd;
+    }
+    return 0;
+}
+
+void oci_close_bind_trees(struct bh_sandbox_spec *spec)
+{
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        struct bh_mount *m = &spec->mounts[i];
+        if (m->has_tree_fd && m->tree_fd >= 0)
+            close(m->tree_fd);
+        m->has_tree_fd = false;
+        m->tree_fd = -1;
+    }
+}
