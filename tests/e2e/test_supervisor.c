@@ -969,6 +969,93 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static long long read_ll(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    char line[256];
+    long long v = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (key == NULL) {
+            v = atoll(line);
+            break;
+        }
+        if (strncmp(line, key, strlen(key)) == 0) {
+            v = atoll(line + strlen(key));
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+/* Memory of n idle sessions: PSS of every process below the daemon (shared
+ * pages counted once, split among sharers) and what the sessions' memory
+ * cgroups are charged (their processes, tmpfs files, kernel memory). */
+static void measure_sessions(const char *what, int n, bool with_js)
+{
+    char **ids = calloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        ids[i] = open_session(i % 2 ? "bench-a" : "bench-b");
+        Resp *r = run(ids[i], "python", "1");
+        FREE(r);
+        if (with_js) {
+            r = run(ids[i], "javascript", "1");
+            FREE(r);
+        }
+    }
+    usleep(500 * 1000);
+    static struct proc_id procs[8192];
+    size_t np = descendants(daemon_pid, procs, sizeof(procs) / sizeof(procs[0]));
+    long long pss_kb = 0, daemon_kb = 0;
+    for (size_t i = 0; i < np; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)procs[i].pid);
+        long long v = read_ll(path, "Pss:");
+        if (v > 0) {
+            pss_kb += v;
+            if (i == 0)
+                daemon_kb = v;
+        }
+    }
+    long long cg_bytes = 0;
+    char pat[128];
+    snprintf(pat, sizeof(pat), "bhd-%d-", (int)daemon_pid);
+    DIR *d = opendir("/sys/fs/cgroup/memory/bulkhead");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, pat, strlen(pat)) != 0)
+            continue;
+        char path[512];
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/memory/bulkhead/%s/memory.usage_in_bytes",
+                 e->d_name);
+        long long v = read_ll(path, NULL);
+        if (v > 0)
+            cg_bytes += v;
+    }
+    if (d)
+        closedir(d);
+    double per_pss = (pss_kb - daemon_kb) / 1024.0 / n;
+    double per_cg = cg_bytes / 1048576.0 / n;
+    printf("bulkheadd bench: %d idle %s sessions: PSS %.1f MiB per session (keeper + sentry + "
+           "agent + interpreters; bulkheadd itself %.1f MiB), memory cgroup %.1f MiB per session; "
+           "4 GiB holds about %d such sessions\n",
+           n, what, per_pss, daemon_kb / 1024.0, per_cg,
+           (int)(4096.0 / (per_pss > per_cg ? per_pss : per_cg)));
+    for (int i = 0; i < n; i++) {
+        close_session(ids[i]);
+        free(ids[i]);
+    }
+    free(ids);
+}
+
+static void idle_memory(void)
+{
+    measure_sessions("Python", 20, false);
+    measure_sessions("Python+JavaScript", 10, true);
+}
+
 /* Numbers for the note: open cold and warm, first and warm cells, idle RSS.
  * Runs only with BULKHEADD_BENCH=1 (it takes a while). */
 Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
@@ -978,7 +1065,7 @@ Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
     const char *langs[] = {"python", "javascript"};
     for (int warm = 0; warm < 2; warm++) {
         start_daemon(warm ? "--warm 2 --max-sessions-per-owner 100"
-                          : "--max-sessions-per-owner 100");
+                          : "--max-sessions-per-owner 100 --max-sessions 200");
         enum { N = 10 };
         int64_t open_us[N], first_us[2][N], cell_us[2][N * 20];
         size_t n_cell[2] = {0, 0};
@@ -1013,30 +1100,7 @@ Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
                 snprintf(what, sizeof(what), "warm %s cell", langs[l]);
                 pct(what, cell_us[l], n_cell[l]);
             }
-            /* RSS of one idle session with both interpreters: keeper, sentry, agent, runners */
-            char *id = open_session("bench");
-            Resp *r = run(id, "python", "1");
-            FREE(r);
-            r = run(id, "javascript", "1");
-            FREE(r);
-            char cmd[512];
-            snprintf(cmd, sizeof(cmd),
-                     "ps -o rss= --ppid %d | awk '{s+=$1} END {print s}'; "
-                     "for p in $(pgrep -P %d); do pgrep -P $p; done | while read q; do "
-                     "ps -o rss= -p $q; for c in $(pgrep -P $q); do ps -o rss= -p $c; "
-                     "for g in $(pgrep -P $c); do ps -o rss= -p $g; done; done; done | "
-                     "awk '{s+=$1} END {print s}'",
-                     (int)daemon_pid, (int)daemon_pid);
-            FILE *p = popen(cmd, "r");
-            long a = 0, b = 0;
-            if (fscanf(p, "%ld %ld", &a, &b) < 1)
-                a = b = -1;
-            pclose(p);
-            printf("bulkheadd bench: idle session RSS (keeper + sandbox + agent + interpreters): "
-                   "%.1f MiB\n",
-                   (a + b) / 1024.0);
-            close_session(id);
-            free(id);
+            idle_memory();
         }
         stop_daemon();
     }
