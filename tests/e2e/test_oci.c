@@ -642,3 +642,137 @@ Test(oci_lifecycle, exec_detached_proxy)
     cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     assert_gone(id, pid);
 }
+
+/* ---- hooks, the tier annotation, the report socket ------------------------ */
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "control.pb-c.h"
+#include "frame.h"
+
+Test(oci_lifecycle, hooks_get_state_on_stdin)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    char hooks[2048];
+    snprintf(hooks, sizeof(hooks),
+             "\"hooks\": {\"prestart\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", \"-c\", "
+             "\"cat > %s/prestart.json\"]}], \"poststop\": [{\"path\": \"/bin/sh\", \"args\": "
+             "[\"sh\", \"-c\", \"cat > %s/poststop.json\"], \"timeout\": 5}]}",
+             tmp, tmp);
+    live_config("[\"/bin/sh\", \"-c\", \"exit 0\"]", hooks);
+    const char *id = create_or_skip("hook", -1);
+    int pid = read_pid_file("pid");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/prestart.json", tmp);
+    json_t *j = json_load_file(p, 0, NULL);
+    cr_assert_not_null(j, "the prestart hook did not get the state JSON");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "id")), id);
+    cr_expect_eq(json_integer_value(json_object_get(j, "pid")), pid);
+    json_decref(j);
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    reap(pid, 10);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    snprintf(p, sizeof(p), "%s/poststop.json", tmp);
+    j = json_load_file(p, 0, NULL);
+    cr_assert_not_null(j, "the poststop hook did not run at delete");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "status")), "stopped");
+    json_decref(j);
+    assert_gone(id, pid);
+}
+
+Test(oci_lifecycle, failing_prestart_hook_leaves_nothing)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    live_config("[\"/bin/sh\", \"-c\", \"exit 0\"]",
+                "\"hooks\": {\"prestart\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", \"-c\", "
+                "\"echo hook-says-no; exit 9\"]}]}");
+    snprintf(ids[n_ids], sizeof(ids[0]), "hookfail-%d", (int)getpid());
+    const char *id = ids[n_ids++];
+    char pidfile[512];
+    snprintf(pidfile, sizeof(pidfile), "%s/pid", tmp);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int rc = run_bh_fd(
+        NULL, 0, null,
+        (const char *const[]){"create", "--bundle", ".", "--pid-file", pidfile, id, NULL});
+    close(null);
+    if (rc != 0 && strstr(last_error(), "hook") == NULL)
+        cr_skip_test("create does not work on this machine yet: %s", last_error());
+    cr_expect_neq(rc, 0, "create succeeded although its prestart hook failed");
+    cr_expect(strstr(last_error(), "hook-says-no") != NULL, "error: %s", last_error());
+    char p[512];
+    snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
+    cr_expect_neq(access(p, F_OK), 0, "state left after a failed create");
+    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s", id);
+    cr_expect_neq(access(p, F_OK), 0, "cgroup left after a failed create");
+}
+
+/* A listener for dev.bulkhead.report-socket; returns the listening fd. */
+static int report_listener(char *path, size_t len)
+{
+    snprintf(path, len, "%s/report.sock", tmp);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 4), 0);
+    return fd;
+}
+
+Test(oci_lifecycle, report_socket_gets_the_tier_before_start)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    char sock[256];
+    int lfd = report_listener(sock, sizeof(sock));
+    char ann[512];
+    snprintf(ann, sizeof(ann),
+             "\"annotations\": {\"dev.bulkhead.tier\": \"container\", "
+             "\"dev.bulkhead.report-socket\": \"%s\"}",
+             sock);
+    live_config("[\"/bin/sh\", \"-c\", \"exit 0\"]", ann);
+    const char *id = create_or_skip("report", -1);
+    int pid = read_pid_file("pid");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    cr_assert_geq(c, 0, "start did not connect to the report socket");
+    void *buf = NULL;
+    size_t len = 0;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_frame_read(c, 1 << 20, bh_now_ms() + 5000, &buf, &len, &err), 1, "%s", err.msg);
+    Bulkhead__Control__TierReport *r =
+        bulkhead__control__tier_report__unpack(NULL, len, (const uint8_t *)buf);
+    cr_assert_not_null(r, "the frame is not a TierReport");
+    cr_expect_str_eq(r->container_id, id);
+    cr_expect_str_eq(r->tier, "container");
+    cr_expect_gt(r->n_checks, 3);
+    bulkhead__control__tier_report__free_unpacked(r, NULL);
+    free(buf);
+    close(c);
+    close(lfd);
+    reap(pid, 10);
+    char out[16384];
+    cr_assert_eq(RUN(out, "delete", id), 0);
+    assert_gone(id, pid);
+}
+
+Test(oci_lifecycle, undeliverable_report_means_no_start)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    char ann[512];
+    snprintf(ann, sizeof(ann),
+             "\"annotations\": {\"dev.bulkhead.report-socket\": \"%s/none.sock\"}", tmp);
+    live_config("[\"/bin/sh\", \"-c\", \"echo ran > /proc/self/fd/1\"]", ann);
+    const char *id = create_or_skip("noreport", -1);
+    int pid = read_pid_file("pid");
+    cr_expect_neq(RUN0("start", id), 0, "start succeeded without delivering the report");
+    cr_expect(strstr(last_error(), "does not start") != NULL, "%s", last_error());
+    cr_expect_str_eq(status_of(id, NULL), "created");
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    reap(pid, 10);
+    assert_gone(id, pid);
+}
