@@ -1,9 +1,9 @@
-/* Owns preparing bind mounts on the host side: the sandbox's own uid cannot
- * reach paths under docker's root-only directories (/var/lib/docker is
- * 0710), so `bulkhead create`, still host root, clones each bind source as a
- * detached tree (open_tree(OPEN_TREE_CLONE)), sets its flags on the detached
- * copy (mount_setattr), and hands it over as bh_mount.tree_fd; the sandbox
- * only moves it into place. */
+/* Owns preparing the rootfs and bind mounts on the host side: the sandbox's
+ * own uid cannot reach paths under docker's root-only directories
+ * (/var/lib/docker is 0710), so `bulkhead create`, still host root, clones
+ * the rootfs and each bind source as a detached tree (open_tree(OPEN_TREE_CLONE)), sets its flags
+ * on the detached copy (mount_setattr), and hands it over as bh_mount.tree_fd; the sandbox only
+ * moves it into place. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -55,6 +55,20 @@ struct oci_mount_attr {
 
 int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err)
 {
+    if (spec->rootfs != NULL && !spec->has_rootfs_tree_fd) {
+        int fd = (int)syscall(SYS_open_tree, AT_FDCWD, spec->rootfs,
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (fd < 0)
+            return bh_error_errno(err, errno, "rootfs `%s`", spec->rootfs);
+        struct oci_mount_attr a = {.propagation = MS_PRIVATE};
+        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
+            int e = errno;
+            close(fd);
+            return bh_error_errno(err, e, "make the rootfs `%s` private", spec->rootfs);
+        }
+        spec->has_rootfs_tree_fd = true;
+        spec->rootfs_tree_fd = fd;
+    }
     for (size_t i = 0; i < spec->n_mounts; i++) {
         struct bh_mount *m = &spec->mounts[i];
         if (!(m->flags & MS_BIND) || m->has_tree_fd)
@@ -106,6 +120,10 @@ int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err)
 
 void oci_close_bind_trees(struct bh_sandbox_spec *spec)
 {
+    if (spec->has_rootfs_tree_fd && spec->rootfs_tree_fd >= 0)
+        close(spec->rootfs_tree_fd);
+    spec->has_rootfs_tree_fd = false;
+    spec->rootfs_tree_fd = -1;
     for (size_t i = 0; i < spec->n_mounts; i++) {
         struct bh_mount *m = &spec->mounts[i];
         if (m->has_tree_fd && m->tree_fd >= 0)
