@@ -136,6 +136,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_process proc = {0};
     struct oci_state st = {0};
     cleanup_close int dirfd = -1;
+    cleanup_close int pathfd = -1;
     if (pos < 0) {
         cli_report_error(g, "exec: %s", err.msg);
         rc = CLI_EXIT_REFUSED;
@@ -236,8 +237,13 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out;
     }
+    /* An O_PATH fd (it holds no lock) names the socket's directory for the
+     * proxy too, which outlives the lock. */
+    char dir_path[4096];
+    snprintf(dir_path, sizeof(dir_path), "%s/%s", g->root, id);
+    pathfd = open(dir_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     char state_dir[4096];
-    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+    oci_sentry_dir(g->root, id, pathfd, state_dir, sizeof(state_dir));
     struct bh_sentry_conn *conn = NULL;
     if (bh_sentry_connect(state_dir, &conn, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);

@@ -111,6 +111,10 @@ json_t *oci_state_json(const struct oci_state *st, const char *status);
 int oci_write_file_atomic(int dirfd, const char *path, const char *data, size_t len,
                           struct bh_error *err);
 void oci_rfc3339_now(char *buf, size_t len);
+/* The directory holding sentry.sock as a path short enough for a unix
+ * socket: ROOT/ID, or /proc/self/fd/DIRFD when that is too long (dirfd must
+ * stay open while the path is used). */
+const char *oci_sentry_dir(const char *root, const char *id, int dirfd, char *buf, size_t len);
 
 /* ---- host-side bind trees (oci/trees.c) -------------------------------- */
 

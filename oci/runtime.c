@@ -131,7 +131,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     char state_dir[4096];
-    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+    oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
 
     struct oci_state st = {0};
     st.id = strdup(id);
@@ -273,7 +273,7 @@ int oci_do_start(const struct cli_globals *g, const char *id)
         goto out;
     }
     char state_dir[4096];
-    snprintf(state_dir, sizeof(state_dir), "%s/%s", g->root, id);
+    oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
     struct bh_sentry_conn *conn = NULL;
     if (bh_sentry_connect(state_dir, &conn, &err) < 0 || bh_sentry_start(conn, &err) < 0) {
         if (conn)

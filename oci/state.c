@@ -367,3 +367,13 @@ void oci_rfc3339_now(char *buf, size_t len)
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf, len, "%s.%09ldZ", base, ts.tv_nsec);
 }
+
+const char *oci_sentry_dir(const char *root, const char *id, int dirfd, char *buf, size_t len)
+{
+    /* sun_path holds 108 bytes; docker's state dirs are longer, so then the
+     * directory is named through an fd this process holds. */
+    int n = snprintf(buf, len, "%s/%s", root, id);
+    if ((n < 0 || (size_t)n + sizeof("/sentry.sock") > 108) && dirfd >= 0)
+        snprintf(buf, len, "/proc/self/fd/%d", dirfd);
+    return buf;
+}
