@@ -23,6 +23,7 @@
 #include "control.h"
 #include "oci-internal.h"
 #include "oci-report.h"
+#include "probe.h"
 
 #define PARSE_OR_FAIL(opts, help_text)                                                             \
     bool help_ = false;                                                                            \
@@ -88,6 +89,26 @@ static void log_warnings(const struct cli_globals *g, const struct oci_config *c
 
 /* ---- create ------------------------------------------------------------- */
 
+/* "name (detail); ..." of every failed check, for an error message. */
+static const char *failed_checks(json_t *report)
+{
+    static char buf[1024];
+    buf[0] = '\0';
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(report, "checks"), i, c)
+    {
+        const char *res = json_string_value(json_object_get(c, "result"));
+        if (res != NULL && strcmp(res, "pass") == 0)
+            continue;
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof(buf) - l, "%s%s (%s)", l ? "; " : "",
+                 json_string_value(json_object_get(c, "name")),
+                 json_string_value(json_object_get(c, "detail")));
+    }
+    return buf;
+}
+
 int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
                   pid_t *pid_out)
 {
@@ -108,6 +129,27 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     log_warnings(g, &cfg);
     struct bh_sandbox_spec *spec = &cfg.spec;
     spec->id = strdup(id);
+    /* Nothing runs at a tier this host cannot prove (verified once per boot
+     * through the probe's cache). Asked for explicitly, kernel is refused;
+     * as the default it falls back to container, as `bulkhead do` does. */
+    if (spec->tier == BH_TIER_KERNEL && bh_probe_require(BH_TIER_KERNEL, NULL, &err) < 0) {
+        if (json_object_get(cfg.annotations, OCI_ANNOTATION_TIER) != NULL &&
+            getenv("BULKHEAD_DEFAULT_TIER") == NULL) {
+            cli_report_error(g,
+                             "create: annotation %s=kernel refused: %s; use "
+                             "dev.bulkhead.tier=container for namespaces, dropped capabilities "
+                             "and a seccomp allowlist without the sentry's broker",
+                             OCI_ANNOTATION_TIER, err.msg);
+            oci_config_free(&cfg);
+            return CLI_EXIT_REFUSED;
+        }
+        cli_log(g, "warning",
+                "kernel tier not verified on this host, container %s runs at the "
+                "container tier: %s",
+                id, err.msg);
+        spec->tier = BH_TIER_CONTAINER;
+        json_object_set_new(cfg.annotations, OCI_ANNOTATION_TIER, json_string("container"));
+    }
     if (spec->process.terminal) {
         if (a->console_socket == NULL) {
             cli_report_error(g, "create: process.terminal is true but no --console-socket was "
@@ -162,6 +204,17 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     st.pid_start = oci_pid_start_time(st.pid);
     st.caps = spec->process.cap_effective;
     st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
+    /* The live sandbox must prove the tier it was made for, or it never runs. */
+    enum bh_tier proven = BH_TIER_NONE;
+    bh_tier_parse(json_string_value(json_object_get(st.tier_report, "tier")), &proven, NULL);
+    if (proven < st.tier) {
+        cli_report_error(g,
+                         "create: the container does not verify at the %s tier (live checks "
+                         "prove %s): %s",
+                         bh_tier_name(st.tier), bh_tier_name(proven),
+                         failed_checks(st.tier_report));
+        goto fail;
+    }
 
     if (oci_state_write(dirfd, &st, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);

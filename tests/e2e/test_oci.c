@@ -841,3 +841,83 @@ Test(oci_lifecycle, console_socket_gets_the_pty_master)
     cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     assert_gone(id, pid);
 }
+
+/* ---- docker's seccomp profile --------------------------------------------- */
+
+#include <seccomp.h>
+
+/* An allowlist profile as docker sends one: every x86_64 syscall allowed
+ * except mkdir/mkdirat, which fail with errnoRet (EMLINK, so it cannot be
+ * mistaken for a refusal of the tier's own policy). */
+static void profile_config(const char *tier)
+{
+    json_t *names = json_array();
+    for (int nr = 0; nr < 512; nr++) {
+        char *n = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        if (n == NULL)
+            continue;
+        if (strcmp(n, "mkdir") != 0 && strcmp(n, "mkdirat") != 0)
+            json_array_append_new(names, json_string(n));
+        free(n);
+    }
+    json_t *sc = json_pack("{s:s, s:[s], s:[{s:o, s:s}, {s:[s,s], s:s, s:i}]}", "defaultAction",
+                           "SCMP_ACT_ERRNO", "architectures", "SCMP_ARCH_X86_64", "syscalls",
+                           "names", names, "action", "SCMP_ACT_ALLOW", "names", "mkdir", "mkdirat",
+                           "action", "SCMP_ACT_ERRNO", "errnoRet", EMLINK);
+    cr_assert_not_null(sc);
+    char *sct = json_dumps(sc, JSON_COMPACT);
+    json_decref(sc);
+    char *extra = NULL;
+    cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
+    live_config("[\"/bin/sh\", \"-c\", \"mkdir /tmp/d 2>&1; test -d /tmp/d && echo made\"]", extra);
+    free(extra);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    cr_assert_not_null(cfg);
+    json_object_set_new(json_object_get(cfg, "linux"), "seccomp", json_loads(sct, 0, NULL));
+    free(sct);
+    cr_assert_eq(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+}
+
+static void profile_is_honoured(const char *tier)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    profile_config(tier);
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    const char *id = create_or_skip("seccomp", p[1]);
+    close(p[1]);
+    int pid = read_pid_file("pid");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    char buf[512] = "";
+    size_t got = 0;
+    for (;;) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        if (poll(&pfd, 1, 10000) <= 0)
+            break;
+        ssize_t r = read(p[0], buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(p[0]);
+    reap(pid, 10);
+    cr_expect(strstr(buf, "Too many links") != NULL,
+              "mkdir did not fail with the profile's errnoRet: %s", buf);
+    cr_expect(strstr(buf, "made") == NULL, "the directory was made despite the profile");
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
+}
+
+Test(oci_lifecycle, seccomp_profile_container_tier)
+{
+    profile_is_honoured("container");
+}
+
+Test(oci_lifecycle, seccomp_profile_kernel_tier)
+{
+    profile_is_honoured("kernel");
+}
