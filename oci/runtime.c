@@ -89,6 +89,34 @@ static void log_warnings(const struct cli_globals *g, const struct oci_config *c
 
 /* ---- create ------------------------------------------------------------- */
 
+static int set_oom_score_adj(const char *cgroup_path, int value, struct bh_error *err)
+{
+    struct bh_cgroup *cg = NULL;
+    pid_t *pids = NULL;
+    size_t n = 0;
+    if (bh_cgroup_open(cgroup_path, &cg, err) < 0 || bh_cgroup_pids(cg, &pids, &n, err) < 0) {
+        if (cg)
+            bh_cgroup_free(cg);
+        return bh_error_prefix(err, "set oom_score_adj");
+    }
+    bh_cgroup_free(cg);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char path[64], buf[16];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pids[i]);
+        int len = snprintf(buf, sizeof(buf), "%d", value);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            continue;
+        if (fd < 0 || write(fd, buf, (size_t)len) != len)
+            rc = bh_error_errno(err, errno, "set oom_score_adj of pid %d to %d", pids[i], value);
+        if (fd >= 0)
+            close(fd);
+    }
+    free(pids);
+    return rc;
+}
+
 /* "name (detail); ..." of every failed check, for an error message. */
 static const char *failed_checks(json_t *report)
 {
@@ -192,6 +220,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     struct bh_sandbox *sb = NULL;
     cleanup_free char *state_json = NULL;
     int rc = CLI_EXIT_REFUSED;
+    /* The sandbox's ids may not lower oom_score_adj below what the shim set for
+     * itself (-999 under containerd), so host root writes it after create. */
+    bool set_oom = spec->process.has_oom_score_adj;
+    int oom = spec->process.oom_score_adj;
+    spec->process.has_oom_score_adj = false;
     int created = oci_prepare_bind_trees(spec, &err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, &sb, &err);
@@ -202,6 +235,10 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     }
     st.pid = bh_sandbox_pid(sb);
     st.pid_start = oci_pid_start_time(st.pid);
+    if (set_oom && set_oom_score_adj(cgroup_path, oom, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        goto fail;
+    }
     st.caps = spec->process.cap_effective;
     st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
     /* The live sandbox must prove the tier it was made for, or it never runs. */
