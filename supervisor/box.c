@@ -335,8 +335,15 @@ static json_t *agent_init(const char *workdir, const char *prestart)
                   "HOME", workdir, "LANG", "C.UTF-8", "TMPDIR", "/tmp", "MPLBACKEND", "Agg",
                   "MPLCONFIGDIR", "/tmp/.mpl", "PYTHONDONTWRITEBYTECODE", "1");
     json_t *pre = json_array();
-    if (prestart != NULL && prestart[0] != '\0')
-        json_array_append_new(pre, json_string(prestart));
+    /* a comma-separated list of languages whose interpreters start with the box */
+    for (const char *p = prestart ? prestart : ""; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n > 0)
+            json_array_append_new(pre, json_stringn(p, n));
+        p += n;
+        if (*p == ',')
+            p++;
+    }
     /* The kernel tier refuses memory that is writable and executable at once
      * (kernel.policy, W^X), which V8's JIT needs: node runs its interpreter
      * only there (no JIT, no WebAssembly). */

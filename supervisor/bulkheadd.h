@@ -26,6 +26,7 @@ struct bhd_config {
     const char *rootfs;
     const char *audit_path; /* NULL: stderr; "-" too */
     const char *runners_dir;
+    const char *prestart; /* "python", "python,javascript", ""; NULL: "python" */
     int64_t idle_ms;
     int64_t lifetime_ms;
     int64_t per_owner;

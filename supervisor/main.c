@@ -91,6 +91,9 @@ static void usage(FILE *out)
         "  --rootfs DIR           guest root (default: the host's system directories, read-only)\n"
         "  --audit FILE           one JSON line per call (default: stderr; env BULKHEADD_AUDIT)\n"
         "  --runners DIR          agent and runners (default: next to the binary)\n"
+        "  --prestart LANGS       interpreters each new sandbox starts before its first cell:\n"
+        "                         python (default), javascript, both comma-separated, or none\n"
+        "                         (env BULKHEADD_PRESTART; each costs memory per session)\n"
         "  --debug                the agent's stderr reaches ours\n"
         "\nlimits (flag, environment variable, default):\n");
     for (size_t i = 0; i < BH_ARRAY_SIZE(limit_flags); i++) {
@@ -135,6 +138,7 @@ static int parse_args(int argc, char **argv)
     }
     bhd_cfg.socket_path = getenv("BULKHEADD_SOCKET");
     bhd_cfg.audit_path = getenv("BULKHEADD_AUDIT");
+    bhd_cfg.prestart = getenv("BULKHEADD_PRESTART");
     const char *tier = getenv("BULKHEADD_TIER");
     if (tier == NULL)
         tier = "kernel";
@@ -146,6 +150,7 @@ static int parse_args(int argc, char **argv)
         O_AUDIT,
         O_RUNNERS,
         O_DEBUG,
+        O_PRESTART,
         O_HELP,
         O_LIMIT
     };
@@ -158,6 +163,7 @@ static int parse_args(int argc, char **argv)
         {"audit", required_argument, NULL, O_AUDIT},
         {"runners", required_argument, NULL, O_RUNNERS},
         {"debug", no_argument, NULL, O_DEBUG},
+        {"prestart", required_argument, NULL, O_PRESTART},
         {"help", no_argument, NULL, O_HELP},
     };
     size_t n = 0;
@@ -190,6 +196,9 @@ static int parse_args(int argc, char **argv)
             break;
         case O_DEBUG:
             bhd_cfg.debug = true;
+            break;
+        case O_PRESTART:
+            bhd_cfg.prestart = optarg;
             break;
         case O_HELP:
         case 'h':
@@ -225,6 +234,24 @@ static int parse_args(int argc, char **argv)
     if (bhd_cfg.socket_path == NULL) {
         fprintf(stderr, "bulkheadd: --socket PATH is required\n");
         return -1;
+    }
+    if (bhd_cfg.prestart != NULL) {
+        if (strcmp(bhd_cfg.prestart, "none") == 0)
+            bhd_cfg.prestart = "";
+        for (const char *p = bhd_cfg.prestart; *p;) {
+            size_t n = strcspn(p, ",");
+            if (!((n == 6 && strncmp(p, "python", 6) == 0) ||
+                  (n == 10 && strncmp(p, "javascript", 10) == 0))) {
+                fprintf(stderr,
+                        "bulkheadd: --prestart `%s`: name python, javascript, both "
+                        "comma-separated, or none\n",
+                        bhd_cfg.prestart);
+                return -1;
+            }
+            p += n;
+            if (*p == ',')
+                p++;
+        }
     }
     if (bhd_cfg.default_timeout_ms > bhd_cfg.max_timeout_ms)
         bhd_cfg.default_timeout_ms = bhd_cfg.max_timeout_ms;

@@ -331,6 +331,12 @@ static struct bhd_box *take_warm_locked(void)
     return b;
 }
 
+/* Interpreters every new box starts before its first cell. */
+static const char *bhd_prestart(void)
+{
+    return bhd_cfg.prestart != NULL ? bhd_cfg.prestart : "python";
+}
+
 static bool lang_ok(const char *l)
 {
     return strcmp(l, "python") == 0 || strcmp(l, "javascript") == 0;
@@ -423,7 +429,7 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     bool warm = box != NULL;
     if (box == NULL) {
         struct bh_error err = {0};
-        if (bhd_box_create("python", &box, &err) < 0) {
+        if (bhd_box_create(bhd_prestart(), &box, &err) < 0) {
             set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INTERNAL, true, 0, "%s", err.msg);
             return;
         }
@@ -781,14 +787,17 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
         c->record = r;
         resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL;
         resp->run_cell = c;
+        json_t *limits = json_array();
+        for (size_t i = 0; i < c->n_limits_hit; i++)
+            json_array_append_new(limits, json_string(c->limits_hit[i]));
         audit_line(json_pack(
-            "{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:b, s:I, s:I, s:s, s:b}", "event",
+            "{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:b, s:I, s:I, s:s, s:b, s:o}", "event",
             "cell", "owner", s->owner_fp, "session", s->fp, "cell", (json_int_t)cell_no, "language",
             req->language, "queue_ms", (json_int_t)r->queue_ms, "run_ms", (json_int_t)r->run_ms,
             "total_ms", (json_int_t)r->total_ms, "exit", c->exit_code, "timed_out", c->timed_out,
             "stdout_bytes", (json_int_t)c->stdout_bytes, "stderr_bytes",
             (json_int_t)c->stderr_bytes, "tier", bh_tier_name(s->tier), "fresh_interpreter",
-            c->fresh_interpreter));
+            c->fresh_interpreter, "limits_hit", limits));
     }
     bhd_cell_out_free(&out);
 
@@ -1116,7 +1125,7 @@ void *bhd_maintenance_thread(void *arg)
         if (refill) {
             struct bhd_box *box = NULL;
             struct bh_error err = {0};
-            int rc = bhd_box_create("python", &box, &err);
+            int rc = bhd_box_create(bhd_prestart(), &box, &err);
             pthread_mutex_lock(&lock);
             warm_creating--;
             if (rc == 0 && !shutting_down) {

@@ -508,6 +508,8 @@ struct victim {
     char *id;
     volatile bool stop;
     int64_t us[4096];
+    int phase_of[4096];
+    volatile int phase;
     size_t n;
     int failures;
 };
@@ -524,8 +526,10 @@ static void *victim_loop(void *arg)
         if (r == NULL || r->body_case != BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL ||
             r->run_cell->exit_code != 0)
             v->failures++;
-        else
+        else {
+            v->phase_of[v->n] = v->phase;
             v->us[v->n++] = dt;
+        }
         if (r)
             FREE(r);
         usleep(20000);
@@ -542,7 +546,9 @@ static int64_t median_of(int64_t *v, size_t n)
 
 Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .timeout = 600)
 {
-    ld_start("--memory 268435456 --pids 64 --disk 8388608 --output 65536 --warm 2");
+    /* half a core per session: on this 2-core host the abuser cannot take
+     * more than its share */
+    ld_start("--memory 268435456 --pids 64 --disk 8388608 --output 65536 --cpu 500 --warm 2");
     struct victim v = {.id = ld_open_id("neighbour")};
     /* idle baseline */
     pthread_t t;
@@ -551,7 +557,11 @@ Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .t
     v.stop = true;
     pthread_join(t, NULL);
     cr_assert_gt(v.n, 20);
-    int64_t baseline = median_of(v.us, v.n);
+    /* the idle baseline: samples before and after the abuse, so a machine
+     * that got busier or quieter meanwhile (other tests) shifts both */
+    static int64_t idle[8192];
+    size_t n_idle = v.n;
+    memcpy(idle, v.us, v.n * sizeof(int64_t));
     v.n = 0;
     v.stop = false;
     pthread_create(&t, NULL, victim_loop, &v);
@@ -560,6 +570,7 @@ Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .t
     Resp *r;
     Bulkhead__Control__CellResult *c;
     /* fork bomb */
+    v.phase++;
     r = ld_run(-1, a, "python",
                "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                "        pass\n",
@@ -569,25 +580,31 @@ Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .t
               c->n_limits_hit, c->timed_out);
     FREE(r);
     /* memory bomb */
+    v.phase++;
     r = ld_run(-1, a, "python", "a = []\nwhile True: a.append(bytearray(32 << 20))", 20000, NULL,
                0);
     c = ld_ok(r, "memory bomb");
     cr_expect(hit(c, "memory"), "memory bomb not named: exit %d %s", c->exit_code, c->stderr);
     FREE(r);
     /* output flood */
+    v.phase++;
     r = ld_run(-1, a, "javascript", "for (;;) process.stdout.write('flood'.repeat(1000))", 2000,
                NULL, 0);
     c = ld_ok(r, "output flood");
-    cr_expect(c->stdout_truncated && hit(c, "output"), "output flood: truncated %d",
-              c->stdout_truncated);
+    cr_expect(c->stdout_truncated && hit(c, "output"),
+              "output flood: truncated %d, %llu bytes, exit %d, timed out %d, stderr %s",
+              c->stdout_truncated, (unsigned long long)c->stdout_bytes, c->exit_code, c->timed_out,
+              c->stderr);
     cr_expect_leq(strlen(c->stdout), 65536 * 3);
     FREE(r);
     /* infinite loop */
+    v.phase++;
     r = ld_run(-1, a, "javascript", "for (;;) {}", 2000, NULL, 0);
     c = ld_ok(r, "infinite loop");
     cr_expect(c->timed_out && c->exit_code == 124 && hit(c, "deadline"));
     FREE(r);
     /* fd exhaustion: refused by the fd limit, the session goes on */
+    v.phase++;
     r = ld_run(-1, a, "python",
                "import os\nfds = []\ntry:\n    while True: fds.append(os.open('/dev/null', "
                "os.O_RDONLY))\nexcept OSError as e:\n    print('stopped', e.errno, len(fds))\n"
@@ -601,6 +618,7 @@ Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .t
     cr_expect_str_eq(ld_ok(r, "after fds")->value, "2");
     FREE(r);
     /* disk fill last: it ends the abuser's session */
+    v.phase++;
     r = ld_run(-1, a, "python",
                "try:\n    with open('fill', 'wb') as f:\n        while True: f.write(b'x' * "
                "(1 << 20))\nexcept OSError as e:\n    print('full', e.errno)\n",
@@ -618,8 +636,32 @@ Test(supervisor_load, abuse_is_contained_and_the_neighbour_keeps_its_latency, .t
     v.stop = true;
     pthread_join(t, NULL);
     cr_assert_gt(v.n, 10);
+    static const char *const phase_names[] = {"open",         "fork bomb",     "memory bomb",
+                                              "output flood", "infinite loop", "fd exhaustion",
+                                              "disk fill"};
+    for (int ph = 0; ph <= 6; ph++) {
+        int64_t tmp[4096];
+        size_t k = 0;
+        for (size_t i = 0; i < v.n; i++)
+            if (v.phase_of[i] == ph)
+                tmp[k++] = v.us[i];
+        if (k > 0)
+            printf("bulkheadd abuse: neighbour during %-13s median %.2f ms (%zu cells)\n",
+                   phase_names[ph], median_of(tmp, k) / 1000.0, k);
+    }
     int64_t under = median_of(v.us, v.n);
     int64_t p99 = pctl(v.us, v.n, 99);
+    size_t n_under = v.n;
+    v.n = 0;
+    v.stop = false;
+    pthread_create(&t, NULL, victim_loop, &v);
+    usleep(2000 * 1000);
+    v.stop = true;
+    pthread_join(t, NULL);
+    memcpy(idle + n_idle, v.us, v.n * sizeof(int64_t));
+    n_idle += v.n;
+    int64_t baseline = median_of(idle, n_idle);
+    v.n = n_under;
     printf("bulkheadd abuse: neighbour cell median %.2f ms idle, %.2f ms (p99 %.2f ms) during fork "
            "bomb, memory bomb, output flood, infinite loop, fd exhaustion and disk fill (%zu "
            "cells, %d failed)\n",
@@ -656,15 +698,17 @@ static char *slurp(const char *path)
 struct slow_call {
     char *id;
     Resp *r;
+    volatile bool done;
 };
 
 static void *slow_cell(void *arg)
 {
     struct slow_call *s = arg;
     s->r = ld_run(-1, s->id, "python",
-                  "import subprocess; subprocess.run(['sh', '-c', 'sleep 1.5', 'A-PROC-MARKER']); "
+                  "import subprocess; subprocess.run(['sh', '-c', 'sleep 3', 'A-PROC-MARKER']); "
                   "'slow'",
                   10000, NULL, 0);
+    s->done = true;
     return NULL;
 }
 
@@ -733,7 +777,6 @@ Test(supervisor_load, two_tenants_stay_apart)
         cr_expect(r->error->retryable);
     }
     FREE(r);
-    int64_t t0 = bh_now_ms();
     r = ld_run(-1, b1, "python",
                "import os\nseen = b''\nfor p in os.listdir('/proc'):\n    if p.isdigit():\n"
                "        try: seen += open(f'/proc/{p}/cmdline', 'rb').read()\n"
@@ -751,7 +794,7 @@ Test(supervisor_load, two_tenants_stay_apart)
     if (p)
         pclose(p);
     cr_expect_gt(host_sees, 0, "A's marked process was not running during B's look");
-    cr_expect_lt(bh_now_ms() - t0, 1000, "B waited for A's call");
+    cr_expect(!slow.done, "B's call was held until A's call ended");
     FREE(r);
     pthread_join(t, NULL);
     cr_expect_str_eq(ld_ok(slow.r, "a's slow call")->value, "'slow'");
