@@ -255,11 +255,25 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &all, &old);
     const int stdio[3] = {0, 1, 2};
     pid_t pid = 0;
+    /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
+    bool set_oom = proc.has_oom_score_adj;
+    proc.has_oom_score_adj = false;
     if (bh_sentry_exec(conn, &proc, stdio, proc.terminal ? console_socket : NULL, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         bh_sentry_disconnect(conn);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
+    }
+    if (set_oom) {
+        char path[64], buf[16];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pid);
+        int len = snprintf(buf, sizeof(buf), "%d", proc.oom_score_adj);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t w = write(fd, buf, (size_t)len);
+            (void)w; /* the process may already be gone: nothing to adjust */
+            close(fd);
+        }
     }
     if (detach) {
         pid_t proxy = fork();

@@ -122,6 +122,9 @@ const char *oci_sentry_dir(const char *root, const char *id, int dirfd, char *bu
  * sandbox never needs to reach the host path itself. */
 int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err);
 void oci_close_bind_trees(struct bh_sandbox_spec *spec);
+/* Makes every missing mount point of the spec inside the rootfs (confined to
+ * it with RESOLVE_IN_ROOT): directories, or empty files for file binds. */
+int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *err);
 
 /* ---- hooks (oci/hooks.c) ------------------------------------------------- */
 

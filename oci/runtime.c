@@ -225,6 +225,10 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     bool set_oom = spec->process.has_oom_score_adj;
     int oom = spec->process.oom_score_adj;
     spec->process.has_oom_score_adj = false;
+    /* Best effort: where it cannot (a read-only image), the sandbox's own
+     * mount step says precisely what is missing. */
+    if (oci_make_mount_points(spec, &err) < 0)
+        cli_log(g, "debug", "mount points: %s", err.msg);
     int created = oci_prepare_bind_trees(spec, &err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, &sb, &err);
@@ -239,7 +243,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         cli_report_error(g, "create: %s", err.msg);
         goto fail;
     }
-    st.caps = spec->process.cap_effective;
+    /* Every set the config grants: for a non-root user docker leaves the
+     * bounding set and clears the others. */
+    st.caps = spec->process.cap_bounding | spec->process.cap_effective |
+              spec->process.cap_permitted | spec->process.cap_inheritable |
+              spec->process.cap_ambient;
     st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
     /* The live sandbox must prove the tier it was made for, or it never runs. */
     enum bh_tier proven = BH_TIER_NONE;

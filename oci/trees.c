@@ -1,4 +1,6 @@
-/* Owns preparing the rootfs and bind mounts on the host side: the sandbox's
+/* Owns preparing the rootfs and bind mounts on the host side, and making
+ * missing mount points in the rootfs (as runc does, as root: docker's image
+ * files belong to host root, which the sandbox's root is not): the sandbox's
  * own uid cannot reach paths under docker's root-only directories
  * (/var/lib/docker is 0710), so `bulkhead create`, still host root, clones
  * the rootfs and each bind source as a detached tree (open_tree(OPEN_TREE_CLONE)), sets its flags
@@ -8,7 +10,9 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -131,4 +135,82 @@ void oci_close_bind_trees(struct bh_sandbox_spec *spec)
         m->has_tree_fd = false;
         m->tree_fd = -1;
     }
+}
+
+/* Resolves rel (no leading '/') inside root as the sandbox would see it. */
+static int open_in_root(int root, const char *rel, int flags)
+{
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    return (int)syscall(SYS_openat2, root, rel[0] ? rel : ".", &how, sizeof(how));
+}
+
+/* Makes dest (and its parents) inside root: a directory, or an empty file
+ * when as_file. Every component is resolved with RESOLVE_IN_ROOT, so a
+ * symlink in the image can never lead outside the rootfs. */
+static int make_in_root(int root, const char *dest, bool as_file, struct bh_error *err)
+{
+    char rel[4096];
+    const char *d = dest;
+    while (*d == '/')
+        d++;
+    if (snprintf(rel, sizeof(rel), "%s", d) >= (int)sizeof(rel))
+        return bh_error_set(err, ENAMETOOLONG, "mount point `%s` is too long", dest);
+    if (rel[0] == '\0')
+        return 0;
+    int fd = open_in_root(root, rel, O_PATH);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno != ENOENT)
+        return bh_error_errno(err, errno, "mount point `%s` in the rootfs", dest);
+    char *slash = strrchr(rel, '/');
+    const char *name = rel;
+    int parent;
+    if (slash != NULL) {
+        *slash = '\0';
+        if (make_in_root(root, rel, false, err) < 0)
+            return -1;
+        parent = open_in_root(root, rel, O_PATH | O_DIRECTORY);
+        name = slash + 1;
+    } else {
+        parent = open_in_root(root, "", O_PATH | O_DIRECTORY);
+    }
+    if (parent < 0)
+        return bh_error_errno(err, errno, "parent of mount point `%s` in the rootfs", dest);
+    int r;
+    if (as_file) {
+        r = openat(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (r >= 0)
+            close(r);
+    } else {
+        r = mkdirat(parent, name, 0755);
+    }
+    int e = errno;
+    close(parent);
+    if (r < 0 && e != EEXIST)
+        return bh_error_errno(err, e, "make mount point `%s` in the rootfs", dest);
+    return 0;
+}
+
+int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    if (spec->rootfs == NULL)
+        return 0;
+    int root = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return bh_error_errno(err, errno, "rootfs `%s`", spec->rootfs);
+    int rc = 0;
+    for (size_t i = 0; i < spec->n_mounts && rc == 0; i++) {
+        const struct bh_mount *m = &spec->mounts[i];
+        bool as_file = false;
+        if (m->flags & MS_BIND) {
+            struct stat st;
+            as_file = stat(m->source, &st) == 0 && !S_ISDIR(st.st_mode);
+        }
+        rc = make_in_root(root, m->destination, as_file, err);
+    }
+    close(root);
+    return rc;
 }
