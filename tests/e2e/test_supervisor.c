@@ -504,6 +504,31 @@ Test(supervisor, floor_above_the_tier_is_refused_with_nothing_run)
     cr_assert(e->not_dispatched);
     cr_assert(!e->retryable);
     FREE(r);
+    /* a floor at the verified tier is met; above it (container host) refused */
+    o.minimum_isolation = "kernel";
+    r = roundtrip(&req);
+    if (strcmp(daemon_tier, "kernel") == 0) {
+        cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION);
+        cr_assert_str_eq(r->open_session->tier, "kernel");
+        char *kid = strdup(r->open_session->session_id);
+        close_session(kid);
+        free(kid);
+    } else {
+        cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__FLOOR_NOT_MET);
+        cr_assert(r->error->not_dispatched);
+    }
+    FREE(r);
+    /* nothing ran for the refused floors: only the kernel-floor session opened */
+    char audit[128];
+    snprintf(audit, sizeof(audit), "%s/audit.log", tmpdir);
+    FILE *af = fopen(audit, "r");
+    char line[2048];
+    int cells = 0;
+    while (af && fgets(line, sizeof(line), af))
+        cells += strstr(line, "\"event\":\"cell\"") != NULL;
+    if (af)
+        fclose(af);
+    cr_assert_eq(cells, 0, "a cell ran for a refused floor");
     /* unknown language: unsupported */
     char *id = open_session("alice");
     r = run(id, "cobol", "1");
