@@ -297,12 +297,9 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
 
 fail:
     bh_sandbox_destroy(sb);
-fail_nosb : {
-    struct bh_cgroup *cg = NULL;
-    struct bh_error e2 = {0};
-    if (bh_cgroup_open(cgroup_path, &cg, &e2) == 0)
-        bh_cgroup_destroy(cg, &e2);
-}
+fail_nosb:
+    /* A failed bh_sandbox_create removed what it made; the cgroup is never
+     * touched here, since it may be another container's (same cgroupsPath). */
     oci_state_free(&st);
     oci_config_free(&cfg);
     oci_state_remove(g->root, id, &err);
