@@ -125,6 +125,11 @@ void oci_close_bind_trees(struct bh_sandbox_spec *spec);
 /* Makes every missing mount point of the spec inside the rootfs (confined to
  * it with RESOLVE_IN_ROOT): directories, or empty files for file binds. */
 int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *err);
+/* After create, before the container's process runs: stacks an idmapped
+ * copy (the sandbox's user namespace) of every writable bind on its
+ * destination, so the container's root writes host-root files as under runc. */
+int oci_idmap_rw_binds(const struct cli_globals *g, const struct bh_sandbox_spec *spec,
+                       pid_t sentry, struct bh_error *err);
 
 /* ---- hooks (oci/hooks.c) ------------------------------------------------- */
 

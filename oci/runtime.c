@@ -239,6 +239,10 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     }
     st.pid = bh_sandbox_pid(sb);
     st.pid_start = oci_pid_start_time(st.pid);
+    if (oci_idmap_rw_binds(g, spec, st.pid, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        goto fail;
+    }
     if (set_oom && set_oom_score_adj(cgroup_path, oom, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         goto fail;

@@ -13,7 +13,10 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sched.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "oci-internal.h"
@@ -212,5 +215,132 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
         rc = make_in_root(root, m->destination, as_file, err);
     }
     close(root);
+    return rc;
+}
+
+#ifndef MOUNT_ATTR_IDMAP
+#define MOUNT_ATTR_IDMAP 0x00100000
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+
+/* One writable bind, cloned from the host and idmapped with the sandbox's
+ * user namespace: host-root files then belong to the container's root, and
+ * what it writes lands as host root, as under runc. */
+static int idmapped_tree(const struct bh_mount *m, int userns, struct bh_error *err)
+{
+    bool rec = (m->flags & MS_REC) != 0;
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, m->source,
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (rec ? AT_RECURSIVE : 0));
+    if (fd < 0)
+        return bh_error_errno(err, errno, "clone `%s`", m->source);
+    struct oci_mount_attr a = {
+        .attr_set = MOUNT_ATTR_IDMAP, .propagation = MS_PRIVATE, .userns_fd = (uint64_t)userns};
+    if (m->flags & MS_NOSUID)
+        a.attr_set |= MOUNT_ATTR_NOSUID;
+    if (m->flags & MS_NODEV)
+        a.attr_set |= MOUNT_ATTR_NODEV;
+    if (m->flags & MS_NOEXEC)
+        a.attr_set |= MOUNT_ATTR_NOEXEC;
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &a,
+                sizeof(a)) < 0) {
+        int e = errno;
+        close(fd);
+        if (e == EINVAL || e == EOPNOTSUPP)
+            return -2;
+        bh_error_errno(err, e, "idmap `%s`", m->source);
+        return -1;
+    }
+    return fd;
+}
+
+int oci_idmap_rw_binds(const struct cli_globals *g, const struct bh_sandbox_spec *spec,
+                       pid_t sentry, struct bh_error *err)
+{
+    if (spec->n_uid_maps > 0 || spec->ns_paths[BH_NS_USER] != NULL)
+        return 0; /* ids chosen by the caller: binds stay as given */
+    int trees[64];
+    size_t idx[64], n = 0;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", sentry);
+    int userns = open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof(path), "/proc/%d/ns/mnt", sentry);
+    int mntns = open(path, O_RDONLY | O_CLOEXEC);
+    if (userns < 0 || mntns < 0) {
+        int e = errno;
+        if (userns >= 0)
+            close(userns);
+        if (mntns >= 0)
+            close(mntns);
+        return bh_error_errno(err, e, "open the sandbox's namespaces");
+    }
+    int rc = 0;
+    for (size_t i = 0; i < spec->n_mounts && n < 64 && rc == 0; i++) {
+        const struct bh_mount *m = &spec->mounts[i];
+        if (!(m->flags & MS_BIND) || (m->flags & MS_RDONLY))
+            continue;
+        int fd = idmapped_tree(m, userns, err);
+        if (fd == -2) {
+            /* The filesystem cannot be idmapped: the plain bind stays. */
+            cli_log(g, "warning",
+                    "bind `%s` on `%s` cannot be idmapped (filesystem): the "
+                    "container's root may not write to it",
+                    m->source, m->destination);
+            continue;
+        }
+        if (fd < 0) {
+            rc = -1;
+            break;
+        }
+        trees[n] = fd;
+        idx[n++] = i;
+    }
+    close(userns);
+    if (rc == 0 && n > 0) {
+        /* A child joins the sandbox's mount namespace (its root is the
+         * container's) and stacks each tree on its destination, before the
+         * container's process has run anything. */
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            rc = bh_error_errno(err, errno, "pipe");
+        } else {
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(p[0]);
+                const char *what = "join the sandbox's mount namespace";
+                int e = 0;
+                if (setns(mntns, CLONE_NEWNS) < 0)
+                    e = errno;
+                for (size_t k = 0; e == 0 && k < n; k++) {
+                    what = spec->mounts[idx[k]].destination;
+                    if (syscall(SYS_move_mount, trees[k], "", AT_FDCWD, what,
+                                MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        e = errno;
+                }
+                if (e != 0) {
+                    dprintf(p[1], "%s: %s", what, strerror(e));
+                    _exit(1);
+                }
+                _exit(0);
+            }
+            close(p[1]);
+            char msg[512] = "";
+            ssize_t r = pid > 0 ? read(p[0], msg, sizeof(msg) - 1) : -1;
+            msg[r > 0 ? r : 0] = '\0';
+            close(p[0]);
+            int st = 0;
+            if (pid < 0)
+                rc = bh_error_errno(err, errno, "fork");
+            else if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                rc = bh_error_set(err, EIO, "place the idmapped bind %s", msg);
+        }
+    }
+    for (size_t k = 0; k < n; k++)
+        close(trees[k]);
+    close(mntns);
     return rc;
 }
