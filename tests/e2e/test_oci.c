@@ -921,3 +921,75 @@ Test(oci_lifecycle, seccomp_profile_kernel_tier)
 {
     profile_is_honoured("kernel");
 }
+
+/* ---- pause, update, events, ps, list, kill --all ---------------------------- */
+
+static long read_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long v = -1;
+    if (fscanf(f, "%ld", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+Test(oci_lifecycle, pause_update_events_ps_list)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    live_config("[\"/bin/sleep\", \"1000\"]", NULL);
+    const char *id = create_or_skip("ops", -1);
+    int pid = read_pid_file("pid");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    char out[16384];
+
+    cr_assert_eq(RUN0("pause", id), 0, "pause: %s", last_error());
+    cr_expect_str_eq(status_of(id, NULL), "paused");
+    cr_expect_neq(RUN0("pause", id), 0, "a second pause succeeded");
+    cr_assert_eq(RUN0("resume", id), 0, "resume: %s", last_error());
+    cr_expect_str_eq(status_of(id, NULL), "running");
+
+    /* update --resources - reads LinuxResources on stdin: run through sh for the pipe. */
+    char cmd[1024], p[256];
+    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s/pids.max", id);
+    snprintf(cmd, sizeof(cmd),
+             "echo '{\"pids\": {\"limit\": 42}}' | %s --root %s/root update --resources - %s", bh,
+             tmp, id);
+    cr_expect_eq(system(cmd), 0, "update --resources -");
+    if (access("/sys/fs/cgroup/pids/bulkhead", F_OK) == 0)
+        cr_expect_eq(read_long(p), 42, "pids.max after update");
+    cr_expect_eq(RUN0("update", "--pids-limit", "40", id), 0, "update --pids-limit");
+    if (access("/sys/fs/cgroup/pids/bulkhead", F_OK) == 0)
+        cr_expect_eq(read_long(p), 40, "pids.max after update --pids-limit");
+
+    cr_assert_eq(RUN(out, "events", "--stats", id), 0, "events: %s", last_error());
+    json_t *ev = json_loads(out, 0, NULL);
+    cr_assert_not_null(ev, "events --stats is not JSON: %s", out);
+    cr_expect_str_eq(json_string_value(json_object_get(ev, "type")), "stats");
+    cr_expect_gt(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(ev, "data"), "pids"), "current")),
+                 0);
+    json_decref(ev);
+
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0);
+    json_t *pids = json_loads(out, 0, NULL);
+    cr_assert(json_is_array(pids), "ps json: %s", out);
+    bool has_sentry = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(pids, i, v) has_sentry = has_sentry || json_integer_value(v) == pid;
+    cr_expect(has_sentry, "ps does not list the container's pid %d: %s", pid, out);
+    json_decref(pids);
+
+    cr_assert_eq(RUN(out, "list", "--format", "json"), 0);
+    cr_expect(strstr(out, id) != NULL, "list: %s", out);
+
+    cr_assert_eq(RUN0("kill", "--all", id, "KILL"), 0, "kill --all: %s", last_error());
+    int st = reap(pid, 10);
+    cr_expect(WIFSIGNALED(st), "status %#x", st);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
+}
