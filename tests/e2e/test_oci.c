@@ -716,7 +716,8 @@ static int report_listener(char *path, size_t len)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     cr_assert_geq(fd, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    cr_assert_lt(strlen(path), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     cr_assert_eq(listen(fd, 4), 0);
     return fd;
@@ -797,7 +798,8 @@ Test(oci_lifecycle, console_socket_gets_the_pty_master)
     snprintf(sock, sizeof(sock), "%s/console.sock", tmp);
     int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    cr_assert_lt(strlen(sock), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
     cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     cr_assert_eq(listen(lfd, 4), 0);
     snprintf(ids[n_ids], sizeof(ids[0]), "tty-%d", (int)getpid());
