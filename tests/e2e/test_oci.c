@@ -374,6 +374,39 @@ Test(oci_config, seccomp_agent_refused)
     expect_refused("c1", "listenerPath");
 }
 
+Test(oci_config, seccomp_allow_default_with_denials_refused)
+{
+    write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
+                 "\"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ALLOW\", "
+                 "\"syscalls\": [{\"names\": [\"mkdir\"], \"action\": \"SCMP_ACT_ERRNO\"}]}}");
+    expect_refused("c1", "defaultAction allows");
+}
+
+Test(oci_config, seccomp_unknown_operator)
+{
+    write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
+                 "\"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ERRNO\", "
+                 "\"syscalls\": [{\"names\": [\"read\"], \"action\": \"SCMP_ACT_ALLOW\", "
+                 "\"args\": [{\"index\": 0, \"value\": 1, \"op\": \"SCMP_CMP_SOMETIMES\"}]}]}}");
+    expect_refused("c1", "SCMP_CMP_SOMETIMES");
+}
+
+Test(oci_config, preserve_fds_refused)
+{
+    write_config("1.0.2", GOOD_ROOT, GOOD_PROC, NULL);
+    char out[256];
+    cr_expect_neq(RUN(out, "create", "--preserve-fds", "2", "c1"), 0);
+    cr_expect(strstr(last_error(), "--preserve-fds") != NULL, "%s", last_error());
+}
+
+Test(oci_config, unsupported_device)
+{
+    write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
+                 "\"linux\": {\"devices\": [{\"path\": \"/dev/fuse\", \"type\": \"c\", "
+                 "\"major\": 10, \"minor\": 229}]}");
+    expect_refused("c1", "/dev/fuse");
+}
+
 TestSuite(oci_cli, .init = setup, .fini = teardown);
 
 Test(oci_cli, spec_then_features)
