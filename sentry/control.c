@@ -375,16 +375,20 @@ int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, c
     size_t got = 0;
     int r = bh_conn_request(conn, req, fds, n, &reply, &pidfd, 1, &got, err);
     json_decref(req);
-    json_decref(reply);
     if (r < 0)
         return bh_error_prefix(err, "exec in the sandbox");
-    if (got != 1)
+    if (got != 1) {
+        json_decref(reply);
         return bh_error_set(err, EPROTO, "the sentry did not say which process it started");
+    }
+    /* The process waits for our start, so its pid is still readable. */
+    json_int_t inner = json_integer_value(json_object_get(reply, "pid"));
     *pid = pidfd_host_pid(pidfd);
     close(pidfd);
+    json_decref(reply);
     if (*pid <= 0)
-        return bh_error_set(err, ESRCH, "the new process ended before its pid was read");
-    return 0;
+        return bh_error_set(err, ESRCH, "the new process died before it started");
+    return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", inner), err);
 }
 
 int bh_sentry_wait(struct bh_sentry_conn *conn, pid_t pid, int *status, struct bh_error *err)

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -462,6 +463,36 @@ out:
 
 /* ---- create ------------------------------------------------------------- */
 
+static void unlink_control_socket(const char *state_dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/sentry.sock", state_dir);
+    unlink(path);
+}
+
+static int bind_control_socket(const char *state_dir, struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/sentry.sock", state_dir) >=
+        (int)sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "state directory `%s` is too long for a socket",
+                            state_dir);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "control socket");
+    unlink(addr.sun_path);
+    mode_t old = umask(0077);
+    int r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
+    umask(old);
+    /* The sentry calls listen(): SO_PEERCRED then names it to clients. */
+    if (r < 0) {
+        int e = errno;
+        close(fd);
+        return bh_error_errno(err, e, "bind the control socket `%s`", addr.sun_path);
+    }
+    return fd;
+}
+
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
                            int *tree_fds, size_t *n_tree, struct bh_error *err)
 {
@@ -626,6 +657,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->detached = detached;
     cleanup_close int spec_fd = -1;
     int pol_fds[3] = {-1, -1, -1};
+    cleanup_close int listen_fd = -1;
+    int pol_fds_extra = -1;
     cleanup_close int child_sync = -1;
     cleanup_free struct bh_idmap *uid_maps = NULL;
     cleanup_free struct bh_idmap *gid_maps = NULL;
@@ -663,18 +696,29 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->conn.fd = sv[0];
     child_sync = sv[1];
 
-    int msg_fds[4 + MAX_TREE_FDS];
+    int msg_fds[5 + MAX_TREE_FDS];
     size_t n_tree = 0;
     if (policy_fds(spec, guest_policy, sentry_policy, pol_fds, err) < 0)
         goto fail;
     size_t n_pol = pol_fds[2] >= 0 ? 3 : 2;
     params.has_extra_policy = n_pol == 3;
-    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pol, &n_tree, err);
+    if (detached) {
+        /* Bound here, as host root, so the socket belongs to root alone;
+         * the sentry only accepts on it. */
+        listen_fd = bind_control_socket(opts->state_dir, err);
+        if (listen_fd < 0)
+            goto fail;
+        pol_fds_extra = listen_fd;
+    }
+    size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0);
+    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pre, &n_tree, err);
     if (spec_fd < 0)
         goto fail;
     msg_fds[0] = spec_fd;
     for (size_t i = 0; i < n_pol; i++)
         msg_fds[1 + i] = pol_fds[i];
+    if (listen_fd >= 0)
+        msg_fds[1 + n_pol] = listen_fd;
 
     struct child_args a = {.spec = spec,
                            .sync_fd = child_sync,
@@ -727,7 +771,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     json_decref(go);
     json_t *spec_msg = json_pack("{s:s}", "op", "spec");
     if (r == 0)
-        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, 1 + n_pol + n_tree, err);
+        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, 1 + n_pre + n_tree, err);
     json_decref(spec_msg);
     if (r < 0) {
         bh_error_prefix(err, "hand the spec to the sentry");
@@ -768,6 +812,8 @@ fail:
     for (int i = 0; i < 3; i++)
         if (pol_fds[i] >= 0)
             close(pol_fds[i]);
+    if (pol_fds_extra >= 0)
+        unlink_control_socket(opts->state_dir);
     cleanup_cgroup(sb);
     sandbox_free(sb);
     return bh_error_prefix(err, "create sandbox");

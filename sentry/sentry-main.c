@@ -50,6 +50,14 @@ struct waiter {
     pid_t pid;
 };
 
+/* An exec'd guest that waits for its client's start (the client reads the
+ * host pid from the pidfd first, which it cannot once the guest is reaped). */
+struct pending {
+    int conn_fd;
+    struct bh_guest g;
+};
+#define MAX_PENDING 16
+
 static struct {
     int sync_fd;
     bool detached;
@@ -72,6 +80,8 @@ static struct {
     size_t n_waiters;
     struct conn conns[MAX_CONNS];
     size_t n_conns;
+    struct pending pending[MAX_PENDING];
+    size_t n_pending;
 } S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1};
 
 static __attribute__((noreturn)) void die(const struct bh_error *err)
@@ -137,7 +147,9 @@ static int read_spec(struct bh_error *err)
     }
     /* fds: spec, guest program, sentry program, [caller's program], trees. */
     size_t n_pol = extra ? 3 : 2;
-    if (n < 1 + n_pol) {
+    /* A detached sandbox's control socket, bound by the front end, follows. */
+    size_t n_pre = n_pol + (det ? 1 : 0);
+    if (n < 1 + n_pre) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the seccomp programs were not sent");
     }
@@ -150,6 +162,16 @@ static int read_spec(struct bh_error *err)
     }
     for (size_t i = 1; i <= n_pol; i++)
         close(fds[i]);
+    if (det) {
+        S.listen_fd = fds[1 + n_pol];
+        fcntl(S.listen_fd, F_SETFL, O_NONBLOCK);
+        /* listen() here, not in the front end: clients' SO_PEERCRED then
+         * names the sentry, whose host pid they need. */
+        if (listen(S.listen_fd, 16) < 0) {
+            json_decref(o);
+            return bh_error_errno(err, errno, "listen on the control socket");
+        }
+    }
     S.have_extra = extra;
     if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify || extra_notify) {
         json_decref(o);
@@ -163,13 +185,13 @@ static int read_spec(struct bh_error *err)
         if (idx == NULL)
             continue;
         json_int_t k = json_integer_value(idx);
-        if (k < 0 || (size_t)k + 1 + n_pol >= n) {
+        if (k < 0 || (size_t)k + 1 + n_pre >= n) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "mount %zu names a prepared tree that was not sent",
                                 i);
         }
         S.spec.mounts[i].has_tree_fd = true;
-        S.spec.mounts[i].tree_fd = fds[k + 1 + n_pol];
+        S.spec.mounts[i].tree_fd = fds[k + 1 + n_pre];
     }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
@@ -198,24 +220,6 @@ static int write_sysctls(struct bh_error *err)
             return bh_error_errno(err, errno, "sysctl %s=%s (only namespaced sysctls can be set)",
                                   S.spec.sysctls[i].key, v);
     }
-    return 0;
-}
-
-static int open_control_socket(struct bh_error *err)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/sentry.sock", S.params.state_dir) >=
-        (int)sizeof(addr.sun_path))
-        return bh_error_set(err, ENAMETOOLONG, "state directory is too long for a socket");
-    S.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (S.listen_fd < 0)
-        return bh_error_errno(err, errno, "control socket");
-    unlink(addr.sun_path);
-    mode_t old = umask(0077);
-    int r = bind(S.listen_fd, (struct sockaddr *)&addr, sizeof(addr));
-    umask(old);
-    if (r < 0 || listen(S.listen_fd, 16) < 0)
-        return bh_error_errno(err, errno, "bind the control socket `%s`", addr.sun_path);
     return 0;
 }
 
@@ -274,6 +278,16 @@ static void drop_conn(int fd)
             S.waiters[i] = S.waiters[--S.n_waiters];
         else
             i++;
+    }
+    for (size_t i = 0; i < S.n_pending;) {
+        if (S.pending[i].conn_fd == fd) {
+            /* Its client left before starting it: it never runs. */
+            kill(S.pending[i].g.pid, SIGKILL);
+            close(S.pending[i].g.setup_fd);
+            S.pending[i] = S.pending[--S.n_pending];
+        } else {
+            i++;
+        }
     }
     for (size_t i = 0; i < S.n_conns; i++) {
         if (S.conns[i].fd == fd) {
@@ -413,14 +427,51 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         }
         g.listener = -1;
     }
-    r = bh_guest_start(&g, &err);
-    if (r < 0) {
+    if (S.n_pending >= MAX_PENDING) {
+        bh_error_set(&err, EAGAIN, "too many exec'd processes waiting to start");
+        kill(g.pid, SIGKILL);
         close(g.pidfd);
+        close(g.setup_fd);
         reply_error(fd, &err);
         return;
     }
-    reply(fd, json_pack("{s:s}", "re", "pid"), &g.pidfd, 1);
+    S.pending[S.n_pending++] = (struct pending){fd, g};
+    reply(fd, json_pack("{s:s,s:i}", "re", "pid", "pid", g.pid), &g.pidfd, 1);
     close(g.pidfd);
+    S.pending[S.n_pending - 1].g.pidfd = -1;
+}
+
+static void op_start(int fd, json_t *msg)
+{
+    struct bh_error err = {0};
+    json_t *jp = json_object_get(msg, "pid");
+    if (jp == NULL) {
+        if (S.first_started) {
+            bh_error_set(&err, EALREADY, "the sandbox was already started");
+            reply_error(fd, &err);
+            return;
+        }
+        S.first_started = true;
+        if (bh_guest_start(&S.first, &err) < 0)
+            reply_error(fd, &err);
+        else
+            reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
+        return;
+    }
+    pid_t pid = (pid_t)json_integer_value(jp);
+    for (size_t i = 0; i < S.n_pending; i++) {
+        if (S.pending[i].g.pid != pid || S.pending[i].conn_fd != fd)
+            continue;
+        struct bh_guest g = S.pending[i].g;
+        S.pending[i] = S.pending[--S.n_pending];
+        if (bh_guest_start(&g, &err) < 0)
+            reply_error(fd, &err);
+        else
+            reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
+        return;
+    }
+    bh_error_set(&err, ESRCH, "process %d is not waiting to start", pid);
+    reply_error(fd, &err);
 }
 
 static void op_wait(int fd, json_t *msg)
@@ -503,16 +554,7 @@ static void on_request(int fd)
         bh_error_set(&err, EPROTO, "request without an op");
         reply_error(fd, &err);
     } else if (strcmp(op, "start") == 0) {
-        if (S.first_started) {
-            bh_error_set(&err, EALREADY, "the sandbox was already started");
-            reply_error(fd, &err);
-        } else {
-            S.first_started = true;
-            if (bh_guest_start(&S.first, &err) < 0)
-                reply_error(fd, &err);
-            else
-                reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
-        }
+        op_start(fd, msg);
     } else if (strcmp(op, "exec") == 0) {
         op_exec(fd, msg, fds, n);
     } else if (strcmp(op, "wait") == 0) {
@@ -593,8 +635,6 @@ int main(int argc, char **argv)
         die(&err);
     }
     if (read_spec(&err) < 0)
-        die(&err);
-    if (S.detached && S.params.state_dir != NULL && open_control_socket(&err) < 0)
         die(&err);
     int console_fd = -1;
     if (S.spec.process.terminal && S.spec.console_socket != NULL &&
