@@ -224,6 +224,9 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
 #endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
 #ifndef SYS_move_mount
 #define SYS_move_mount 429
 #endif
@@ -315,11 +318,18 @@ int oci_idmap_rw_binds(const struct cli_globals *g, const struct bh_sandbox_spec
                 int e = 0;
                 if (setns(mntns, CLONE_NEWNS) < 0)
                     e = errno;
+                int root = e == 0 ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+                if (e == 0 && root < 0)
+                    e = errno;
                 for (size_t k = 0; e == 0 && k < n; k++) {
                     what = spec->mounts[idx[k]].destination;
-                    if (syscall(SYS_move_mount, trees[k], "", AT_FDCWD, what,
-                                MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                    /* Resolved as the container sees it, never through a magic link. */
+                    int dst = open_in_root(root, what + strspn(what, "/"), O_PATH);
+                    if (dst < 0 || syscall(SYS_move_mount, trees[k], "", dst, "",
+                                           MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
                         e = errno;
+                    if (dst >= 0)
+                        close(dst);
                 }
                 if (e != 0) {
                     dprintf(p[1], "%s: %s", what, strerror(e));
