@@ -1199,7 +1199,18 @@ static long do_unlinkat(struct bh_req *r, int dirfd, uint64_t path_addr, int fla
     cleanup_close int pfd = bh_resolve_parent(r, dirfd, path, last);
     if (pfd < 0)
         return pfd;
-    return unlinkat(pfd, last, flags) < 0 ? -errno : 0;
+    if (unlinkat(pfd, last, flags) == 0)
+        return 0;
+    /* Linux checks the mount before the name, so removing a name that does
+     * not exist under the read-only system trees says EROFS where a writable
+     * host says ENOENT; programs that clean up optimistically (CPython's
+     * import_helper.forget() tries every sys.path entry) expect ENOENT, which
+     * POSIX allows too. Only the errno changes: the guest could stat it. */
+    int e = errno;
+    struct stat st;
+    if (e == EROFS && fstatat(pfd, last, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+        return -ENOENT;
+    return -e;
 }
 
 long bh_sys_unlinkat(struct bh_req *r)

@@ -18,6 +18,8 @@
  *   sockets, performed on a dup of the guest's socket (pidfd_getfd):
  *     connect bind sendto sendmsg   (AF_UNIX paths confined to the root,
  *                                    AF_INET/AF_INET6 to loopback only)
+ *     (kernel.policy runs bind directly, so the kernel keeps a unix socket's
+ *     name as the guest wrote it; the handler serves policies that notify it)
  *   ids, answered CONTINUE (values only: nothing read from guest memory
  *   decides anything; the broker only forgets the thread's cached ids):
  *     setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid

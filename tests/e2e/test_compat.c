@@ -204,10 +204,12 @@ Test(compat_python, multiprocessing, .timeout = 120)
            "            print(method, sum(pool.map(sq, range(10))))\n"
            "        q = ctx.Queue(); p = ctx.Process(target=put, args=(q,)); p.start()\n"
            "        print(q.get(timeout=30)); p.join(); print(p.exitcode)\n"
+           "    with mp.Manager() as m:\n"
+           "        d = m.dict(); d['k'] = [1, 2]; print(dict(d))\n"
            "    v = mp.Value('i', 0); l = mp.Lock()\n"
            "    with l: v.value += 41\n"
            "    print(v.value + 1)\n",
-           "fork 285\nchild\n0\nspawn 285\nchild\n0\n42\n");
+           "fork 285\nchild\n0\nspawn 285\nchild\n0\n{'k': [1, 2]}\n42\n");
 }
 
 Test(compat_python, tempfile_and_shutil, .timeout = 120)
@@ -234,6 +236,67 @@ Test(compat_python, tempfile_and_shutil, .timeout = 120)
            "print(os.path.exists(d), tempfile.gettempdir())\n",
            "b/f.txt data 0o640\n['b', 'g.txt', 'link']\ndata\n['arc.tar.gz', 'src', 'un']\n1\n"
            "False /tmp\n");
+}
+
+/* A unix socket keeps the name it was bound with (socketserver and
+ * multiprocessing connect back to getsockname()), relative names resolve
+ * against the cwd, and a server in a thread answers a client. */
+Test(compat_python, unix_socket_names, .timeout = 120)
+{
+    python("import socket, socketserver, threading, os\n"
+           "s = socket.socket(socket.AF_UNIX); s.bind('/tmp/a.sock'); print(s.getsockname())\n"
+           "os.chdir('/work'); r = socket.socket(socket.AF_UNIX); r.bind('rel.sock')\n"
+           "print(r.getsockname(), os.path.exists('/work/rel.sock'))\n"
+           "class H(socketserver.StreamRequestHandler):\n"
+           "    def handle(self): self.wfile.write(self.rfile.readline().upper())\n"
+           "srv = socketserver.UnixStreamServer('/tmp/srv.sock', H)\n"
+           "threading.Thread(target=srv.serve_forever, daemon=True).start()\n"
+           "c = socket.socket(socket.AF_UNIX); c.connect(srv.server_address)\n"
+           "c.sendall(b'ping\\n'); print(c.recv(10), c.getpeername())\n"
+           "srv.shutdown()\n"
+           "try:\n"
+           "    socket.socket(socket.AF_UNIX).bind('/usr/x.sock')\n"
+           "except OSError as e: print(e.strerror)\n",
+           "/tmp/a.sock\nrel.sock True\nb'PING\\n' /tmp/srv.sock\nRead-only file system\n");
+}
+
+/* bind runs directly (kernel.policy): a directory fd from outside handed in
+ * as an inherited fd still cannot receive a socket file (Landlock's
+ * MAKE_SOCK), nor can /proc/1 (the sentry) be walked through. */
+Test(compat_python, unix_bind_stays_inside, .timeout = 120)
+{
+    require_kernel();
+    char dir[] = "/tmp/bh-compat-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    chmod(dir, 0777);
+    char *bh = h_path("bulkhead");
+    /* h_run opens the directory as stdin; the shell moves it to fd 3. */
+    char *argv[] = {bh,
+                    "do",
+                    "--tier",
+                    "kernel",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    "exec 3<&0 0</dev/null; exec /usr/bin/python3 -c \"\n"
+                    "import socket, os\n"
+                    "print(os.path.isdir('/proc/self/fd/3'))\n"
+                    "for p in ('/proc/self/fd/3/s', '/proc/1/cwd/s', '/proc/1/root/tmp/s'):\n"
+                    "    try: socket.socket(socket.AF_UNIX).bind(p); print('BOUND', p)\n"
+                    "    except OSError as e: print(e.errno)\n"
+                    "\"",
+                    NULL};
+    struct run_result r = h_run(argv, NULL, dir, 60);
+    char probe[64];
+    snprintf(probe, sizeof(probe), "%s/s", dir);
+    int planted = access(probe, F_OK) == 0;
+    unlink(probe);
+    rmdir(dir);
+    free(bh);
+    cr_assert_not(planted, "a socket file appeared in the host directory %s", dir);
+    /* 13 = EACCES (Landlock, procfs); the fd really is the host directory. */
+    cr_assert_str_eq(r.out, "True\n13\n13\n13\n", "stderr: %s", r.err);
+    h_free(&r);
 }
 
 /* ---- Node ------------------------------------------------------------------ */

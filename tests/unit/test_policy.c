@@ -574,9 +574,9 @@ Test(shipped_policies, kernel_notifies_exactly_the_brokered_list)
         "mkdir",     "mkdirat",   "rmdir",     "unlink",    "unlinkat",   "rename",    "renameat",
         "renameat2", "symlink",   "symlinkat", "link",      "linkat",     "chmod",     "fchmodat",
         "fchmodat2", "chown",     "lchown",    "fchownat",  "truncate",   "utime",     "utimes",
-        "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "bind",      "sendto",
-        "sendmsg",   "setuid",    "setgid",    "setreuid",  "setregid",   "setresuid", "setresgid",
-        "setfsuid",  "setfsgid",  "setgroups"};
+        "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "sendto",    "sendmsg",
+        "setuid",    "setgid",    "setreuid",  "setregid",  "setresuid",  "setresgid", "setfsuid",
+        "setfsgid",  "setgroups"};
     struct sock_fprog k;
     compile_shipped("kernel.policy", &k);
     bool in_contract[512] = {false};
