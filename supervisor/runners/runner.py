@@ -5,7 +5,6 @@
 # its repr, top-level await runs on one persistent event loop, and open
 # matplotlib figures come back as PNG.
 import ast
-import asyncio
 import base64
 import builtins
 import io
@@ -92,8 +91,7 @@ def serve(fd):
     ns = main.__dict__
     sys.argv = [""]
     sys.path.insert(0, os.getcwd())
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+    loop = _Loop()
     n = 0
     while True:
         req = _recv(sock)
@@ -111,6 +109,22 @@ def serve(fd):
         _send(sock, reply)
         if reply.get("exited"):
             os._exit(reply["exit"])
+
+
+class _Loop:
+    """The one persistent event loop, made when a cell first awaits: asyncio
+    costs megabytes per idle session, and most cells never need it."""
+
+    def __init__(self):
+        self.loop = None
+
+    def run_until_complete(self, coro):
+        if self.loop is None:
+            import asyncio
+
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+        return self.loop.run_until_complete(coro)
 
 
 def _run(code, ns, loop, name):
