@@ -299,8 +299,11 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
             int wst = 0;
             struct bh_error werr = {0};
-            if (wait_forwarding(conn, state_dir, pid, &wst, &werr) < 0)
+            if (wait_forwarding(conn, state_dir, pid, &wst, &werr) < 0) {
+                /* Nobody reads our stderr any more: the log is the only witness. */
+                cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
                 _exit(255);
+            }
             if (WIFSIGNALED(wst)) {
                 struct rlimit none = {0, 0};
                 setrlimit(RLIMIT_CORE, &none);
