@@ -630,6 +630,11 @@ int oci_do_delete(const struct cli_globals *g, const char *id, bool force)
     struct oci_state st;
     struct bh_error err = {0};
     if (oci_state_open(g->root, id, &dirfd, &st, &err) < 0) {
+        /* A directory without state.json (seen under its lock) is what a
+         * create that crashed left: remove it, so the id can be used again. */
+        struct bh_error rerr = {0};
+        if (err.code == ENOENT)
+            oci_state_remove(g->root, id, &rerr);
         if (err.code == ENOENT && force)
             return 0;
         cli_report_error(g, "delete: %s", err.msg);
