@@ -344,14 +344,8 @@ static json_t *agent_init(const char *workdir, const char *prestart)
         if (*p == ',')
             p++;
     }
-    /* The kernel tier refuses memory that is writable and executable at once
-     * (kernel.policy, W^X), which V8's JIT needs: node runs its interpreter
-     * only there (no JIT, no WebAssembly). */
+    /* Extra node flags stay empty: kernel.policy allows V8's JIT mappings. */
     json_t *node_flags = json_array();
-    if (bhd_cfg.tier == BH_TIER_KERNEL) {
-        json_array_append_new(node_flags, json_string("--jitless"));
-        json_array_append_new(node_flags, json_string("--no-expose-wasm"));
-    }
     return json_pack("{s:s, s:b, s:s, s:s, s:s, s:o, s:o, s:o}", "workdir", workdir, "sandboxed",
                      bhd_cfg.tier != BH_TIER_NONE, "python_runner", bhd_runners.python,
                      "javascript_runner", bhd_runners.javascript, "node", NODE_PATH, "env", env,
