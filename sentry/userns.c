@@ -6,7 +6,8 @@
  * taken by flock'ing BH_IDS_DIR/<slot>; the front end passes the locked fd to
  * the sentry, so the slot stays taken exactly as long as some process of the
  * sandbox lives. A releaser unlinks the file while it holds the lock, so an
- * acquirer that locked a file already unlinked retries. */
+ * acquirer that locked a file already unlinked retries. Slots are taken
+ * lowest first, so a file left by a sandbox that died unreleased is reused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,7 +15,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -40,11 +40,11 @@ int bh_id_slot_acquire(struct bh_id_slot *s, struct bh_error *err)
     s->lock_fd = -1;
     if (mkdir_p(BH_IDS_DIR) < 0)
         return bh_error_errno(err, errno, "create `%s` for id range locks", BH_IDS_DIR);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    unsigned start = (unsigned)((ts.tv_nsec ^ getpid()) % BH_IDS_SLOTS);
+    /* Lowest free slot first: the lock files that exist are bounded by the
+     * most sandboxes ever alive at once, even when a dead sandbox's file was
+     * never unlinked (a detached sentry or a killed front end). */
     for (unsigned i = 0; i < BH_IDS_SLOTS; i++) {
-        unsigned slot = (start + i) % BH_IDS_SLOTS;
+        unsigned slot = i;
         char path[64];
         snprintf(path, sizeof(path), BH_IDS_DIR "/%u", slot);
         cleanup_close int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
