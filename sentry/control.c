@@ -315,6 +315,12 @@ static int inner_pid(struct bh_sentry_conn *conn, pid_t host, pid_t *inner, stru
         *inner = 0;
         return 0;
     }
+    for (unsigned i = 0; i < conn->n_execd && i < BH_ARRAY_SIZE(conn->execd); i++) {
+        if (conn->execd[i].host == host) {
+            *inner = conn->execd[i].inner;
+            return 0;
+        }
+    }
     ino_t a, b;
     if (read_ns_ino(conn->sentry_pid, &a) < 0)
         return bh_error_set(err, ESRCH, "the sandbox's sentry has ended (container not running)");
@@ -388,6 +394,9 @@ int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, c
     json_decref(reply);
     if (*pid <= 0)
         return bh_error_set(err, ESRCH, "the new process died before it started");
+    unsigned slot = conn->n_execd++ % BH_ARRAY_SIZE(conn->execd);
+    conn->execd[slot].host = *pid;
+    conn->execd[slot].inner = (pid_t)inner;
     return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", inner), err);
 }
 

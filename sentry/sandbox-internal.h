@@ -83,6 +83,7 @@ struct bh_sentry_params {
     bool detached;
     char *state_dir;                 /* detached: where sentry.sock goes */
     bool has_extra_policy;           /* a third BPF program (the caller's) was sent */
+    bool has_console;                /* a connected console socket was sent */
     uint32_t sentry_uid, sentry_gid; /* inside ids the sentry drops to */
     bool made_netns, made_utsns;
 };
@@ -141,6 +142,12 @@ struct bh_sentry_conn {
     int exit_status;
     bool have_error; /* the sentry reported a fatal error */
     struct bh_error error;
+    /* Host -> inner pids of processes exec'd on this channel, so a wait
+     * still names them after they ended (their /proc entry is gone). */
+    struct {
+        pid_t host, inner;
+    } execd[32];
+    unsigned n_execd;
 };
 
 /* Sends req, returns the reply (events met on the way are recorded in conn).

@@ -470,6 +470,21 @@ static void unlink_control_socket(const char *state_dir)
     unlink(path);
 }
 
+static int connect_console_socket(const char *path, struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path) >= (int)sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "console socket path `%s` is too long", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return bh_error_errno(err, e, "connect to the console socket `%s`", path);
+    }
+    return fd;
+}
+
 static int bind_control_socket(const char *state_dir, struct bh_error *err)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -511,12 +526,12 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
                             json_integer((json_int_t)*n_tree));
         tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
     }
-    json_object_set_new(o, "params",
-                        json_pack("{s:b,s:s*,s:b,s:I,s:I,s:b,s:b}", "detached", p->detached,
-                                  "state_dir", p->state_dir, "extra_policy", p->has_extra_policy,
-                                  "sentry_uid", (json_int_t)p->sentry_uid, "sentry_gid",
-                                  (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
-                                  "made_utsns", p->made_utsns));
+    json_object_set_new(
+        o, "params",
+        json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b}", "detached", p->detached, "state_dir",
+                  p->state_dir, "extra_policy", p->has_extra_policy, "console", p->has_console,
+                  "sentry_uid", (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid,
+                  "made_netns", p->made_netns, "made_utsns", p->made_utsns));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -658,6 +673,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     cleanup_close int spec_fd = -1;
     int pol_fds[3] = {-1, -1, -1};
     cleanup_close int listen_fd = -1;
+    cleanup_close int console_fd = -1;
     int pol_fds_extra = -1;
     cleanup_close int child_sync = -1;
     cleanup_free struct bh_idmap *uid_maps = NULL;
@@ -710,7 +726,15 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
             goto fail;
         pol_fds_extra = listen_fd;
     }
-    size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0);
+    if (spec->process.terminal && spec->console_socket != NULL) {
+        /* Connected here, as host root: the console socket is the caller's
+         * and the sentry's ids may not reach it. */
+        console_fd = connect_console_socket(spec->console_socket, err);
+        if (console_fd < 0)
+            goto fail;
+    }
+    params.has_console = console_fd >= 0;
+    size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0) + (console_fd >= 0 ? 1 : 0);
     spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pre, &n_tree, err);
     if (spec_fd < 0)
         goto fail;
@@ -719,6 +743,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         msg_fds[1 + i] = pol_fds[i];
     if (listen_fd >= 0)
         msg_fds[1 + n_pol] = listen_fd;
+    if (console_fd >= 0)
+        msg_fds[1 + n_pol + (listen_fd >= 0 ? 1 : 0)] = console_fd;
 
     struct child_args a = {.spec = spec,
                            .sync_fd = child_sync,

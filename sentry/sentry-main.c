@@ -82,7 +82,8 @@ static struct {
     size_t n_conns;
     struct pending pending[MAX_PENDING];
     size_t n_pending;
-} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1};
+    int console_fd; /* connected by the front end to the OCI console socket */
+} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1, .console_fd = -1};
 
 static __attribute__((noreturn)) void die(const struct bh_error *err)
 {
@@ -138,17 +139,17 @@ static int read_spec(struct bh_error *err)
     json_t *p = json_object_get(o, "params");
     const char *state_dir = NULL;
     json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0, extra = 0;
-    if (json_unpack(p, "{s:b,s?s,s:b,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir", &state_dir,
-                    "extra_policy", &extra, "sentry_uid", &su, "sentry_gid", &sg, "made_netns", &mn,
-                    "made_utsns", &mu) < 0) {
+    int det = 0, mn = 0, mu = 0, extra = 0, console = 0;
+    if (json_unpack(p, "{s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir",
+                    &state_dir, "extra_policy", &extra, "console", &console, "sentry_uid", &su,
+                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu) < 0) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
     /* fds: spec, guest program, sentry program, [caller's program], trees. */
     size_t n_pol = extra ? 3 : 2;
     /* A detached sandbox's control socket, bound by the front end, follows. */
-    size_t n_pre = n_pol + (det ? 1 : 0);
+    size_t n_pre = n_pol + (det ? 1 : 0) + (console ? 1 : 0);
     if (n < 1 + n_pre) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the seccomp programs were not sent");
@@ -172,6 +173,8 @@ static int read_spec(struct bh_error *err)
             return bh_error_errno(err, errno, "listen on the control socket");
         }
     }
+    if (console)
+        S.console_fd = fds[1 + n_pol + (det ? 1 : 0)];
     S.have_extra = extra;
     if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify || extra_notify) {
         json_decref(o);
@@ -221,22 +224,6 @@ static int write_sysctls(struct bh_error *err)
                                   S.spec.sysctls[i].key, v);
     }
     return 0;
-}
-
-static int connect_console(struct bh_error *err)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", S.spec.console_socket) >=
-        (int)sizeof(addr.sun_path))
-        return bh_error_set(err, ENAMETOOLONG, "console socket path is too long");
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return bh_error_errno(err, e, "connect to the console socket `%s`", addr.sun_path);
-    }
-    return fd;
 }
 
 static int confine_self(struct bh_error *err)
@@ -636,10 +623,7 @@ int main(int argc, char **argv)
     }
     if (read_spec(&err) < 0)
         die(&err);
-    int console_fd = -1;
-    if (S.spec.process.terminal && S.spec.console_socket != NULL &&
-        (console_fd = connect_console(&err)) < 0)
-        die(&err);
+    int console_fd = S.console_fd;
     if (write_sysctls(&err) < 0)
         die(&err);
     if (bh_mounts_setup(&S.spec, &err) < 0) {
