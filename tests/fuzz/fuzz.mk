@@ -6,7 +6,9 @@
 #       time), then prints executions, coverage (cov/ft), corpus size and
 #       crashes per target; fails when any target crashed, leaked or hung.
 #   make fuzz-build      only builds them, into $(FUZZ_DIR)/
-#   make fuzz-replay     runs every committed seed and reproducer once
+#   make fuzz-replay     runs every committed seed and reproducer once, under
+#                        the sanitizers (tests/fuzz/regressions/NAME/ holds the
+#                        reproducers whose defect only a sanitizer sees)
 #
 # Needs clang and its runtime: `apt-get install clang libclang-rt-14-dev`
 # (Debian bookworm; clang 14 ships libFuzzer in libclang-rt-14-dev).
@@ -88,8 +90,8 @@ fuzz: fuzz-build
 	        -print_final_stats=1 -artifact_prefix=$$art >$$log 2>&1; rc=$$?; \
 	    execs=$$(grep -a 'stat::number_of_executed_units' $$log | awk '{print $$2}'); \
 	    last=$$(grep -a -E '^#[0-9]+' $$log | tail -n 1); \
-	    cov=$$(echo "$$last" | sed -n 's/.*cov: \([0-9]*\).*/\1/p'); \
-	    ft=$$(echo "$$last" | sed -n 's/.*ft: \([0-9]*\).*/\1/p'); \
+	    cov=$$(echo "$$last" | LC_ALL=C grep -a -o 'cov: [0-9]*' | head -n 1 | cut -d' ' -f2); \
+	    ft=$$(echo "$$last" | LC_ALL=C grep -a -o 'ft: [0-9]*' | head -n 1 | cut -d' ' -f2); \
 	    files=$$(ls $$corpus | wc -l); crashes=$$(ls $$art | wc -l); \
 	    line="fuzz_$$t: execs=$${execs:-?} cov=$${cov:-?} ft=$${ft:-?} corpus=$$files crashes=$$crashes exit=$$rc"; \
 	    echo "$$line"; summary="$$summary$$line\n"; \
@@ -102,7 +104,7 @@ fuzz: fuzz-build
 fuzz-replay: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \
 	    BH_FUZZ_TOLERATE="$(FUZZ_TOLERATE)" $(FUZZ_DIR)/fuzz_$$t -runs=0 tests/fuzz/corpus/$$t \
-	        || exit 1; done
+	        $$(ls -d tests/fuzz/regressions/$$t 2>/dev/null) || exit 1; done
 
 # ---- the replay archive the unit tests link ------------------------------
 # The same harness sources built with $(CC) and $(CFLAGS) (no libFuzzer
