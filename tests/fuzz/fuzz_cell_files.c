@@ -17,8 +17,10 @@
  * Known finding (tests/unit/test_fuzz_regressions.c, cell_files_nul_*):
  * check_cell in supervisor/server.c reads path and content as C strings, so
  * a NUL byte silently cuts them instead of being refused. While it stands,
- * BH_FUZZ_TOLERATE=nul-truncation (set by `make fuzz`) leaves lists holding
- * a NUL byte unjudged (either answer is taken), so fuzzing goes on past it. */
+ * BH_FUZZ_TOLERATE=nul-truncation (make fuzz FUZZ_TOLERATE=...) leaves lists
+ * holding a NUL byte unjudged (either answer is taken), so fuzzing can go on
+ * past it on a tree without the fix (server.c now refuses NUL bytes before
+ * unpacking). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
