@@ -143,6 +143,10 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     if (syscall(SYS_setgroups, 0, none) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
         syscall(SYS_setresuid, 0, 0, 0) < 0)
         CHILD_FAIL("become root of the sandbox's user namespace: %s", strerror(errno));
+    /* Its own session: a terminal's ^C reaches the front end, which forwards
+     * it once, not the sentry as well. */
+    if (syscall(SYS_setsid) < 0)
+        CHILD_FAIL("new session for the sentry: %s", strerror(errno));
     /* Credentials changed, which clears the death signal: set it now. */
     if (a->owned && syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         CHILD_FAIL("set the sentry's death signal: %s", strerror(errno));
