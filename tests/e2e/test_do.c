@@ -391,3 +391,128 @@ Test(do_flags, help_documents_every_flag)
     h_free(&r);
     free(bh);
 }
+
+/* ---- the library API front ends use (sandbox.h, control.h) --------------- */
+
+#include <sys/syscall.h>
+
+#include "control.h"
+#include "sandbox.h"
+
+static struct bh_sandbox *api_sandbox(enum bh_tier tier, char *const argv[])
+{
+    setenv("BULKHEAD_LIBEXEC", h_build(), 1);
+    if (tier == BH_TIER_KERNEL)
+        require_tier(1);
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    cr_assert_geq(asprintf(&s.id, "e2e-api-%d", getpid()), 0);
+    s.tier = tier;
+    s.workdir = strdup("/work");
+    s.process.cwd = strdup("/work");
+    s.process.uid = s.process.gid = 1000;
+    size_t n = 0;
+    while (argv[n] != NULL)
+        n++;
+    s.process.argv = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        s.process.argv[i] = strdup(argv[i]);
+    s.process.env = calloc(2, sizeof(char *));
+    s.process.env[0] = strdup("PATH=/usr/bin:/bin");
+    struct bh_error err = {0};
+    struct bh_sandbox *sb = NULL;
+    cr_assert_eq(bh_sandbox_create(&s, NULL, &sb, &err), 0, "create: %s", err.msg);
+    bh_sandbox_spec_free(&s);
+    cr_assert_eq(bh_sandbox_start(sb, &err), 0, "start: %s", err.msg);
+    return sb;
+}
+
+static pid_t api_exec(struct bh_sentry_conn *c, const char *script, int out)
+{
+    struct bh_process p = {0};
+    char *av[] = {"/bin/sh", "-c", (char *)script, NULL};
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    p.argv = av;
+    p.env = env;
+    p.cwd = "/work";
+    p.uid = p.gid = 1000;
+    p.umask = -1;
+    int stdio[3] = {0, out, 2};
+    pid_t pid = 0;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_sentry_exec(c, &p, stdio, NULL, &pid, &err), 0, "exec: %s", err.msg);
+    cr_assert_gt(pid, 1);
+    return pid;
+}
+
+static void api_control(enum bh_tier tier)
+{
+    struct bh_sandbox *sb = api_sandbox(tier, (char *[]){"/bin/sleep", "60", NULL});
+    struct bh_sentry_conn *c = bh_sandbox_conn(sb);
+    struct bh_error err = {0};
+    int out = memfd_create("out", MFD_CLOEXEC);
+    /* exec'd guests: same confinement, exit status through wait */
+    pid_t p1 =
+        api_exec(c, "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; exit 7", out);
+    int st = 0;
+    cr_assert_eq(bh_sentry_wait(c, p1, &st, &err), 0, "wait: %s", err.msg);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x", st);
+    char *o = h_read_fd(out);
+    cr_assert(strstr(o, "Seccomp:\t2") && strstr(o, "NoNewPrivs:\t1") &&
+                  strstr(o, "CapEff:\t0000000000000000"),
+              "exec'd guest is not confined: %s", o);
+    free(o);
+    /* a second channel waits while the first one signals */
+    struct bh_sentry_conn *c2 = NULL;
+    cr_assert_eq(bh_sentry_conn_dup(c, &c2, &err), 0, "dup: %s", err.msg);
+    pid_t p2 = api_exec(c2, "exec sleep 30", out);
+    cr_assert_eq(bh_sentry_signal(c, p2, SIGTERM, &err), 0, "signal: %s", err.msg);
+    cr_assert_eq(bh_sentry_wait(c2, p2, &st, &err), 0, "wait: %s", err.msg);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %#x", st);
+    bh_sentry_disconnect(c2);
+    /* pid 1 (the sentry) and host processes are not targets */
+    cr_assert_neq(bh_sentry_signal(c, bh_sandbox_pid(sb), SIGKILL, &err), 0);
+    cr_assert_neq(bh_sentry_signal(c, getpid(), SIGKILL, &err), 0);
+    /* the first guest's end ends the sandbox, with its status */
+    cr_assert_eq(bh_sandbox_signal(sb, SIGKILL, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_sandbox_wait(sb, &st, &err), 0, "%s", err.msg);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %#x", st);
+    cr_assert_eq(bh_status_to_exit_code(st), 137);
+    pid_t sentry = bh_sandbox_pid(sb);
+    bh_sandbox_destroy(sb);
+    cr_assert(kill(sentry, 0) < 0 && errno == ESRCH, "the sentry %d is left", sentry);
+    char cg[256];
+    snprintf(cg, sizeof(cg), "/sys/fs/cgroup/pids/bulkhead/e2e-api-%d", getpid());
+    cr_assert_neq(access(cg, F_OK), 0, "cgroup %s is left", cg);
+    close(out);
+}
+
+Test(do_api, control_channel_container, .timeout = 60)
+{
+    api_control(BH_TIER_CONTAINER);
+}
+
+Test(do_api, control_channel_kernel, .timeout = 60)
+{
+    api_control(BH_TIER_KERNEL);
+}
+
+Test(do_api, create_failure_reports_the_reason_and_leaves_nothing, .timeout = 60)
+{
+    setenv("BULKHEAD_LIBEXEC", h_build(), 1);
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    cr_assert_geq(asprintf(&s.id, "e2e-fail-%d", getpid()), 0);
+    s.tier = BH_TIER_CONTAINER;
+    s.process.argv = calloc(2, sizeof(char *));
+    s.process.argv[0] = strdup("/no/such/program");
+    s.process.cwd = strdup("/work");
+    struct bh_error err = {0};
+    struct bh_sandbox *sb = NULL;
+    cr_assert_eq(bh_sandbox_create(&s, NULL, &sb, &err), -1);
+    cr_assert(strstr(err.msg, "/no/such/program") != NULL, "no reason: %s", err.msg);
+    bh_sandbox_spec_free(&s);
+    char cg[256];
+    snprintf(cg, sizeof(cg), "/sys/fs/cgroup/pids/bulkhead/e2e-fail-%d", getpid());
+    cr_assert_neq(access(cg, F_OK), 0, "cgroup %s is left", cg);
+}

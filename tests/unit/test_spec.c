@@ -164,3 +164,66 @@ Test(status, exit_codes_map_like_a_shell)
     cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(0, 9)), 137);
     cr_assert_eq(bh_status_to_exit_code(W_EXITCODE(0, 15)), 143);
 }
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+Test(msg, raw_child_error_survives_quotes_and_newlines)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    bh_msg_send_raw_error(sv[0], ENOENT, "exec `%s`: %s", "a\"b\\c\nd", "gone");
+    json_t *m = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_msg_recv(sv[1], -1, &m, NULL, 0, NULL, &err), 1, "%s", err.msg);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "ev")), "error");
+    bh_msg_to_error(m, &err);
+    cr_assert_eq(err.code, ENOENT);
+    cr_assert_str_eq(err.msg, "exec `a\"b\\c\nd`: gone");
+    json_decref(m);
+    close(sv[0]);
+    cr_assert_eq(bh_msg_recv(sv[1], -1, &m, NULL, 0, NULL, &err), 0, "end of stream");
+    close(sv[1]);
+}
+
+Test(msg, malformed_messages_are_errors)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(send(sv[0], "{not json", 9, 0), 9);
+    cr_assert_eq(send(sv[0], "[1,2]", 5, 0), 5);
+    json_t *m = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_msg_recv(sv[1], -1, &m, NULL, 0, NULL, &err), -1);
+    cr_assert_eq(err.code, EPROTO);
+    cr_assert_eq(bh_msg_recv(sv[1], -1, &m, NULL, 0, NULL, &err), -1);
+    cr_assert_eq(bh_msg_recv(sv[1], 0, &m, NULL, 0, NULL, &err), -1);
+    cr_assert_eq(err.code, ETIMEDOUT);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+Test(msg, compiled_programs_are_checked_before_use)
+{
+    struct bh_error err = {0};
+    struct sock_fprog prog;
+    bool notify;
+    int fd = memfd_create("bpf", MFD_CLOEXEC);
+    cr_assert_eq(write(fd, "garbage-garbage-garbage", 23), 23);
+    cr_assert_eq(bh_bpf_blob_read(fd, &notify, &prog, &err), -1);
+    close(fd);
+    fd = memfd_create("bpf", MFD_CLOEXEC);
+    char head[16] = "BHBPF1\n";
+    head[8] = 1;
+    struct sock_filter insn = BPF_STMT(BPF_RET | BPF_K, 0x7fff0000);
+    cr_assert_eq(write(fd, head, 16), 16);
+    cr_assert_eq(write(fd, &insn, sizeof(insn)), (ssize_t)sizeof(insn));
+    cr_assert_eq(bh_bpf_blob_read(fd, &notify, &prog, &err), 0, "%s", err.msg);
+    cr_assert(notify);
+    cr_assert_eq(prog.len, 1);
+    free(prog.filter);
+    /* a partial instruction is refused */
+    cr_assert_eq(write(fd, "x", 1), 1);
+    cr_assert_eq(bh_bpf_blob_read(fd, &notify, &prog, &err), -1);
+    close(fd);
+}
