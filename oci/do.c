@@ -3,6 +3,7 @@
  * and exiting with the command's status. Flags are parsed by do_parse_args
  * so tests can call it; nothing of the caller's environment reaches the
  * guest except what --env names. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
 #include "cli.h"
 #include "paths.h"
@@ -231,6 +233,56 @@ static int kernel_tier_gate(struct bh_error *err)
     return bh_probe_require(BH_TIER_KERNEL, NULL, err);
 }
 
+/* A `bulkhead do` killed with SIGKILL cannot remove its cgroup (its sandbox
+ * died with it: the sentry follows its creator). The next run removes such
+ * leftovers: cgroups named do-PID-* whose PID no longer exists. */
+static bool pid_is_gone(int pid)
+{
+    if (kill(pid, 0) < 0)
+        return errno == ESRCH;
+    /* A zombie nobody reaped is gone too. */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] == 'Z';
+}
+
+static void remove_stale_cgroups(void)
+{
+    const char *root = getenv("BULKHEAD_CGROUP_ROOT");
+    char dir[4096];
+    static const char *const where[] = {"pids/bulkhead", "unified/bulkhead", "bulkhead"};
+    for (size_t w = 0; w < BH_ARRAY_SIZE(where); w++) {
+        snprintf(dir, sizeof(dir), "%s/%s", root && *root ? root : "/sys/fs/cgroup", where[w]);
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            int pid = 0, n = 0;
+            if (sscanf(e->d_name, "do-%d-%*[0-9a-f]%n", &pid, &n) != 1 || n == 0 ||
+                e->d_name[n] != '\0' || pid <= 0 || pid == getpid())
+                continue;
+            if (!pid_is_gone(pid))
+                continue; /* its creator lives (or may): not ours to touch */
+            char path[300];
+            snprintf(path, sizeof(path), "bulkhead/%s", e->d_name);
+            struct bh_cgroup *cg = NULL;
+            struct bh_error err = {0};
+            if (bh_cgroup_open(path, &cg, &err) == 0)
+                bh_cgroup_destroy(cg, &err);
+        }
+        closedir(d);
+        return;
+    }
+}
+
 static volatile sig_atomic_t timed_out;
 static volatile pid_t sentry_pid;
 
@@ -364,6 +416,7 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
         }
         a.tier = BH_TIER_CONTAINER;
     }
+    remove_stale_cgroups();
     struct bh_sandbox_spec spec;
     if (build_spec(&a, &spec, &err) < 0) {
         bh_sandbox_spec_free(&spec);

@@ -7,6 +7,8 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 
+#include <dirent.h>
+
 #include "attacks/harness.h"
 
 #define PY "/usr/bin/python3"
@@ -515,4 +517,52 @@ Test(do_api, create_failure_reports_the_reason_and_leaves_nothing, .timeout = 60
     char cg[256];
     snprintf(cg, sizeof(cg), "/sys/fs/cgroup/pids/bulkhead/e2e-fail-%d", getpid());
     cr_assert_neq(access(cg, F_OK), 0, "cgroup %s is left", cg);
+}
+
+Test(do_flags, sigkill_of_bulkhead_do_ends_the_sandbox_and_the_next_run_cleans_up, .timeout = 60)
+{
+    char *bh = h_path("bulkhead");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 1);
+        execl(bh, bh, "do", "--tier", "container", "--", "/bin/sleep", "30", (char *)NULL);
+        _exit(127);
+    }
+    char cg[320] = "";
+    for (int i = 0; i < 200 && cg[0] == '\0'; i++) {
+        DIR *d = opendir("/sys/fs/cgroup/pids/bulkhead");
+        if (d == NULL)
+            cr_skip_test("no pids cgroup hierarchy at /sys/fs/cgroup/pids");
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "do-%d-", pid);
+        for (struct dirent *e; (e = readdir(d)) != NULL;)
+            if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+                snprintf(cg, sizeof(cg), "/sys/fs/cgroup/pids/bulkhead/%s", e->d_name);
+        closedir(d);
+        usleep(10000);
+    }
+    cr_assert(cg[0] != '\0', "the sandbox's cgroup never appeared");
+    usleep(200000);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* the sentry follows its creator, and the guest with it */
+    char procs[352];
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+    bool empty = false;
+    for (int i = 0; i < 200 && !empty; i++) {
+        FILE *f = fopen(procs, "r");
+        empty = f == NULL || fgetc(f) == EOF;
+        if (f)
+            fclose(f);
+        usleep(10000);
+    }
+    cr_assert(empty, "processes remain in %s after bulkhead do was killed", cg);
+    char *argv[] = {bh, "do", "--tier", "container", "--", "/bin/true", NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 30);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_neq(access(cg, F_OK), 0, "%s is still there after the next run", cg);
+    h_free(&r);
+    free(bh);
 }
