@@ -543,10 +543,29 @@ static bool get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *v
     return true;
 }
 
+/* Between calls the agent never writes, so anything readable on its channel
+ * (its end closed) or from the keeper (it ended) means the sandbox is gone. */
+static bool box_gone(struct bhd_box *box)
+{
+    if (box->dead)
+        return true;
+    struct pollfd p[2] = {{.fd = box->chan, .events = POLLIN | POLLRDHUP},
+                          {.fd = box->keeper_fd, .events = POLLIN}};
+    return poll(p, 2, 0) > 0;
+}
+
 int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t timeout_ms,
                 struct bhd_cell_out *out, struct bh_error *err)
 {
     memset(out, 0, sizeof(*out));
+    /* A sandbox that died between calls gets no cell: the caller is told
+     * nothing ran, not that a cell died in it. */
+    if (box_gone(box)) {
+        box->dead = true;
+        out->box_died = true;
+        out->not_dispatched = true;
+        return bh_error_set(err, EPIPE, "the session sandbox had ended before this call");
+    }
     json_t *files = json_array();
     for (size_t i = 0; i < req->n_files; i++)
         json_array_append_new(files, json_pack("{s:s, s:s}", "path", req->files[i]->path, "content",
@@ -558,6 +577,13 @@ int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t t
         return bh_error_set(err, EINVAL, "encode the cell for the agent");
     int rc = send_json(box->chan, msg, err);
     json_decref(msg);
+    if (rc < 0) {
+        /* the agent never had the whole request: it cannot have run it */
+        box->dead = true;
+        out->box_died = true;
+        out->not_dispatched = true;
+        return -1;
+    }
     int64_t deadline = bh_now_ms() + (int64_t)timeout_ms + AGENT_GRACE_MS;
     void *buf = NULL;
     size_t len = 0;

@@ -89,6 +89,8 @@ struct bhd_cell_out {
     bool disk_known;
     char *files_error; /* files could not be written: nothing ran */
     bool box_died;     /* the agent did not answer properly: the sandbox is gone */
+    /* the sandbox was gone before the cell reached it: nothing ran */
+    bool not_dispatched;
 };
 
 extern struct bhd_config bhd_cfg;

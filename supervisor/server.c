@@ -695,6 +695,15 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0, "%s: nothing ran",
                   out.files_error);
         cell_no = 0;
+    } else if (rc < 0 && out.not_dispatched) {
+        /* the sandbox died between calls: no cell result for a cell that never ran */
+        bhd_log("session %.12s: the sandbox had ended before a call: %s", s->fp, err.msg);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true,
+                  BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED,
+                  "the session ended (%s): its sandbox had ended before this call, nothing ran; "
+                  "open a new one",
+                  ended_name(BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED));
+        cell_no = 0;
     } else {
         Bulkhead__Control__CellResult *c = calloc(1, sizeof(*c));
         bulkhead__control__cell_result__init(c);
