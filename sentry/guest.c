@@ -149,7 +149,7 @@ static int open_console(const struct bh_process *proc, int console_fd, int stdio
     return 0;
 }
 
-static int landlock_guest(const struct bh_sandbox_spec *spec, struct bh_error *err)
+int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)
 {
     struct bh_landlock_rule rules[64];
     size_t n = 0;
@@ -174,8 +174,6 @@ static int landlock_guest(const struct bh_sandbox_spec *spec, struct bh_error *e
                 writable[nw++] = m->destination;
         }
     }
-    if (spec->process.cwd != NULL && nw < BH_ARRAY_SIZE(writable) && spec->rootfs == NULL)
-        writable[nw++] = spec->process.cwd;
     fds[n] = open("/", O_PATH | O_CLOEXEC);
     if (fds[n] < 0)
         return bh_error_errno(err, errno, "open / for Landlock");
@@ -285,7 +283,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_errno(&err, errno, "set no_new_privs");
         guest_fail(sock, &err, 125);
     }
-    if (landlock_guest(ctx->spec, &err) < 0)
+    if (bh_guest_landlock(ctx->spec, &err) < 0)
         guest_fail(sock, &err, 125);
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)

@@ -128,6 +128,12 @@ struct bh_guest {
 
 /* Forks a guest, confines it, and returns once it waits for start (or with
  * its error). stdio are the guest's 0,1,2 (the guest gets its own copies). */
+/* The guests' Landlock rules (read and execute the root, write only /tmp,
+ * the working directory and the few /dev nodes; an OCI rootfs as its mount
+ * modes allow), applied to the calling thread. The sentry takes them too,
+ * so what the broker does for a guest obeys the guest's own rules. */
+int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err);
+
 int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
                    const int stdio[3], int console_fd, struct bh_guest *out, struct bh_error *err);
 /* Lets it exec; returns the exec error if the exec fails. */

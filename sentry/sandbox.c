@@ -530,6 +530,15 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
                             json_integer((json_int_t)*n_tree));
         tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
     }
+    if (spec->has_rootfs_tree_fd) {
+        if (*n_tree >= MAX_TREE_FDS) {
+            json_decref(o);
+            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
+                                MAX_TREE_FDS);
+        }
+        json_object_set_new(o, "rootfs_tree_fd_index", json_integer((json_int_t)*n_tree));
+        tree_fds[(*n_tree)++] = spec->rootfs_tree_fd;
+    }
     json_object_set_new(
         o, "params",
         json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b}", "detached", p->detached, "state_dir",

@@ -196,6 +196,16 @@ static int read_spec(struct bh_error *err)
         S.spec.mounts[i].has_tree_fd = true;
         S.spec.mounts[i].tree_fd = fds[k + 1 + n_pre];
     }
+    json_t *ridx = json_object_get(o, "rootfs_tree_fd_index");
+    if (ridx != NULL) {
+        json_int_t k = json_integer_value(ridx);
+        if (!json_is_integer(ridx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+            json_decref(o);
+            return bh_error_set(err, EPROTO, "the rootfs names a prepared tree that was not sent");
+        }
+        S.spec.has_rootfs_tree_fd = true;
+        S.spec.rootfs_tree_fd = fds[k + 1 + n_pre];
+    }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
     S.params.sentry_uid = (uint32_t)su;
@@ -237,6 +247,12 @@ static int confine_self(struct bh_error *err)
         return bh_error_errno(err, errno, "set the sentry's death signal");
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "set no_new_privs on the sentry");
+    /* The broker acts for guests outside their own Landlock domain: taking
+     * the same rules here makes its writes obey them. Guests nest below this
+     * domain, so the sentry may still read their memory and signal them,
+     * and they may not signal it. */
+    if (bh_guest_landlock(&S.spec, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
     if (bh_policy_install(&S.sentry_prog, false, err) < 0)
         return bh_error_prefix(err, "the sentry's own seccomp policy");
     bh_policy_prog_free(&S.sentry_prog);
