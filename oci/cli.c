@@ -38,8 +38,8 @@ int cli_parse_globals(int argc, char **argv, struct cli_globals *g, struct bh_er
             g->systemd_cgroup = true;
             continue;
         }
-        if (FLAG_IS("--root") || FLAG_IS("--log") || FLAG_IS("--log-format") ||
-            FLAG_IS("--criu") || FLAG_IS("--rootless")) {
+        if (FLAG_IS("--root") || FLAG_IS("--log") || FLAG_IS("--log-format") || FLAG_IS("--criu") ||
+            FLAG_IS("--rootless") || FLAG_IS("--default-tier")) {
             if (value == NULL) {
                 if (i + 1 >= argc)
                     return bh_error_set(err, EINVAL, "flag `%s` needs a value", a);
@@ -57,6 +57,15 @@ int cli_parse_globals(int argc, char **argv, struct cli_globals *g, struct bh_er
                 else
                     return bh_error_set(err, EINVAL,
                                         "--log-format `%s` is not known: use text or json", value);
+            } else if (FLAG_IS("--default-tier")) {
+                /* For engines that cannot pass annotations (dockerd 20.10): a
+                 * runtime registered with runtimeArgs ["--default-tier=container"]
+                 * runs its containers at that tier unless their annotation says. */
+                if (strcmp(value, "kernel") != 0 && strcmp(value, "container") != 0)
+                    return bh_error_set(err, EINVAL,
+                                        "--default-tier `%s` is not known: use kernel or container",
+                                        value);
+                setenv("BULKHEAD_DEFAULT_TIER", value, 1);
             }
             /* --criu and --rootless are runc flags bulkhead accepts and ignores:
              * there is no checkpointing, and the sandbox is always in a user namespace. */

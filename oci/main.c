@@ -30,7 +30,8 @@ static const struct cli_command commands[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: bulkhead [--root DIR] [--log FILE] [--log-format text|json] [--debug]\n"
-                 "                [--systemd-cgroup] COMMAND [ARGS...]\n\ncommands:\n");
+                 "                [--systemd-cgroup] [--default-tier kernel|container] COMMAND "
+                 "[ARGS...]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n`bulkhead COMMAND --help` describes one command.\n");
@@ -55,8 +56,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0 ||
-        strcmp(name, "version") == 0) {
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0 || strcmp(name, "version") == 0) {
         printf("bulkhead version 0.1.0\nspec: 1.2.0\n");
         return 0;
     }
