@@ -615,7 +615,9 @@ Test(shipped_policies, kernel_semantics_on_bpf)
     cr_assert_eq(eval(&k, SYS_tgkill, 1, 1, 9, 0), RET_ERRNO(EPERM));
     cr_assert_eq(eval(&k, SYS_tgkill, 7, 8, 9, 0), SECCOMP_RET_ALLOW);
     cr_assert_eq(eval(&k, SYS_pidfd_open, 1, 0, 0, 0), RET_ERRNO(EPERM));
-    cr_assert_eq(eval(&k, SYS_prlimit64, 1, 0, 0, 0), RET_ERRNO(ENOSYS));
+    cr_assert_eq(eval(&k, SYS_prlimit64, 1, 0, 0, 0), RET_ERRNO(EPERM));
+    cr_assert_eq(eval(&k, SYS_prlimit64, 1 | 1ULL << 32, 0, 0, 0), RET_ERRNO(EPERM));
+    cr_assert_eq(eval(&k, SYS_prlimit64, 7, 0, 0, 0), SECCOMP_RET_ALLOW);
     cr_assert_eq(eval(&k, SYS_prctl, PR_SET_MM, 0, 0, 0), RET_ERRNO(EPERM));
     cr_assert_eq(eval(&k, SYS_prctl, PR_SET_NAME, 0, 0, 0), SECCOMP_RET_ALLOW);
     cr_assert_eq(eval(&k, SYS_socket, AF_PACKET, SOCK_RAW, 0, 0), RET_ERRNO(EPERM));
