@@ -764,7 +764,7 @@ static int kernel_checks(struct child_ctx *ctx)
     EXPECT_ERRNO(syscall(SYS_io_uring_setup, 1, NULL), EPERM);
     EXPECT_ERRNO(syscall(SYS_personality, 0xffffffffUL), EPERM);
     EXPECT_ERRNO(syscall(SYS_clone3, NULL, 0), ENOSYS);
-    EXPECT_ERRNO(syscall(SYS_msgget, 0, 0), ENOSYS);
+    EXPECT_ERRNO(syscall(SYS_vmsplice, -1, NULL, 0, 0), ENOSYS);
     /* pid 1 is the sentry: never a target, also with upper bits set */
     EXPECT_ERRNO(kill(1, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_kill, 0x100000001UL, 0), EPERM);
