@@ -163,6 +163,7 @@ long bh_sys_utime(struct bh_req *r);
 long bh_sys_futimesat(struct bh_req *r);
 long bh_sys_truncate(struct bh_req *r);
 long bh_sys_statfs(struct bh_req *r);
+long bh_sys_inotify_add_watch(struct bh_req *r);
 
 /* broker-net.c */
 long bh_sys_connect(struct bh_req *r);

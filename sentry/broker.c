@@ -15,6 +15,7 @@
  *     rename renameat renameat2 symlink symlinkat link linkat
  *     chmod fchmodat fchmodat2 chown lchown fchownat truncate
  *     utimensat utimes utime futimesat
+ *     inotify_add_watch                            (on a copy of the inotify fd)
  *   sockets, performed on a dup of the guest's socket (pidfd_getfd):
  *     connect bind sendto sendmsg   (AF_UNIX paths confined to the root,
  *                                    AF_INET/AF_INET6 to loopback only)
@@ -46,7 +47,8 @@
  * pidfd_send_signal (SIGPIPE), process_vm_readv, process_vm_writev, openat,
  * openat2, read, pread64, close, fstat, newfstatat, statx, fstatfs,
  * readlinkat, faccessat2, mkdirat, mknodat, unlinkat, renameat2, symlinkat,
- * linkat, fchmodat2, fchownat, utimensat, ftruncate, umask, fchdir,
+ * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
+ * umask, fchdir,
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
  * write (debug log), rt_sigprocmask, tgkill (thread cancellation at
  * shutdown), madvise, exit.
@@ -128,6 +130,7 @@ static const struct handler handlers[512] = {
     H(newfstatat),
     H(statx),
     H(statfs),
+    H(inotify_add_watch),
     H(faccessat),
     H(faccessat2),
     H(readlinkat),

@@ -322,6 +322,18 @@ Test(compat_node, fs, .timeout = 120)
          "b,l,m hello 5 false b/f\nasync hello\nfalse\n");
 }
 
+/* fs.watch uses inotify: the watch is added by the sentry on a confined
+ * path; the sentry's own directories stay out of reach. */
+Test(compat_node, fs_watch, .timeout = 120)
+{
+    node("const fs = require('fs');\n"
+         "const w = fs.watch('/tmp', (ev, name) => { console.log(ev, name); w.close(); });\n"
+         "setTimeout(() => fs.writeFileSync('/tmp/watched', 'x'), 50);\n"
+         "try { fs.watch('/proc/1/cwd'); console.log('watched the sentry'); }\n"
+         "catch (e) { console.log(e.code); }\n",
+         "EACCES\nrename watched\n");
+}
+
 Test(compat_node, child_process, .timeout = 120)
 {
     node("const cp = require('child_process');\n"

@@ -576,7 +576,7 @@ Test(shipped_policies, kernel_notifies_exactly_the_brokered_list)
         "fchmodat2", "chown",     "lchown",    "fchownat",  "truncate",   "utime",     "utimes",
         "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "sendto",    "sendmsg",
         "setuid",    "setgid",    "setreuid",  "setregid",  "setresuid",  "setresgid", "setfsuid",
-        "setfsgid",  "setgroups"};
+        "setfsgid",  "setgroups", "inotify_add_watch"};
     struct sock_fprog k;
     compile_shipped("kernel.policy", &k);
     bool in_contract[512] = {false};
