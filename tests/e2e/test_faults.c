@@ -280,11 +280,13 @@ struct footprint {
     char cgroups[32][128]; /* leaf names below a bulkhead/ parent */
     size_t n_cgroups;
     int slots[32];
+    ino_t slot_inos[32]; /* the lock file the sandbox held: a later one is another's */
     size_t n_slots;
     char tags[4][160]; /* substrings that name only this test's sandboxes */
     size_t n_tags;
 };
 
+static void sweep_add(const char *tag);
 static void fp_tag(struct footprint *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fp_tag(struct footprint *f, const char *fmt, ...)
 {
@@ -292,8 +294,9 @@ static void fp_tag(struct footprint *f, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(f->tags[f->n_tags++], sizeof(f->tags[0]), fmt, ap);
+    vsnprintf(f->tags[f->n_tags], sizeof(f->tags[0]), fmt, ap);
     va_end(ap);
+    sweep_add(f->tags[f->n_tags++]);
 }
 
 static void fp_add_proc(struct footprint *f, struct proc_id p)
@@ -330,8 +333,13 @@ static void fp_add_proc(struct footprint *f, struct proc_id p)
         bool have = false;
         for (size_t i = 0; i < f->n_slots; i++)
             have |= f->slots[i] == slot;
-        if (!have && f->n_slots < 32)
+        char sp[64];
+        snprintf(sp, sizeof(sp), IDS_DIR "/%d", slot);
+        struct stat st;
+        if (!have && f->n_slots < 32 && stat(sp, &st) == 0) {
+            f->slot_inos[f->n_slots] = st.st_ino;
             f->slots[f->n_slots++] = slot;
+        }
     }
 }
 
@@ -359,13 +367,13 @@ static void fp_capture(struct footprint *f, pid_t root)
     (void)first;
 }
 
-static bool slot_locked_by_other(int slot, const struct footprint *f, char *why, size_t wn)
+static bool slot_left(size_t k, const struct footprint *f, char *why, size_t wn)
 {
     char path[64];
-    snprintf(path, sizeof(path), IDS_DIR "/%d", slot);
+    snprintf(path, sizeof(path), IDS_DIR "/%d", f->slots[k]);
     struct stat st;
-    if (stat(path, &st) < 0)
-        return false; /* gone: fine */
+    if (stat(path, &st) < 0 || st.st_ino != f->slot_inos[k])
+        return false; /* gone, or a new file of a later sandbox */
     char key[96];
     snprintf(key, sizeof(key), "%02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
              (unsigned long long)st.st_ino);
@@ -495,18 +503,32 @@ static int fp_remains(const struct footprint *f, char *why, size_t wn)
         fclose(m);
     for (size_t i = 0; i < f->n_slots; i++) {
         char w[256];
-        if (slot_locked_by_other(f->slots[i], f, w, sizeof(w)))
+        if (slot_left(i, f, w, sizeof(w)))
             ADD(" %s;", w);
     }
 #undef ADD
     return n;
 }
 
-/* Waits (bounded) until nothing of f remains; fails the test naming it. */
-static void assert_gone(const struct footprint *f, const char *what)
+/* Set by tests that go on after a leak to find more (each one still fails
+ * the test): checks then expect instead of assert. */
+static bool soft_checks;
+
+/* Waits (bounded) until nothing of f remains; fails the test naming it.
+ * Returns whether nothing remained. */
+static bool assert_gone(const struct footprint *f, const char *what)
 {
     static char why[8192];
     int left = 0;
+    if (getenv("BULKHEAD_FAULTS_VERBOSE") != NULL) {
+        fprintf(stderr, "test_faults: %s: checking %zu processes, %zu cgroups, %zu id slots:", what,
+                f->n_procs, f->n_cgroups, f->n_slots);
+        for (size_t i = 0; i < f->n_procs; i++)
+            fprintf(stderr, " %d(%s)", (int)f->procs[i].pid, f->procs[i].comm);
+        for (size_t i = 0; i < f->n_cgroups; i++)
+            fprintf(stderr, " cg:%s", f->cgroups[i]);
+        fprintf(stderr, "\n");
+    }
     for (int64_t end = now_ms() + GONE_WAIT_MS;;) {
         reap_all();
         left = fp_remains(f, why, sizeof(why));
@@ -514,8 +536,90 @@ static void assert_gone(const struct footprint *f, const char *what)
             break;
         usleep(50000);
     }
-    cr_assert_eq(left, 0, "[%s, seed %llu] %s: %d things remain after %d s:%s", test_name, seed,
-                 what, left, GONE_WAIT_MS / 1000, why);
+    if (soft_checks)
+        cr_expect_eq(left, 0, "[%s, seed %llu] %s: %d things remain after %d s:%s", test_name, seed,
+                     what, left, GONE_WAIT_MS / 1000, why);
+    else
+        cr_assert_eq(left, 0, "[%s, seed %llu] %s: %d things remain after %d s:%s", test_name, seed,
+                     what, left, GONE_WAIT_MS / 1000, why);
+    return left == 0;
+}
+
+/* Names of every sandbox a test made (cgroup leaf prefixes, command-line
+ * tags): the fini kills what still carries one, by pid, and removes the
+ * empty cgroups, so a failed test leaves nothing for the next. */
+static char sweep_tags[64][160];
+static size_t n_sweep_tags;
+
+static void sweep_add(const char *tag)
+{
+    for (size_t i = 0; i < n_sweep_tags; i++)
+        if (strcmp(sweep_tags[i], tag) == 0)
+            return;
+    if (n_sweep_tags < 64)
+        snprintf(sweep_tags[n_sweep_tags++], sizeof(sweep_tags[0]), "%s", tag);
+}
+
+static void sweep(void)
+{
+    if (n_sweep_tags == 0)
+        return;
+    struct footprint *f = calloc(1, sizeof(*f));
+    for (int round = 0; round < 20; round++) {
+        int killed = 0;
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            pid_t pid = atoi(e->d_name);
+            if (pid <= 0 || pid == getpid() || !proc_stat(pid, NULL, NULL, NULL, 0))
+                continue;
+            char path[64], buf[4096], cmd[4096];
+            snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+            slurp(path, buf, sizeof(buf));
+            snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            ssize_t len = fd >= 0 ? read(fd, cmd, sizeof(cmd) - 1) : -1;
+            if (fd >= 0)
+                close(fd);
+            for (ssize_t k = 0; k < len; k++)
+                if (cmd[k] == '\0')
+                    cmd[k] = ' ';
+            cmd[len > 0 ? len : 0] = '\0';
+            for (size_t i = 0; i < n_sweep_tags; i++) {
+                char needle[200];
+                snprintf(needle, sizeof(needle), "/bulkhead/%s", sweep_tags[i]);
+                if (strstr(buf, needle) != NULL || strstr(cmd, sweep_tags[i]) != NULL) {
+                    kill(pid, SIGKILL);
+                    killed++;
+                    break;
+                }
+            }
+        }
+        if (d)
+            closedir(d);
+        reap_all();
+        if (killed == 0)
+            break;
+        usleep(50000);
+    }
+    for (size_t i = 0; i < n_sweep_tags; i++) {
+        char pat[256];
+        snprintf(pat, sizeof(pat), "/sys/fs/cgroup/*/bulkhead/%.160s*", sweep_tags[i]);
+        glob_t g;
+        if (glob(pat, GLOB_NOSORT, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                rmdir(g.gl_pathv[k]);
+            globfree(&g);
+        }
+        snprintf(pat, sizeof(pat), "/sys/fs/cgroup/bulkhead/%.160s*", sweep_tags[i]);
+        if (glob(pat, GLOB_NOSORT, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                rmdir(g.gl_pathv[k]);
+            globfree(&g);
+        }
+    }
+    n_sweep_tags = 0;
+    free(f);
 }
 
 /* ---- running a program we can inject faults into ------------------------- */
@@ -625,6 +729,7 @@ static void do_fini(void)
 {
     kill_started();
     reap_all();
+    sweep();
     fprintf(stderr, "test_faults: %s: seed %llu, %d iterations, %d faults injected\n", test_name,
             seed, iters_done, faults);
 }
@@ -776,6 +881,9 @@ static struct daemon fork_daemon(const char *tier, const char *extra)
         _exit(127);
     }
     track(d.pid);
+    char tag[32];
+    snprintf(tag, sizeof(tag), "bhd-%d-", (int)d.pid);
+    sweep_add(tag);
     return d;
 }
 
@@ -856,6 +964,7 @@ static void daemon_setup(void)
     strcpy(tmpdir, "/tmp/bhf-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
     snprintf(sock_path, sizeof(sock_path), "%s/s.sock", tmpdir);
+    sweep_add(tmpdir);
 }
 
 static void daemon_fini(void)
@@ -873,6 +982,7 @@ static void daemon_fini(void)
         reap_all();
         usleep(20000);
     }
+    sweep();
     if (tmpdir[0]) {
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
@@ -1513,7 +1623,7 @@ static struct job oci_spawn(const char *const *args)
 static int oci_run(const char *const *args, char **err)
 {
     struct job j = oci_spawn(args);
-    return finish(&j, 60, NULL, err);
+    return finish(&j, 30, NULL, err);
 }
 
 #define OCI(err, ...) oci_run((const char *const[]){__VA_ARGS__, NULL}, err)
@@ -1522,13 +1632,20 @@ static const char *new_oci_id(void)
 {
     snprintf(oci_ids[n_oci_ids], sizeof(oci_ids[0]), "bhf-%d-%zu-%04x", (int)getpid(), n_oci_ids,
              (unsigned)(rnd() & 0xffff));
+    sweep_add(oci_ids[n_oci_ids]);
     return oci_ids[n_oci_ids++];
 }
 
 static void oci_fini(void)
 {
-    for (size_t i = 0; i < n_oci_ids; i++)
-        OCI(NULL, "delete", "--force", oci_ids[i]);
+    /* what delete cannot end (it may hang on a lock a stuck child holds) is
+     * killed by pid first */
+    kill_started();
+    sweep();
+    for (size_t i = 0; i < n_oci_ids; i++) {
+        struct job j = oci_spawn((const char *const[]){"delete", "--force", oci_ids[i], NULL});
+        finish(&j, 20, NULL, NULL);
+    }
     kill_started();
     for (int i = 0; i < 50; i++) {
         reap_all();
@@ -1561,19 +1678,43 @@ static char *last_log(void)
 
 /* What remains of container id: its state directory, cgroups, processes
  * (those recorded, and any in its cgroup), mounts naming it. */
-static void oci_assert_gone(const char *id, struct footprint *f, const char *when)
+static bool oci_assert_gone(const char *id, struct footprint *f, const char *when)
 {
     fp_tag(f, "%s", id);
-    assert_gone(f, when);
+    /* A detached sentry holds its id slot's lock file and nothing unlinks it
+     * after a kill -9 (the core bounds these files by reusing the lowest free
+     * slot): said, not asserted, as item 6 names state, cgroup, process and
+     * mount. */
+    size_t n_slots = f->n_slots;
+    f->n_slots = 0;
+    bool gone = assert_gone(f, when);
+    f->n_slots = n_slots;
     char p[256];
     snprintf(p, sizeof(p), "%s/root/%s", oci_tmp, id);
-    cr_assert_neq(access(p, F_OK), 0, "[%s, seed %llu] %s: state directory %s remains", test_name,
-                  seed, when, p);
-    if (f->n_slots > 0) {
-        char why[512];
-        for (size_t i = 0; i < f->n_slots; i++)
-            if (slot_locked_by_other(f->slots[i], f, why, sizeof(why)))
-                fprintf(stderr, "test_faults: %s: note: %s\n", when, why);
+    bool no_state = access(p, F_OK) != 0;
+    if (soft_checks)
+        cr_expect(no_state, "[%s, seed %llu] %s: state directory %s remains", test_name, seed, when,
+                  p);
+    else
+        cr_assert(no_state, "[%s, seed %llu] %s: state directory %s remains", test_name, seed, when,
+                  p);
+    char why[512];
+    for (size_t i = 0; i < f->n_slots; i++)
+        if (slot_left(i, f, why, sizeof(why)))
+            fprintf(stderr, "test_faults: %s: note (not asserted): %s\n", when, why);
+    return gone && no_state;
+}
+
+/* After all iterations: nothing of any container of the test came back
+ * (a cgroup made again by a late step, a state directory). */
+static void oci_final_check(void)
+{
+    for (size_t i = 0; i < n_oci_ids; i++) {
+        struct footprint *f = calloc(1, sizeof(*f));
+        char when[160];
+        snprintf(when, sizeof(when), "container %.63s at the end of the test", oci_ids[i]);
+        oci_assert_gone(oci_ids[i], f, when);
+        free(f);
     }
 }
 
@@ -1602,10 +1743,14 @@ Test(faults_oci, create_killed_at_a_random_moment)
 {
     begin("faults_oci/create_killed_at_a_random_moment");
     measure_create();
+    soft_checks = true; /* every iteration runs: the report counts the failed ones */
+    int failed_iters = 0;
     for (int i = 0; i < iterations(); i++) {
         const char *id = new_oci_id();
         struct job j = oci_spawn((const char *const[]){"create", "--bundle", ".", id, NULL});
-        long delay_us = rnd_range(0, (long)create_ms * 1000);
+        /* half the kills in the first 50 ms, where the sandbox's process is
+         * cloned and waits for its creator; half anywhere in a create */
+        long delay_us = rnd_range(0, rnd() % 2 ? 50000 : (long)create_ms * 1000);
         struct footprint *f = calloc(1, sizeof(*f));
         for (int64_t end = now_ms() + delay_us / 1000; now_ms() < end;) {
             fp_capture(f, j.pid);
@@ -1620,13 +1765,21 @@ Test(faults_oci, create_killed_at_a_random_moment)
         snprintf(when, sizeof(when), "create of %s killed -9 after %ld us", id, delay_us);
         char *err = NULL;
         int rc = OCI(&err, "delete", "--force", id);
-        cr_assert_eq(rc, 0, "[seed %llu] %s: delete --force exited %d: %s %s", seed, when, rc, err,
-                     last_log());
+        cr_expect_eq(rc, 0, "[seed %llu] %s: delete --force exited %d (-1: hung for 30 s): %s %s",
+                     seed, when, rc, err, last_log());
         free(err);
-        oci_assert_gone(id, f, when);
+        if (!oci_assert_gone(id, f, when) || rc != 0) {
+            failed_iters++;
+            /* clean by pid, so the next iteration starts from nothing */
+            sweep();
+            OCI(NULL, "delete", "--force", id);
+        }
         free(f);
         iters_done++;
     }
+    fprintf(stderr, "test_faults: %s: %d of %d iterations left something or hung\n", test_name,
+            failed_iters, iters_done);
+    oci_final_check();
 }
 
 Test(faults_oci, created_never_started_then_delete)
@@ -1661,6 +1814,7 @@ Test(faults_oci, created_never_started_then_delete)
         free(f);
         iters_done++;
     }
+    oci_final_check();
 }
 
 Test(faults_oci, sentry_killed_after_create_then_delete)
@@ -1700,4 +1854,5 @@ Test(faults_oci, sentry_killed_after_create_then_delete)
         free(f);
         iters_done++;
     }
+    oci_final_check();
 }
