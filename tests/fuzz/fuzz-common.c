@@ -149,6 +149,46 @@ size_t bh_fuzz_serve(const uint8_t *data, size_t size,
     return n;
 }
 
+static void *agent_thread(void *arg)
+{
+    struct bh_fuzz_agent *a = arg;
+    for (size_t i = 0; i < a->n; i++) {
+        void *req = NULL;
+        size_t len = 0;
+        if (bh_frame_read(a->fd, 64u << 20, bh_now_ms() + 10000, &req, &len, NULL) != 1)
+            break; /* the caller sent nothing (more): nothing to answer */
+        free(req);
+        size_t off = 0;
+        while (off < a->replies[i].len) {
+            ssize_t n =
+                send(a->fd, a->replies[i].data + off, a->replies[i].len - off, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break; /* the caller stopped reading: it gave up on the reply */
+            off += (size_t)n;
+        }
+    }
+    shutdown(a->fd, SHUT_WR);
+    return NULL;
+}
+
+void bh_fuzz_agent_start(struct bh_fuzz_agent *a, int fd, const struct bh_fuzz_reply *replies,
+                         size_t n)
+{
+    bh_fuzz_supervisor_init(); /* SIGPIPE ignored */
+    a->fd = fd;
+    a->replies = replies;
+    a->n = n;
+    if (pthread_create(&a->thread, NULL, agent_thread, a) != 0)
+        bh_fuzz_fail("pthread_create failed");
+}
+
+void bh_fuzz_agent_join(struct bh_fuzz_agent *a)
+{
+    pthread_join(a->thread, NULL);
+}
+
 int bh_fuzz_utf8_ok(const uint8_t *s, size_t len)
 {
     size_t i = 0;

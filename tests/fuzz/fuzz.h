@@ -6,6 +6,7 @@
 #ifndef BH_FUZZ_H
 #define BH_FUZZ_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,26 @@ void bh_fuzz_supervisor_init(void);
 size_t bh_fuzz_serve(const uint8_t *data, size_t size,
                      void (*each_response)(const Bulkhead__Control__Response *r, void *ctx),
                      void *ctx);
+
+/* Plays the session agent on fd, as agent.py does: for each reply in turn it
+ * waits for one request frame, then sends the reply's bytes (raw: they may
+ * be any frames or none); after the last it half-closes. bhd_box_run refuses
+ * a box whose channel is readable before the call, so replies must not come
+ * early. bh_fuzz_agent_join waits for the thread (close the other end
+ * first, so a thread still waiting sees the end). */
+struct bh_fuzz_reply {
+    const uint8_t *data;
+    size_t len;
+};
+struct bh_fuzz_agent {
+    pthread_t thread;
+    int fd;
+    const struct bh_fuzz_reply *replies;
+    size_t n;
+};
+void bh_fuzz_agent_start(struct bh_fuzz_agent *a, int fd, const struct bh_fuzz_reply *replies,
+                         size_t n);
+void bh_fuzz_agent_join(struct bh_fuzz_agent *a);
 
 /* An independent UTF-8 check (RFC 3629: no overlongs, no surrogates, at most
  * U+10FFFF) the harnesses compare the daemon's against. */

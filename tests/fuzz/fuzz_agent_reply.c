@@ -2,7 +2,8 @@
  * cell. The agent runs next to guest code, so its replies are outside input
  * too: bhd_box_run reads a JSON header frame, then stdout, stderr and image
  * frames. The harness gives bhd_box_run a box whose channel is a socketpair
- * holding the fuzz bytes followed by end of stream (no keeper, no sandbox).
+ * to a thread playing the agent: it answers the cell with the fuzz bytes,
+ * then ends the stream (no keeper, no sandbox).
  * Oracles: a reply that is accepted has UTF-8 output with no NUL, lengths
  * that match, at most 16 images; a reply that is refused marks the box dead. */
 #include <errno.h>
@@ -32,15 +33,9 @@ int bh_fuzz_agent_reply(const uint8_t *data, size_t size)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         bh_fuzz_fail("socketpair: %s", strerror(errno));
-    /* the reply is waiting before the cell is sent, as a fast agent's would */
-    size_t off = 0;
-    while (off < size) {
-        ssize_t n = write(sv[1], data + off, size - off);
-        if (n <= 0)
-            bh_fuzz_fail("write the reply: %s", strerror(errno));
-        off += (size_t)n;
-    }
-    shutdown(sv[1], SHUT_WR);
+    struct bh_fuzz_reply reply = {data, size};
+    struct bh_fuzz_agent agent;
+    bh_fuzz_agent_start(&agent, sv[1], &reply, 1);
 
     struct bhd_box box = {.keeper = -1, .keeper_fd = -1, .chan = sv[0], .sentry = -1};
     Bulkhead__Control__File f = BULKHEAD__CONTROL__FILE__INIT;
@@ -78,6 +73,7 @@ int bh_fuzz_agent_reply(const uint8_t *data, size_t size)
     }
     bhd_cell_out_free(&out);
     close(sv[0]);
+    bh_fuzz_agent_join(&agent);
     close(sv[1]);
     return 0;
 }

@@ -169,10 +169,8 @@ static int run_cell_with_file(const char *path, size_t plen, const char *content
  * json_pack "s" in box.c bhd_box_run) as "notes.txt", and content after a
  * NUL is dropped without a word. Not an escape (the cut path is what gets
  * written), but a silent change of what the caller sent, where the design
- * asks for a clear error. Fix: compare strlen() with the protobuf length is
- * not possible after unpack, so refuse any path or content whose strlen()
- * differs from its encoded length by checking in the decoder, or (simplest)
- * make File.path/content `bytes` in control.proto and check memchr(NUL). */
+ * asks for a clear error. Fixed in f5b90fe: bhd_serve_connection walks the
+ * raw message and refuses any string field holding a NUL before unpacking. */
 Test(fuzz_findings, cell_files_nul_minimised)
 {
     /* language python; one file, path "`\0", no content */
@@ -215,6 +213,15 @@ Test(fuzz_findings, cell_files_bad_paths_are_refused)
                  BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
 }
 
+/* A frame's bytes appended to buf. */
+static size_t frame_of(uint8_t *buf, size_t off, const char *json)
+{
+    size_t len = strlen(json);
+    bh_frame_header_encode(buf + off, (uint32_t)len);
+    memcpy(buf + off + BH_FRAME_HEADER, json, len);
+    return off + BH_FRAME_HEADER + len;
+}
+
 /* Finding 2 (tests/e2e/test_bad_input.c, the symlink cases, 2026-11-29).
  * Owner: supervisor. supervisor/box.c, bhd_box_run(): when the agent's
  * header carries files_error it returns at once, but the agent
@@ -223,26 +230,27 @@ Test(fuzz_findings, cell_files_bad_paths_are_refused)
  * call reads the empty stdout frame as its header ("agent sent no result
  * header"), marks the box dead, and the session ends as sandbox_died: one
  * refused file (a guest's symlink, a read-only path, a full disk) kills the
- * session on the next call. Fix: read and drop the two frames in the
- * files_error branch (or have the agent send the header alone). */
-static void agent_says(int fd, const char *json)
-{
-    cr_assert_eq(bh_frame_write(fd, json, strlen(json), NULL), 0);
-}
-
+ * session on the next call. Fixed in f5b90fe (the files_error branch drops
+ * the two frames). */
 Test(fuzz_findings, files_error_keeps_the_agent_channel_in_step)
 {
     bh_fuzz_supervisor_init();
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     /* what agent.py sends for a refused file, then for a good cell */
-    agent_says(sv[1], "{\"exit\": 0, \"files_error\": \"cannot write file `flink`: Too many "
-                      "levels of symbolic links\"}");
-    agent_says(sv[1], "");
-    agent_says(sv[1], "");
-    agent_says(sv[1], "{\"exit\": 0, \"n_images\": 0, \"has_value\": true, \"value\": \"2\"}");
-    agent_says(sv[1], "");
-    agent_says(sv[1], "");
+    static uint8_t first[512], second[512];
+    size_t n1 = frame_of(first, 0,
+                         "{\"exit\": 0, \"files_error\": \"cannot write file `flink`: Too "
+                         "many levels of symbolic links\"}");
+    n1 = frame_of(first, n1, "");
+    n1 = frame_of(first, n1, "");
+    size_t n2 = frame_of(second, 0,
+                         "{\"exit\": 0, \"n_images\": 0, \"has_value\": true, \"value\": \"2\"}");
+    n2 = frame_of(second, n2, "");
+    n2 = frame_of(second, n2, "");
+    struct bh_fuzz_reply replies[] = {{first, n1}, {second, n2}};
+    struct bh_fuzz_agent agent;
+    bh_fuzz_agent_start(&agent, sv[1], replies, 2);
     struct bhd_box box = {.keeper = -1, .keeper_fd = -1, .chan = sv[0], .sentry = -1};
     Bulkhead__Control__RunCell req = BULKHEAD__CONTROL__RUN_CELL__INIT;
     req.language = "python";
@@ -262,6 +270,7 @@ Test(fuzz_findings, files_error_keeps_the_agent_channel_in_step)
         cr_expect_str_eq(out.value, "2");
     bhd_cell_out_free(&out);
     close(sv[0]);
+    bh_fuzz_agent_join(&agent);
     close(sv[1]);
 }
 
