@@ -823,18 +823,26 @@ Test(faults_do, guest_killed_exits_137)
         cr_assert_gt(sentry.pid, 0);
         struct proc_id guest = wait_child(sentry.pid, any_comm, 20000);
         cr_assert_gt(guest.pid, 0, "[seed %llu] no guest below the sentry", seed);
-        /* before or after its exec, at random */
-        long delay_us = rnd_range(0, 250000);
+        /* half the kills in its first 15 ms (before or just after its exec),
+         * half while it runs */
+        long delay_us = rnd_range(0, rnd() % 2 ? 15000 : 250000);
         usleep((useconds_t)delay_us);
         fp_capture(f, j.pid);
+        struct proc_id g = ident(guest.pid);
+        const char *stage =
+            g.pid > 0 && strcmp(g.comm, "sleep") == 0 ? "after its exec" : "before its exec";
         cr_assert_eq(kill(guest.pid, SIGKILL), 0);
         faults++;
         char *err = NULL;
         int rc = finish(&j, 30, NULL, &err);
-        cr_assert_eq(rc, 137,
-                     "[seed %llu, tier %s, +%ld us] bulkhead do exited %d, not 137, after "
-                     "its guest was killed with -9: %s",
-                     seed, tier, delay_us, rc, err);
+        /* After its exec the command was killed: 137. Before it, the command
+         * never ran, so 125 is honest too, if the message says the guest died.
+         * (expect: the leak check below still runs) */
+        bool before = strcmp(stage, "before its exec") == 0;
+        cr_expect(rc == 137 || (before && rc == 125 && strstr(err, "guest") != NULL),
+                  "[seed %llu, tier %s, +%ld us, %s] bulkhead do exited %d after its guest was "
+                  "killed with -9 (expected 137, or before the exec 125 naming the guest): %s",
+                  seed, tier, delay_us, stage, rc, err);
         assert_gone(f, "bulkhead do after its guest was killed");
         free(err);
         free(f);
