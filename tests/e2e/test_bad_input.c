@@ -69,7 +69,8 @@ static void pb_put(struct pb *b, const void *d, size_t n)
         b->p = realloc(b->p, b->cap);
         cr_assert_not_null(b->p);
     }
-    memcpy(b->p + b->len, d, n);
+    if (n > 0)
+        memcpy(b->p + b->len, d, n);
     b->len += n;
 }
 
