@@ -20,6 +20,8 @@ SANFLAGS :=
 else
 BUILD    ?= build/san
 SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+export LSAN_OPTIONS := suppressions=$(abspath tests/lsan.supp):print_suppressions=0
+export UBSAN_OPTIONS := print_stacktrace=1
 endif
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
