@@ -1157,6 +1157,18 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     json_t *lx = member(doc, "linux");
     if (lx != NULL && parse_linux(cfg, lx, err) < 0)
         return -1;
+    if (spec->n_uid_maps == 0 && spec->ns_paths[BH_NS_USER] == NULL) {
+        /* No ids chosen by the caller: the container's root is an unprivileged
+         * host id of the sandbox's slot, and docker's image and binds belong to
+         * host root. The core idmaps the rootfs and every bind (read-only ones
+         * too: root-only files are readable by the container's root, as under
+         * runc) with the sandbox's user namespace, so their files keep the
+         * owners they have on the host. */
+        spec->idmap_rootfs = true;
+        for (size_t i = 0; i < spec->n_mounts; i++)
+            if (spec->mounts[i].flags & MS_BIND)
+                spec->mounts[i].idmap = true;
+    }
     json_t *hooks = member(doc, "hooks");
     if (hooks != NULL) {
         if (oci_hooks_validate(hooks, err) < 0)

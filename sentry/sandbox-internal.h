@@ -47,6 +47,19 @@ int bh_idmaps_write(pid_t pid, const struct bh_idmap *uid, size_t n_uid, const s
  * highest mapped inside id. */
 uint32_t bh_idmaps_sentry_id(const struct bh_idmap *maps, size_t n);
 
+/* ---- idmapped trees (idmap.c) -------------------------------------------
+ * The sandbox's user namespace from its first process (pidfd, else /proc
+ * checked against the pidfd). */
+int bh_idmap_userns_fd(int pidfd, pid_t pid, struct bh_error *err);
+/* Idmaps every tree the spec flags (bh_mount.idmap, idmap_rootfs) with
+ * userns, whose maps are uid/gid. An overlay rootfs is mounted afresh from
+ * idmapped layers: then *rootfs_fd is that new detached mount (the
+ * caller's to close and to send instead of spec->rootfs_tree_fd), else -1.
+ * Trees whose filesystem refuses stay as they are, with a warning. */
+int bh_idmap_trees(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
+                   int userns, const struct bh_idmap *uid, size_t n_uid, const struct bh_idmap *gid,
+                   size_t n_gid, int *rootfs_fd, struct bh_error *err);
+
 /* ---- wire protocol (sandbox.c, control.c, sentry-main.c) -----------------
  * SOCK_SEQPACKET: one JSON object per packet, fds by SCM_RIGHTS. Requests
  * carry "op", replies "re", unsolicited sentry events "ev". The spec travels

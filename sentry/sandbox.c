@@ -105,6 +105,9 @@ struct child_args {
     const struct bh_sandbox_spec *spec;
     int sync_fd, slot_fd, exe_fd;
     int ns_fds[BH_NS_COUNT];
+    /* Joined by the helper that cloned the child, before the sandbox's user
+     * namespace existed (host-owned namespaces need host root to join). */
+    bool pre_joined[BH_NS_COUNT];
     bool owned;
 };
 
@@ -134,7 +137,8 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         __builtin_unreachable();
     }
     for (int i = 0; i < BH_NS_COUNT; i++) {
-        if (a->ns_fds[i] >= 0 && syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
+        if (a->ns_fds[i] >= 0 && !a->pre_joined[i] &&
+            syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
             CHILD_FAIL("join namespace `%s` (namespaces owned by another user namespace can "
                        "not be joined from the sandbox's own)",
                        a->spec->ns_paths[i]);
@@ -600,11 +604,15 @@ static void cleanup_cgroup(struct bh_sandbox *sb)
     sb->cg = NULL;
 }
 
-/* Detached sandboxes: an intermediate process clones the sentry and exits,
- * so the sentry is re-parented to the caller's subreaper and no process of
- * the runtime stays its parent. The pidfd comes back over a socketpair. */
-static pid_t clone_detached(unsigned long flags, struct child_args *a, int *pidfd,
-                            struct bh_error *err)
+/* Detached sandboxes, and sandboxes that join host-owned namespaces: an
+ * intermediate process (host root, single-threaded) joins those
+ * namespaces, so the sandbox's user namespace is made inside them, then
+ * clones the sentry. Detached, it exits and the sentry is re-parented to
+ * the caller's subreaper, so no process of the runtime stays its parent;
+ * otherwise it clones with CLONE_PARENT, so the sentry is the caller's
+ * child as with a direct clone. The pidfd comes back over a socketpair. */
+static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool detached, int *pidfd,
+                              struct bh_error *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -618,30 +626,57 @@ static pid_t clone_detached(unsigned long flags, struct child_args *a, int *pidf
     if (mid == 0) {
         close(sv[0]);
         int fd = -1;
-        pid_t pid = clone_sentry(flags, a, &fd);
-        int e = errno;
+        int reply[2] = {0, -1}; /* errno, namespace that failed */
+        for (int i = 0; i < BH_NS_COUNT && reply[0] == 0; i++) {
+            if (a->pre_joined[i] && syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0) {
+                reply[0] = errno;
+                reply[1] = i;
+            }
+        }
+        pid_t pid = -1;
+        if (reply[0] == 0) {
+            pid = clone_sentry(flags | (detached ? 0 : CLONE_PARENT), a, &fd);
+            if (pid < 0)
+                reply[0] = errno;
+        }
         if (pid < 0)
-            bh_send_fds(sv[1], &e, sizeof(e), NULL, 0, NULL);
+            bh_send_fds(sv[1], reply, sizeof(reply), NULL, 0, NULL);
         else
             bh_send_fds(sv[1], &pid, sizeof(pid), &fd, 1, NULL);
         _exit(0);
     }
     close(sv[1]);
-    pid_t pid = -1;
+    union {
+        pid_t pid;
+        int reply[2];
+    } u = {.reply = {0, -1}};
     int fd = -1;
     size_t n = 0;
-    ssize_t r = bh_recv_fds(sv[0], &pid, sizeof(pid), &fd, 1, &n, err);
+    ssize_t r = bh_recv_fds(sv[0], &u, sizeof(u), &fd, 1, &n, err);
     close(sv[0]);
     while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
         ;
-    if (r != sizeof(pid) || n != 1) {
-        if (n == 1)
-            close(fd);
-        return bh_error_errno(err, r == sizeof(int) ? pid : EPROTO,
-                              "clone the sandbox's namespaces");
+    if (r == sizeof(pid_t) && n == 1) {
+        *pidfd = fd;
+        return u.pid;
     }
-    *pidfd = fd;
-    return pid;
+    if (n == 1)
+        close(fd);
+    if (r == sizeof(u.reply) && u.reply[1] >= 0 && u.reply[1] < BH_NS_COUNT)
+        return bh_error_errno(err, u.reply[0], "join namespace `%s`",
+                              a->spec->ns_paths[u.reply[1]]);
+    return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
+                          "clone the sandbox's namespaces");
+}
+
+static bool want_idmap(const struct bh_sandbox_spec *spec)
+{
+    if (spec->idmap_rootfs && spec->has_rootfs_tree_fd)
+        return true;
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        if (spec->mounts[i].idmap && spec->mounts[i].has_tree_fd)
+            return true;
+    return false;
 }
 
 int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
@@ -689,6 +724,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     cleanup_close int console_fd = -1;
     int pol_fds_extra = -1;
     cleanup_close int child_sync = -1;
+    cleanup_close int idmapped_rootfs = -1;
     cleanup_free struct bh_idmap *uid_maps = NULL;
     cleanup_free struct bh_idmap *gid_maps = NULL;
     size_t n_uid = 0, n_gid = 0;
@@ -765,9 +801,16 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
                            .exe_fd = exe_fd,
                            .owned = !detached};
     unsigned long flags = 0;
+    bool any_pre = false;
     for (int i = 0; i < BH_NS_COUNT; i++) {
         a.ns_fds[i] = -1;
+        a.pre_joined[i] = false;
         if (spec->ns_paths[i] != NULL) {
+            /* With a user namespace of its own, the sandbox can only join
+             * what host root joins for it first: net, ipc, uts, cgroup,
+             * time. user and mount stay the child's (pid is refused). */
+            a.pre_joined[i] = own_userns && i != BH_NS_USER && i != BH_NS_MOUNT;
+            any_pre = any_pre || a.pre_joined[i];
             a.ns_fds[i] = open(spec->ns_paths[i], O_RDONLY | O_CLOEXEC);
             if (a.ns_fds[i] < 0) {
                 bh_error_errno(err, errno, "open namespace `%s`", spec->ns_paths[i]);
@@ -781,8 +824,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
             flags |= (unsigned long)ns_clone_flag[i];
         }
     }
-    if (detached)
-        sb->pid = clone_detached(flags, &a, &sb->pidfd, err);
+    if (detached || any_pre)
+        sb->pid = clone_via_helper(flags, &a, detached, &sb->pidfd, err);
     else {
         sb->pid = clone_sentry(flags, &a, &sb->pidfd);
         if (sb->pid < 0)
@@ -804,6 +847,16 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0) {
         bh_error_prefix(err, "join the sandbox's cgroup");
         goto fail_kill;
+    }
+    if (own_userns && want_idmap(spec)) {
+        /* The trees are still detached and the child waits: idmap them with
+         * its user namespace, now that its maps are written. */
+        cleanup_close int userns = bh_idmap_userns_fd(sb->pidfd, sb->pid, err);
+        if (userns < 0 || bh_idmap_trees(spec, opts, userns, uid_maps, n_uid, gid_maps, n_gid,
+                                         &idmapped_rootfs, err) < 0)
+            goto fail_kill;
+        if (idmapped_rootfs >= 0)
+            msg_fds[1 + n_pre + n_tree - 1] = idmapped_rootfs; /* the rootfs is the last tree */
     }
     json_t *go = json_pack("{s:s}", "op", "go");
     int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);

@@ -62,6 +62,14 @@ struct bh_mount {
      * as is instead of binding source; not closed by bh_mounts_setup. */
     bool has_tree_fd;
     int tree_fd;
+    /* With tree_fd and the sandbox's own id range: bh_sandbox_create idmaps
+     * the tree with the sandbox's user namespace (MOUNT_ATTR_IDMAP) before
+     * the sentry gets it, so host ids 0..N of its files appear as the
+     * sandbox's ids 0..N (host root's files as the sandbox's root, as under
+     * runc) and what the sandbox writes lands with those host ids. A
+     * filesystem that cannot be idmapped keeps the plain tree (a warning
+     * through bh_create_opts.warn). */
+    bool idmap;
 };
 
 struct bh_idmap {
@@ -128,6 +136,11 @@ struct bh_sandbox_spec {
      * still names it in messages. Not closed by bh_mounts_setup. */
     bool has_rootfs_tree_fd;
     int rootfs_tree_fd;
+    /* The same for the rootfs tree (see bh_mount.idmap). An overlay mount
+     * (docker's rootfs) cannot be idmapped itself: it is mounted afresh
+     * from its layers, each idmapped, with a work directory of its own
+     * (UPPER/../bulkhead-work) beside the upper directory. */
+    bool idmap_rootfs;
     struct bh_mount *mounts; /* applied in order after the base layout */
     size_t n_mounts;
     char **masked_paths;     /* NULL-terminated or NULL: default list */
@@ -144,7 +157,12 @@ struct bh_sandbox_spec {
     struct bh_idmap *gid_maps;
     size_t n_gid_maps;
 
-    /* Namespaces to join instead of creating (OCI "path"); NULL: create. */
+    /* Namespaces to join instead of creating (OCI "path"); NULL: create.
+     * net, ipc, uts, cgroup and time are joined by host root before the
+     * sandbox's user namespace is made, so host-owned ones work (a CRI's pod
+     * netns); the sandbox then sees that namespace's interfaces, and its
+     * tier report's net_lo_only check fails accordingly. pid is refused
+     * (the sentry must be pid 1); user and mount are joined by the child. */
     char *ns_paths[BH_NS_COUNT];
 
     struct bh_process process;
@@ -181,6 +199,10 @@ struct bh_create_opts {
     /* Host directory where the sentry keeps its control socket and start
      * trigger for detached sandboxes (OCI: ROOT/ID). */
     const char *state_dir;
+    /* Optional: told what was degraded but not refused (a tree whose
+     * filesystem cannot be idmapped). */
+    void (*warn)(void *arg, const char *msg);
+    void *warn_arg;
 };
 
 /* Builds every layer, up to a guest that waits before exec. On failure

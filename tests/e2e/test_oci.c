@@ -25,6 +25,7 @@ static char tmp[128];   /* the test's temp dir: bundle, root, log */
 static char bh[512];    /* the binary */
 static char ids[8][64]; /* containers to delete --force at the end */
 static int n_ids;
+static char netns[64]; /* a network namespace a test made, removed at the end */
 
 static void remove_tree(const char *path)
 {
@@ -161,6 +162,13 @@ static void teardown(void)
 {
     for (int i = 0; i < n_ids; i++)
         RUN0("delete", "--force", ids[i]);
+    if (netns[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "ip netns delete %s 2>/dev/null", netns);
+        if (system(cmd) != 0)
+            fprintf(stderr, "network namespace %s was not removed\n", netns);
+        netns[0] = '\0';
+    }
     /* Reap whatever was re-parented to us. */
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
@@ -556,7 +564,7 @@ static const char *create_or_skip(const char *base, int child_stdout)
     if (null >= 0)
         close(null);
     if (rc != 0)
-        cr_skip_test("create does not work on this machine yet: %s", last_error());
+        cr_skip_test("create does not work on this machine yet (exit %d): %s", rc, last_error());
     return id;
 }
 
@@ -1028,4 +1036,160 @@ Test(oci_lifecycle, pause_update_events_ps_list)
     cr_expect(WIFSIGNALED(st), "status %#x", st);
     cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     assert_gone(id, pid);
+}
+
+/* ---- idmapped rootfs and binds; joining host-owned namespaces ------------- */
+
+/* A writable rootfs and a writable bind, both owned by host root (this test
+ * runs as root), with one root-only file in each; tier "kernel" or
+ * "container"; extra namespaces JSON appended to the usual ones. */
+static void rw_config(const char *script, const char *tier, const char *ns_extra)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/data", tmp);
+    mkdir(p, 0755);
+    write_file("data/secret", "bind-secret\n");
+    write_file("bundle/rootfs/etc/secret", "root-secret\n");
+    snprintf(p, sizeof(p), "%s/data/secret", tmp);
+    chmod(p, 0600);
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/etc/secret", tmp);
+    chmod(p, 0600);
+    char proc[2048];
+    json_t *args = json_pack("[sss]", "/bin/sh", "-c", script);
+    char *aj = json_dumps(args, JSON_COMPACT);
+    snprintf(proc, sizeof(proc),
+             "{\"args\": %s, \"cwd\": \"/\", \"user\": {\"uid\": 0, \"gid\": 0}, \"env\": "
+             "[\"PATH=/usr/bin:/bin\"]}",
+             aj);
+    free(aj);
+    json_decref(args);
+    char ex[4096];
+    snprintf(ex, sizeof(ex),
+             "\"mounts\": [{\"destination\": \"/usr\", \"type\": \"bind\", \"source\": \"/usr\", "
+             "\"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/proc\", \"type\": "
+             "\"proc\", \"source\": \"proc\"}, {\"destination\": \"/tmp\", \"type\": \"tmpfs\", "
+             "\"source\": \"tmpfs\"}, {\"destination\": \"/data\", \"type\": \"bind\", "
+             "\"source\": \"%s/data\", \"options\": [\"rbind\", \"rw\"]}], \"linux\": "
+             "{\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"mount\"}, {\"type\": \"ipc\"}, "
+             "{\"type\": \"uts\"}%s], \"resources\": {\"pids\": {\"limit\": 64}}}, "
+             "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}",
+             tmp, ns_extra ? ns_extra : ", {\"type\": \"network\"}", tier);
+    write_config("1.0.2", "{\"path\": \"rootfs\"}", proc, ex);
+}
+
+/* Creates, starts and waits for the container; returns its stdout. */
+static char *run_to_end(const char *base, int *status)
+{
+    static char buf[4096];
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    const char *id = create_or_skip(base, p[1]);
+    close(p[1]);
+    int pid = read_pid_file("pid");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    size_t got = 0;
+    for (;;) {
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        cr_assert_gt(poll(&pfd, 1, 20000), 0, "no EOF on the guest's stdout");
+        ssize_t r = read(p[0], buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(p[0]);
+    *status = reap(pid, 20);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
+    return buf;
+}
+
+static void expect_host_root_file(const char *rel)
+{
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+    cr_expect_eq(lstat(p, &st), 0, "%s was not written through to the host", p);
+    cr_expect(st.st_uid == 0 && st.st_gid == 0,
+              "%s: host owner %u:%u, want 0:0 (the idmap maps the container's root)", p,
+              (unsigned)st.st_uid, (unsigned)st.st_gid);
+}
+
+static void idmapped_rootfs_and_binds(const char *tier)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    rw_config("touch /etc/x && echo y > /root/y && echo z > /data/z && "
+              "stat -c '%u:%g' /etc /etc/x /data /data/z && cat /etc/secret /data/secret && "
+              "id -u",
+              tier, NULL);
+    int st = 0;
+    const char *out = run_to_end("idmap", &st);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output: %s", st, out);
+    cr_expect_str_eq(out, "0:0\n0:0\n0:0\n0:0\nroot-secret\nbind-secret\n0\n",
+                     "the image's and the bind's host-root files are not the container root's");
+    expect_host_root_file("bundle/rootfs/etc/x");
+    expect_host_root_file("bundle/rootfs/root/y");
+    expect_host_root_file("data/z");
+}
+
+Test(oci_lifecycle, idmapped_rootfs_and_binds_kernel_tier)
+{
+    idmapped_rootfs_and_binds("kernel");
+}
+
+Test(oci_lifecycle, idmapped_rootfs_and_binds_container_tier)
+{
+    idmapped_rootfs_and_binds("container");
+}
+
+/* A network namespace made by host root (as a CRI makes a pod's), with a
+ * bridge interface; name unique per run; teardown removes it. */
+static bool make_netns(void)
+{
+    snprintf(netns, sizeof(netns), "bh-core2-%d", (int)getpid());
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "ip netns add %s && ip -n %s link add bhdummy0 type bridge && "
+             "ip -n %s link set bhdummy0 up",
+             netns, netns, netns);
+    return system(cmd) == 0;
+}
+
+Test(oci_lifecycle, joins_a_host_owned_netns)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    char extra[256];
+    if (!make_netns())
+        cr_skip_test("`ip netns add` does not work here");
+    snprintf(extra, sizeof(extra), ", {\"type\": \"network\", \"path\": \"/run/netns/%s\"}", netns);
+    rw_config("cat /proc/net/dev", "container", extra);
+    int st = 0;
+    const char *out = run_to_end("netns", &st);
+    /* The container sees the namespace's own dummy interface: it was joined. */
+    bool seen = strstr(out, "bhdummy0") != NULL;
+    /* The kernel tier verifies net_lo_only: with another interface it must refuse. */
+    rw_config("true", "kernel", extra);
+    snprintf(ids[n_ids], sizeof(ids[0]), "netnsk-%d", (int)getpid());
+    const char *idk = ids[n_ids++];
+    /* Create's stdout goes to the container: never a pipe we wait on. */
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int rc = run_bh_fd(NULL, 0, null, (const char *const[]){"create", "--bundle", ".", idk, NULL});
+    close(null);
+    char err[2048];
+    snprintf(err, sizeof(err), "%s", last_error());
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    cr_expect(seen, "the joined netns's interface is not visible: %s", out);
+    cr_expect_neq(rc, 0, "the kernel tier verified with a joined netns that has a dummy link");
+    cr_expect(strstr(err, "net_lo_only") != NULL && strstr(err, "bhdummy0") != NULL,
+              "refusal does not name net_lo_only and the interface: %s", err);
+}
+
+Test(oci_config, pid_namespace_join_refused)
+{
+    write_config(
+        "1.0.2", GOOD_ROOT, GOOD_PROC,
+        "\"linux\": {\"namespaces\": [{\"type\": \"pid\", \"path\": \"/proc/1/ns/pid\"}]}");
+    expect_refused("c1", "pid namespace");
 }
