@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,7 +26,8 @@ static char tmp[128];   /* the test's temp dir: bundle, root, log */
 static char bh[512];    /* the binary */
 static char ids[8][64]; /* containers to delete --force at the end */
 static int n_ids;
-static char netns[64]; /* a network namespace a test made, removed at the end */
+static char netns[64];      /* a network namespace a test made, removed at the end */
+static bool rootfs_mounted; /* an overlay a test mounted on bundle/rootfs */
 
 static void remove_tree(const char *path)
 {
@@ -162,6 +164,13 @@ static void teardown(void)
 {
     for (int i = 0; i < n_ids; i++)
         RUN0("delete", "--force", ids[i]);
+    if (rootfs_mounted) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/bundle/rootfs", tmp);
+        if (umount2(p, MNT_DETACH) < 0)
+            fprintf(stderr, "%s was not unmounted: %s\n", p, strerror(errno));
+        rootfs_mounted = false;
+    }
     if (netns[0]) {
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "ip netns delete %s 2>/dev/null", netns);
@@ -461,19 +470,20 @@ Test(oci_cli, unknown_flag)
 
 /* ---- a live container --------------------------------------------------- */
 
-/* A rootfs of the host's /usr (read-only binds) with merged-/usr symlinks. */
-static void make_rootfs(void)
+/* A rootfs of the host's /usr (read-only binds) with merged-/usr symlinks,
+ * in tmp/rel. */
+static void make_rootfs_in(const char *rel)
 {
     const char *dirs[] = {"usr", "etc", "proc", "dev", "tmp", "sys", "root"};
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
         char p[512];
-        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, dirs[i]);
+        snprintf(p, sizeof(p), "%s/%s/%s", tmp, rel, dirs[i]);
         mkdir(p, 0755);
     }
     const char *links[] = {"bin", "sbin", "lib", "lib64"};
     for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
         char p[512], t[64];
-        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
+        snprintf(p, sizeof(p), "%s/%s/%s", tmp, rel, links[i]);
         snprintf(t, sizeof(t), "usr/%s", links[i]);
         if (symlink(t, p) < 0)
             cr_skip_test("symlink: %s", strerror(errno));
@@ -481,6 +491,11 @@ static void make_rootfs(void)
     struct stat st;
     if (lstat("/bin", &st) < 0 || !S_ISLNK(st.st_mode))
         cr_skip_test("the host has no merged /usr; the bind rootfs needs it");
+}
+
+static void make_rootfs(void)
+{
+    make_rootfs_in("bundle/rootfs");
 }
 
 static void live_config(const char *args_json, const char *extra)
@@ -1141,6 +1156,43 @@ Test(oci_lifecycle, idmapped_rootfs_and_binds_kernel_tier)
 Test(oci_lifecycle, idmapped_rootfs_and_binds_container_tier)
 {
     idmapped_rootfs_and_binds("container");
+}
+
+/* docker's rootfs is an overlay mount, which the kernel refuses to idmap:
+ * the core mounts it again from idmapped layers. Same checks on an overlay
+ * of host-root layers made here; writes land in the upper dir as host root. */
+Test(oci_lifecycle, idmapped_overlay_rootfs)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    char lower[256], upper[256], work[256], root[256], opts[1024];
+    snprintf(lower, sizeof(lower), "%s/lower", tmp);
+    snprintf(upper, sizeof(upper), "%s/upper", tmp);
+    snprintf(work, sizeof(work), "%s/work", tmp);
+    snprintf(root, sizeof(root), "%s/bundle/rootfs", tmp);
+    mkdir(lower, 0755);
+    mkdir(upper, 0755);
+    mkdir(work, 0755);
+    make_rootfs_in("lower"); /* the image */
+    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+    if (mount("overlay", root, "overlay", 0, opts) < 0)
+        cr_skip_test("overlay mount: %s", strerror(errno));
+    rootfs_mounted = true;
+    write_file("lower/etc/img", "image\n");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/lower/etc/img", tmp);
+    chmod(p, 0600);
+    rw_config("echo more >> /etc/img && cat /etc/img && touch /etc/x && mkdir /root/d && "
+              "stat -c '%u:%g' /etc/img /etc/x /root/d",
+              "kernel", NULL);
+    int st = 0;
+    const char *out = run_to_end("ovl", &st);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output: %s", st, out);
+    cr_expect_str_eq(out, "image\nmore\n0:0\n0:0\n0:0\n");
+    expect_host_root_file("upper/etc/img");
+    expect_host_root_file("upper/etc/x");
+    expect_host_root_file("upper/root/d");
+    snprintf(p, sizeof(p), "%s/lower/etc/x", tmp);
+    cr_expect_neq(access(p, F_OK), 0, "a write reached the lower layer");
 }
 
 /* A network namespace made by host root (as a CRI makes a pod's), with a
