@@ -4,6 +4,7 @@
  * checks every answer, a reference UTF-8 check, and a temporary directory. */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +66,48 @@ void bh_fuzz_supervisor_init(void)
     bhd_describe.protocol_version = BHD_PROTOCOL;
 }
 
+/* One helper thread for the whole process runs the other side of each
+ * exchange: creating a thread per input makes the sanitizers' thread
+ * bookkeeping grow by a few hundred bytes per input, which a long run turns
+ * into an out-of-memory report. */
+static pthread_t worker;
+static sem_t worker_go, worker_done;
+static void (*worker_job)(void *);
+static void *worker_arg;
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        while (sem_wait(&worker_go) < 0)
+            ;
+        worker_job(worker_arg);
+        sem_post(&worker_done);
+    }
+    return NULL;
+}
+
+static void worker_start(void (*job)(void *), void *arg)
+{
+    static int started;
+    if (!started) {
+        started = 1;
+        sem_init(&worker_go, 0, 0);
+        sem_init(&worker_done, 0, 0);
+        if (pthread_create(&worker, NULL, worker_main, NULL) != 0)
+            bh_fuzz_fail("pthread_create failed");
+    }
+    worker_job = job;
+    worker_arg = arg;
+    sem_post(&worker_go);
+}
+
+static void worker_wait(void)
+{
+    while (sem_wait(&worker_done) < 0)
+        ;
+}
+
 struct client {
     int fd;
     const uint8_t *data;
@@ -73,7 +116,7 @@ struct client {
     size_t got_len, got_cap;
 };
 
-static void *client_thread(void *arg)
+static void client_job(void *arg)
 {
     struct client *c = arg;
     size_t off = 0;
@@ -100,7 +143,6 @@ static void *client_thread(void *arg)
             break;
         c->got_len += (size_t)n;
     }
-    return NULL;
 }
 
 size_t bh_fuzz_serve(const uint8_t *data, size_t size,
@@ -112,11 +154,9 @@ size_t bh_fuzz_serve(const uint8_t *data, size_t size,
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         bh_fuzz_fail("socketpair: %s", strerror(errno));
     struct client c = {.fd = sv[1], .data = data, .size = size};
-    pthread_t t;
-    if (pthread_create(&t, NULL, client_thread, &c) != 0)
-        bh_fuzz_fail("pthread_create failed");
+    worker_start(client_job, &c);
     bhd_serve_connection(sv[0]); /* closes sv[0] */
-    pthread_join(t, NULL);
+    worker_wait();
     close(sv[1]);
 
     size_t n = 0, off = 0;
@@ -149,7 +189,7 @@ size_t bh_fuzz_serve(const uint8_t *data, size_t size,
     return n;
 }
 
-static void *agent_thread(void *arg)
+static void agent_job(void *arg)
 {
     struct bh_fuzz_agent *a = arg;
     for (size_t i = 0; i < a->n; i++) {
@@ -170,7 +210,6 @@ static void *agent_thread(void *arg)
         }
     }
     shutdown(a->fd, SHUT_WR);
-    return NULL;
 }
 
 void bh_fuzz_agent_start(struct bh_fuzz_agent *a, int fd, const struct bh_fuzz_reply *replies,
@@ -180,13 +219,13 @@ void bh_fuzz_agent_start(struct bh_fuzz_agent *a, int fd, const struct bh_fuzz_r
     a->fd = fd;
     a->replies = replies;
     a->n = n;
-    if (pthread_create(&a->thread, NULL, agent_thread, a) != 0)
-        bh_fuzz_fail("pthread_create failed");
+    worker_start(agent_job, a);
 }
 
 void bh_fuzz_agent_join(struct bh_fuzz_agent *a)
 {
-    pthread_join(a->thread, NULL);
+    (void)a;
+    worker_wait();
 }
 
 int bh_fuzz_utf8_ok(const uint8_t *s, size_t len)

@@ -6,7 +6,6 @@
 #ifndef BH_FUZZ_H
 #define BH_FUZZ_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,14 +38,14 @@ size_t bh_fuzz_serve(const uint8_t *data, size_t size,
  * waits for one request frame, then sends the reply's bytes (raw: they may
  * be any frames or none); after the last it half-closes. bhd_box_run refuses
  * a box whose channel is readable before the call, so replies must not come
- * early. bh_fuzz_agent_join waits for the thread (close the other end
- * first, so a thread still waiting sees the end). */
+ * early. It runs on the harnesses' one helper thread; bh_fuzz_agent_join
+ * waits for it (close the other end first, so an agent still waiting for a
+ * request sees the end). */
 struct bh_fuzz_reply {
     const uint8_t *data;
     size_t len;
 };
 struct bh_fuzz_agent {
-    pthread_t thread;
     int fd;
     const struct bh_fuzz_reply *replies;
     size_t n;
