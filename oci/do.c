@@ -72,8 +72,9 @@ static void do_usage(FILE *out)
             "  --help                   this text\n"
             "\n"
             "exit status: CMD's own; 128+N when CMD was killed by signal N; 124 after\n"
-            "--timeout; 125 when bulkhead refused or failed before CMD ran (the reason is\n"
-            "printed); 126 when CMD is not executable; 127 when CMD was not found.\n");
+            "--timeout; 125 when bulkhead refused or failed before CMD ran, or when the\n"
+            "sandbox's sentry died so CMD's result is unknown (the reason is printed);\n"
+            "126 when CMD is not executable; 127 when CMD was not found.\n");
 }
 
 static int parse_size(const char *s, int64_t *out, struct bh_error *err)
@@ -468,7 +469,9 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     sigprocmask(SIG_SETMASK, &old, NULL);
     int status = 0;
     if (bh_sandbox_wait(sb, &status, &err) < 0) {
-        cli_report_error(g, "do: %s", err.msg);
+        /* after --timeout the sentry was killed on purpose: said below */
+        if (!timed_out)
+            cli_report_error(g, "do: %s", err.msg);
         rc = CLI_EXIT_REFUSED;
     } else {
         rc = bh_status_to_exit_code(status);

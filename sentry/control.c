@@ -184,11 +184,24 @@ int bh_conn_request(struct bh_sentry_conn *conn, json_t *req, const int *fds, si
     *reply = NULL;
     if (conn->have_error)
         return bh_error_set(err, conn->error.code, "%s", conn->error.msg);
-    if (bh_msg_send(conn->fd, req, fds, n_fds, err) < 0)
+    if (bh_msg_send(conn->fd, req, fds, n_fds, err) < 0) {
+        if (err->code == ECONNRESET || err->code == EPIPE)
+            return bh_error_set(err, ESRCH,
+                                "the sandbox's sentry has ended (it or its guest died): "
+                                "it cannot take the request");
         return bh_error_prefix(err, "talk to the sandbox's sentry");
+    }
     for (;;) {
         json_t *msg = NULL;
         int r = bh_msg_recv(conn->fd, -1, &msg, rfds, max_rfds, n_rfds, err);
+        if (r < 0 && (err->code == ECONNRESET || err->code == EPIPE)) {
+            /* It closed the socket with our request unread: it ended. */
+            if (conn->have_error)
+                return bh_error_set(err, conn->error.code, "%s", conn->error.msg);
+            return bh_error_set(err, ESRCH,
+                                "the sandbox's sentry ended before it answered: the sentry or "
+                                "its guest died during setup");
+        }
         if (r < 0)
             return bh_error_prefix(err, "answer from the sandbox's sentry");
         if (r == 0)

@@ -205,7 +205,9 @@ static pid_t clone_sentry(unsigned long flags, struct child_args *a, int *pidfd)
     struct clone_args ca = {0};
     ca.flags = flags | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)pidfd;
-    ca.exit_signal = SIGCHLD;
+    /* clone3 wants no exit signal with CLONE_PARENT: the child takes the
+     * cloner's (SIGCHLD, the helper was forked). */
+    ca.exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
     long pid = syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid == 0)
         child_main(a);
@@ -955,10 +957,27 @@ int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err)
         sb->status = st;
         return bh_error_set(err, sb->conn.error.code, "%s", sb->conn.error.msg);
     }
-    /* else: the sentry died without a report; its own status says how. */
     sb->waited = true;
     sb->status = st;
     *status = st;
+    if (!sb->conn.have_exit) {
+        /* The sentry died without its exit event (killed, crashed): the
+         * guest died with it, so what the command would have returned is
+         * unknown; never pass the sentry's own status off as the guest's. */
+        if (!sb->detached && WIFSIGNALED(st))
+            return bh_error_set(err, ECHILD,
+                                "the sandbox's sentry died (signal %d) before the command "
+                                "finished; its result is unknown",
+                                WTERMSIG(st));
+        if (!sb->detached && WIFEXITED(st))
+            return bh_error_set(err, ECHILD,
+                                "the sandbox's sentry ended (exit %d) without reporting the "
+                                "command's status; its result is unknown",
+                                WEXITSTATUS(st));
+        return bh_error_set(err, ECHILD,
+                            "the sandbox's sentry ended without reporting the command's "
+                            "status; its result is unknown");
+    }
     return 0;
 }
 

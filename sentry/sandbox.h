@@ -218,7 +218,9 @@ int bh_sandbox_start(struct bh_sandbox *sb, struct bh_error *err);
 pid_t bh_sandbox_pid(const struct bh_sandbox *sb);
 
 /* Waits for the sandbox to end. *status is a wait status of the guest:
- * exit code, or the signal that killed it. */
+ * exit code, or the signal that killed it. Returns -1 (ECHILD, err says
+ * so) when the sentry died without reporting the guest's status: the
+ * command's result is then unknown (*status holds the sentry's own). */
 int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err);
 
 /* Forwards sig to the guest (through the sentry). */
