@@ -52,7 +52,7 @@ static json_t *field_value(const ProtobufCFieldDescriptor *f, const void *p)
         /* lower-case names, as the design speaks of them (not_found, idle) */
         char name[64];
         size_t i = 0;
-        for (; v->name[i] && i < sizeof(name) - 1; i++)
+        for (; i < sizeof(name) - 1 && v->name[i]; i++)
             name[i] = (char)(v->name[i] >= 'A' && v->name[i] <= 'Z' ? v->name[i] + 32 : v->name[i]);
         name[i] = '\0';
         return json_string(name);

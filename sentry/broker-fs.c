@@ -446,8 +446,9 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
     char link[PATH_MAX];
     if (rest == NULL || tmp == NULL)
         return -ENOMEM;
+    /* rest and tmp are freed by cleanup_free, which cppcheck cannot see. */
     if (strlen(abs) >= 2 * PATH_MAX)
-        return -ENAMETOOLONG;
+        return -ENAMETOOLONG; // cppcheck-suppress memleak
     strcpy(rest, abs);
     w->canon[0] = '\0';
     w->guest_fd = -1;
