@@ -125,8 +125,39 @@ static int raw_move_fd(int from, int to, bool cloexec)
     return (int)syscall(SYS_dup3, from, to, cloexec ? O_CLOEXEC : 0);
 }
 
+/* Closes every fd but those in keep (unsorted, -1s ignored): raw syscalls,
+ * as between clone and exec. */
+static void close_all_but(int *keep, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int t = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = t;
+        }
+    unsigned lo = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < 0 || (unsigned)keep[i] < lo)
+            continue;
+        if ((unsigned)keep[i] > lo)
+            syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+        lo = (unsigned)keep[i] + 1;
+    }
+    syscall(SYS_close_range, lo, ~0U, 0);
+}
+
 static __attribute__((noreturn)) void child_main(struct child_args *a)
 {
+    /* Hold nothing of the creator's while waiting for it: its end of the
+     * sync socket (so its death reads as EOF here and this child exits),
+     * its lock on an OCI state directory, the id-slot lock of another
+     * sandbox, fds it did not mean to pass on. */
+    int keep[9 + BH_NS_COUNT] = {
+        0,          1,          2,        a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
+        a->sync_fd, a->slot_fd, a->exe_fd};
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        keep[9 + i] = a->ns_fds[i];
+    close_all_but(keep, BH_ARRAY_SIZE(keep));
     char go[64];
     ssize_t n;
     do {

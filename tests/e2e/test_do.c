@@ -519,6 +519,77 @@ Test(do_api, create_failure_reports_the_reason_and_leaves_nothing, .timeout = 60
     cr_assert_neq(access(cg, F_OK), 0, "cgroup %s is left", cg);
 }
 
+/* A network namespace owned by the host (as a CRI makes a pod's) is joined
+ * before the sandbox's user namespace is made (the attached path: the
+ * sentry is cloned with CLONE_PARENT, so it is still our child to wait for),
+ * and the guest sees that namespace's interface. */
+static char api_netns[64];
+
+static void api_netns_remove(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "ip netns delete %s 2>/dev/null", api_netns);
+    if (api_netns[0] && system(cmd) != 0)
+        fprintf(stderr, "network namespace %s was not removed\n", api_netns);
+    api_netns[0] = '\0';
+}
+
+static void api_joins_netns(enum bh_tier tier)
+{
+    setenv("BULKHEAD_LIBEXEC", h_build(), 1);
+    if (tier == BH_TIER_KERNEL)
+        require_tier(1);
+    snprintf(api_netns, sizeof(api_netns), "bh-core2-do-%d", getpid());
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "ip netns add %s && ip -n %s link add bhjoin0 type bridge",
+             api_netns, api_netns);
+    if (system(cmd) != 0) {
+        api_netns_remove();
+        cr_skip_test("`ip netns add` does not work here");
+    }
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    cr_assert_geq(asprintf(&s.id, "e2e-netns-%d", getpid()), 0);
+    cr_assert_geq(asprintf(&s.ns_paths[BH_NS_NET], "/run/netns/%s", api_netns), 0);
+    s.tier = tier;
+    s.workdir = strdup("/work");
+    s.process.cwd = strdup("/work");
+    s.process.uid = s.process.gid = 1000;
+    s.process.argv = calloc(3, sizeof(char *));
+    s.process.argv[0] = strdup("/bin/cat");
+    s.process.argv[1] = strdup("/proc/net/dev");
+    s.process.env = calloc(2, sizeof(char *));
+    s.process.env[0] = strdup("PATH=/usr/bin:/bin");
+    int out = memfd_create("out", MFD_CLOEXEC);
+    s.stdio[1] = out;
+    struct bh_error err = {0};
+    struct bh_sandbox *sb = NULL;
+    int rc = bh_sandbox_create(&s, NULL, &sb, &err);
+    bh_sandbox_spec_free(&s);
+    if (rc < 0)
+        api_netns_remove();
+    cr_assert_eq(rc, 0, "create: %s", err.msg);
+    int st = -1;
+    rc = bh_sandbox_start(sb, &err) == 0 ? bh_sandbox_wait(sb, &st, &err) : -1;
+    bh_sandbox_destroy(sb);
+    api_netns_remove();
+    cr_assert_eq(rc, 0, "start/wait: %s", err.msg);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+    char *o = h_read_fd(out);
+    cr_expect(strstr(o, "bhjoin0") != NULL, "the joined netns's interface is not seen: %s", o);
+    free(o);
+}
+
+Test(do_api, joins_a_host_owned_netns_container, .timeout = 60)
+{
+    api_joins_netns(BH_TIER_CONTAINER);
+}
+
+Test(do_api, joins_a_host_owned_netns_kernel, .timeout = 60)
+{
+    api_joins_netns(BH_TIER_KERNEL);
+}
+
 Test(do_flags, sigkill_of_bulkhead_do_ends_the_sandbox_and_the_next_run_cleans_up, .timeout = 60)
 {
     char *bh = h_path("bulkhead");
