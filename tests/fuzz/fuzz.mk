@@ -6,6 +6,9 @@
 #       time), then prints executions, coverage (cov/ft), corpus size and
 #       crashes per target; fails when any target crashed, leaked or hung.
 #   make fuzz-build      only builds them, into $(FUZZ_DIR)/
+#       To run two targets at once on a 2-core machine, build first, then start
+#       two `make fuzz FUZZ_TARGETS=...` (two makes building one FUZZ_DIR at the
+#       same time race on its archive).
 #   make fuzz-replay     runs every committed seed and reproducer once, under
 #                        the sanitizers (tests/fuzz/regressions/NAME/ holds the
 #                        reproducers whose defect only a sanitizer sees)
