@@ -298,10 +298,7 @@ static int idmapped_clone(const char *dir, int userns, struct bh_error *err)
 
 struct mount_job {
     const struct ovl_plan *plan;
-    int *lower_fds;
-    int upper_parent_fd;
-    const char *upper_name;
-    uint32_t uid, gid;
+    uint32_t uid, gid; /* the sandbox root's host ids */
 };
 
 /* The helper, after fork: takes the sandbox root's host ids as its fs ids
@@ -449,12 +446,7 @@ static int remount_overlay(const char *rootfs, int userns, uint32_t uid, uint32_
         bh_error_errno(err, errno, "socketpair");
         goto out;
     }
-    struct mount_job job = {.plan = &plan,
-                            .lower_fds = lower_fds,
-                            .upper_parent_fd = up,
-                            .upper_name = upper_name,
-                            .uid = uid,
-                            .gid = gid};
+    struct mount_job job = {.plan = &plan, .uid = uid, .gid = gid};
     pid_t pid = fork();
     if (pid < 0) {
         bh_error_errno(err, errno, "fork");
