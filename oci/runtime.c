@@ -25,6 +25,9 @@
 #include "oci-report.h"
 #include "probe.h"
 
+/* The cgroup path a create records first in its state directory. */
+#define CREATING_CGROUP_FILE "cgroup_path"
+
 #define PARSE_OR_FAIL(opts, help_text)                                                             \
     bool help_ = false;                                                                            \
     struct bh_error perr_ = {0};                                                                   \
@@ -249,6 +252,15 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     cleanup_close int dirfd = -1;
     if (oci_state_dir_create(g->root, id, &dirfd, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
+    /* Before anything is made: a delete after this create was killed (no
+     * state.json yet) finds the cgroup to empty and remove here. */
+    if (oci_write_file_atomic(dirfd, CREATING_CGROUP_FILE, cgroup_path, strlen(cgroup_path),
+                              &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_state_remove(g->root, id, &err);
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
     }
@@ -677,6 +689,35 @@ static void wait_gone(pid_t pid, unsigned long long start, int ms)
         usleep(10000);
 }
 
+/* What a create killed before it wrote state.json made: its cgroup (with
+ * the sentry and guest, if it got that far) at the path it recorded first,
+ * or the default one. Called once the state directory's lock was had and
+ * state.json missing (so no create of this id runs). */
+static void remove_half_created(const struct cli_globals *g, const char *id)
+{
+    char dir[4096], path[4200], cgp[1200] = "";
+    struct bh_error err = {0};
+    if (oci_state_path(g->root, id, dir, sizeof(dir), &err) < 0)
+        return;
+    snprintf(path, sizeof(path), "%s/%s", dir, CREATING_CGROUP_FILE);
+    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno != ENOENT || access(dir, F_OK) < 0)
+            return; /* no such container at all */
+        snprintf(cgp, sizeof(cgp), "bulkhead/%s", id);
+    } else {
+        ssize_t n = read(fd, cgp, sizeof(cgp) - 1);
+        cgp[n > 0 ? n : 0] = '\0';
+        if (n <= 0 || strchr(cgp, '\n') != NULL)
+            return;
+    }
+    struct bh_cgroup *cg = NULL;
+    if (bh_cgroup_open(cgp, &cg, &err) < 0)
+        return;
+    if (bh_cgroup_destroy(cg, &err) < 0)
+        cli_log(g, "warn", "delete: cgroup of a create that did not finish: %s", err.msg);
+}
+
 int oci_do_delete(const struct cli_globals *g, const char *id, bool force)
 {
     cleanup_close int dirfd = -1;
@@ -684,8 +725,11 @@ int oci_do_delete(const struct cli_globals *g, const char *id, bool force)
     struct bh_error err = {0};
     if (oci_state_open(g->root, id, &dirfd, &st, &err) < 0) {
         /* A directory without state.json (seen under its lock) is what a
-         * create that crashed left: remove it, so the id can be used again. */
+         * create that crashed left: end and remove what it made, so nothing
+         * of it runs on and the id can be used again. */
         struct bh_error rerr = {0};
+        if (err.code == ENOENT)
+            remove_half_created(g, id);
         if (err.code == ENOENT)
             oci_state_remove(g->root, id, &rerr);
         if (err.code == ENOENT && force)

@@ -62,11 +62,22 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* Bounded: a holder that never lets go (a stuck process) must not hang
+ * every later command, delete --force included. */
+#define LOCK_WAIT_MS 10000
+
 static int lock_dir(int fd, const char *path, struct bh_error *err)
 {
-    while (flock(fd, LOCK_EX) < 0) {
-        if (errno != EINTR)
+    for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 5) {
+        if (errno != EINTR && errno != EWOULDBLOCK)
             return bh_error_errno(err, errno, "lock `%s`", path);
+        if (waited >= LOCK_WAIT_MS)
+            return bh_error_set(err, EBUSY,
+                                "`%s` stayed locked by another bulkhead command for %d s (a "
+                                "create or delete still running, or stuck): retry when it has "
+                                "ended, or end it",
+                                path, LOCK_WAIT_MS / 1000);
+        usleep(5000);
     }
     return 0;
 }
