@@ -359,6 +359,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     cli_log(g, "debug", "created container %s: sentry pid %d, tier %s", id, st.pid,
             bh_tier_name(st.tier));
     /* The sandbox outlives us: drop the handle without destroying it. */
+    bh_sandbox_release(sb);
     oci_state_free(&st);
     oci_config_free(&cfg);
     return 0;

@@ -1012,6 +1012,15 @@ int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err)
     return 0;
 }
 
+void bh_sandbox_release(struct bh_sandbox *sb)
+{
+    if (sb == NULL)
+        return;
+    bh_cgroup_free(sb->cg);
+    sb->cg = NULL;
+    sandbox_free(sb);
+}
+
 void bh_sandbox_destroy(struct bh_sandbox *sb)
 {
     if (sb == NULL)

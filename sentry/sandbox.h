@@ -229,6 +229,10 @@ int bh_sandbox_signal(struct bh_sandbox *sb, int sig, struct bh_error *err);
 /* Kills whatever still runs, removes cgroups and state, frees sb. */
 void bh_sandbox_destroy(struct bh_sandbox *sb);
 
+/* Frees the handle's memory and fds and kills nothing: a detached sandbox
+ * (OCI create) lives on, reached again through its state directory. */
+void bh_sandbox_release(struct bh_sandbox *sb);
+
 /* Maps a wait status to a shell exit code: the code, or 128+signal. */
 int bh_status_to_exit_code(int status);
 

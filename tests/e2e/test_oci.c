@@ -160,10 +160,46 @@ static void setup(void)
         cr_skip_test("%s is not built", bh);
 }
 
+/* Whatever delete could not end (a create that reported failure, e.g.
+ * through a sanitizer's exit code, after its sentry started): every
+ * process in the container's cgroups is killed by pid, the cgroups
+ * removed. */
+static void kill_by_cgroup(const char *id)
+{
+    static const char *const hier[] = {"pids",   "memory",  "cpu,cpuacct", "cpu",   "cpuacct",
+                                       "cpuset", "freezer", "devices",     "blkio", "unified",
+                                       ""};
+    for (int round = 0; round < 3; round++) {
+        for (size_t h = 0; h < sizeof(hier) / sizeof(hier[0]); h++) {
+            char p[1024];
+            snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%sbulkhead/%s/cgroup.procs", hier[h],
+                     hier[h][0] ? "/" : "", id);
+            FILE *f = fopen(p, "re");
+            int pid;
+            while (f && fscanf(f, "%d", &pid) == 1)
+                if (pid > 0)
+                    kill(pid, SIGKILL);
+            if (f)
+                fclose(f);
+        }
+        usleep(50000);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+    }
+    for (size_t h = 0; h < sizeof(hier) / sizeof(hier[0]); h++) {
+        char p[1024];
+        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%sbulkhead/%s", hier[h], hier[h][0] ? "/" : "",
+                 id);
+        rmdir(p);
+    }
+}
+
 static void teardown(void)
 {
-    for (int i = 0; i < n_ids; i++)
+    for (int i = 0; i < n_ids; i++) {
         RUN0("delete", "--force", ids[i]);
+        kill_by_cgroup(ids[i]);
+    }
     if (rootfs_mounted) {
         char p[256];
         snprintf(p, sizeof(p), "%s/bundle/rootfs", tmp);
