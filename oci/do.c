@@ -33,6 +33,7 @@ struct do_args {
     enum bh_tier tier;
     const char *rootfs;
     int64_t memory;
+    int64_t tmp_size;
     int64_t pids;
     double cpus;
     double timeout;
@@ -62,6 +63,9 @@ static void do_usage(FILE *out)
             "  --rootfs DIR             use DIR (read-only) as the root instead of the host's\n"
             "                           system directories; /tmp is a private tmpfs\n"
             "  --memory SIZE            memory limit (bytes, or with k, m, g suffix; >= 4m)\n"
+            "  --tmp-size SIZE          size of each private tmpfs, /tmp and the working\n"
+            "                           directory (default 64m; tmpfs pages count against\n"
+            "                           --memory)\n"
             "  --pids N                 most processes and threads at once (>= 1)\n"
             "  --cpus N                 CPU share, e.g. 0.5 or 2 (at most the host's CPUs)\n"
             "  --timeout SECONDS        kill the sandbox after SECONDS and exit 124\n"
@@ -153,8 +157,9 @@ int do_parse_args(int argc, char **argv, struct do_args *a, struct bh_error *err
         }
         const char *eq = strchr(arg, '=');
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        static const char *const with_value[] = {"--tier", "--rootfs",  "--memory",  "--pids",
-                                                 "--cpus", "--timeout", "--workdir", "--env"};
+        static const char *const with_value[] = {"--tier",    "--rootfs", "--memory",
+                                                 "--pids",    "--cpus",   "--timeout",
+                                                 "--workdir", "--env",    "--tmp-size"};
         const char *name = NULL;
         for (size_t k = 0; k < BH_ARRAY_SIZE(with_value); k++)
             if (strlen(with_value[k]) == len && strncmp(arg, with_value[k], len) == 0)
@@ -187,6 +192,11 @@ int do_parse_args(int argc, char **argv, struct do_args *a, struct bh_error *err
             if (a->memory < 4 * 1024 * 1024)
                 return bh_error_set(err, EINVAL,
                                     "--memory %s is too small: a sandbox needs at least 4m", v);
+        } else if (strcmp(name, "--tmp-size") == 0) {
+            if (parse_size(v, &a->tmp_size, err) < 0)
+                return bh_error_prefix(err, "--tmp-size");
+            if (a->tmp_size < 1024 * 1024)
+                return bh_error_set(err, EINVAL, "--tmp-size %s is too small: at least 1m", v);
         } else if (strcmp(name, "--pids") == 0) {
             if (parse_num(name, v, 1, 4194304, &d, err) < 0)
                 return -1;
@@ -386,6 +396,7 @@ static int build_spec(const struct do_args *a, struct bh_sandbox_spec *s, struct
     }
     s->limits.memory_bytes = a->memory;
     s->limits.memory_swap_bytes = a->memory;
+    s->limits.tmpfs_bytes = a->tmp_size;
     s->limits.pids = a->pids;
     if (a->cpus > 0) {
         s->limits.cpu_period_us = 100000;

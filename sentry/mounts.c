@@ -123,9 +123,14 @@ static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urand
 
 /* Host files and directories of the embedded default's /etc, bound read-only
  * when the host has them. /etc/ssl/private is deliberately absent. */
+/* Read-only, from the host; a missing one is skipped. services and
+ * protocols serve getservbyname and friends; python3* hold the interpreter's
+ * sitecustomize, which /usr links to. */
 static const char *const etc_binds[] = {
     "ld.so.cache",          "alternatives", "ssl/certs", "ssl/openssl.cnf",
-    "ca-certificates.conf", "localtime", /* only when not a symlink (see write_etc) */
+    "ca-certificates.conf", "services",     "protocols", "python3",
+    "python3.11",           "mime.types",   "localtime", /* only when not a symlink (see write_etc)
+                                                          */
 };
 
 enum mp_kind {

@@ -356,6 +356,22 @@ static void expect_refused(const char *why, char *const *args)
     h_free(&r);
 }
 
+TIER_TEST(tmp_size_sets_and_bounds_the_private_tmpfs, .timeout = 60)
+{
+    /* 8 MiB each: a 6 MiB file fits in /tmp, a second one does not. */
+    struct run_result r =
+        bh_do(kernel, 30, NULL, "--tmp-size", "8m", "--", "/bin/sh", "-c",
+              "df -k /tmp /work | tail -n 2 | awk '{print $2}';"
+              "head -c 6291456 /dev/zero > /tmp/a && echo first-fits;"
+              "head -c 6291456 /dev/zero > /tmp/b 2>/dev/null || echo second-refused",
+              NULL);
+    ASSERT_RAN(r);
+    cr_assert(strstr(r.out, "8192\n8192\n") != NULL, "[%s] sizes: %s", tier_name(kernel), r.out);
+    cr_assert(strstr(r.out, "first-fits") != NULL, "[%s] %s", tier_name(kernel), r.out);
+    cr_assert(strstr(r.out, "second-refused") != NULL, "[%s] %s", tier_name(kernel), r.out);
+    h_free(&r);
+}
+
 Test(do_flags, bad_flags_and_impossible_limits_exit_125)
 {
     expect_refused("unknown flag",
@@ -378,6 +394,8 @@ Test(do_flags, bad_flags_and_impossible_limits_exit_125)
     expect_refused("bad env",
                    (char *[]){"--env", "NOEQUALS", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
     expect_refused("flag without value", (char *[]){"--timeout", NULL});
+    expect_refused("tiny tmp",
+                   (char *[]){"--tmp-size", "1k", "--", "/bin/echo", "SHOULD-NOT-RUN", NULL});
 }
 
 Test(do_flags, help_documents_every_flag)
@@ -386,8 +404,8 @@ Test(do_flags, help_documents_every_flag)
     char *argv[] = {bh, "do", "--help", NULL};
     struct run_result r = h_run(argv, NULL, NULL, 10);
     cr_assert_eq(r.status, 0);
-    const char *flags[] = {"--tier",    "--rootfs", "--memory", "--pids", "--cpus", "--timeout",
-                           "--workdir", "--env",    "124",      "125",    "128+N"};
+    const char *flags[] = {"--tier",    "--rootfs", "--memory",   "--pids", "--cpus", "--timeout",
+                           "--workdir", "--env",    "--tmp-size", "124",    "125",    "128+N"};
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         cr_assert(strstr(r.out, flags[i]) != NULL, "--help does not mention %s", flags[i]);
     h_free(&r);
