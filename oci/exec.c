@@ -133,6 +133,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
     int rc = 1;
     json_t *pj = NULL;
+    struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
     struct oci_state st = {0};
     cleanup_close int dirfd = -1;
@@ -244,7 +245,6 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     pathfd = open(dir_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     char state_dir[4096];
     oci_sentry_dir(g->root, id, pathfd, state_dir, sizeof(state_dir));
-    struct bh_sentry_conn *conn = NULL;
     if (bh_sentry_connect(state_dir, &conn, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -260,7 +260,6 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     proc.has_oom_score_adj = false;
     if (bh_sentry_exec(conn, &proc, stdio, proc.terminal ? console_socket : NULL, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
-        bh_sentry_disconnect(conn);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
     }
@@ -347,9 +346,10 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         goto out;
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
-    bh_sentry_disconnect(conn);
     rc = bh_status_to_exit_code(wst);
 out:
+    if (conn != NULL)
+        bh_sentry_disconnect(conn);
     oci_process_free(&proc);
     if (pj)
         json_decref(pj);
