@@ -104,7 +104,6 @@ struct bh_sentry_conn *bh_sandbox_conn(struct bh_sandbox *sb)
 struct child_args {
     const struct bh_sandbox_spec *spec;
     int sync_fd, slot_fd, exe_fd;
-    int peer_fd; /* the front end's end of the sync socket */
     int ns_fds[BH_NS_COUNT];
     /* Joined by the helper that cloned the child, before the sandbox's user
      * namespace existed (host-owned namespaces need host root to join). */
@@ -161,9 +160,6 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     close_all_but(keep, BH_ARRAY_SIZE(keep));
     char go[64];
     ssize_t n;
-    /* Only the front end may hold its end: if it dies before "go", the
-     * child then reads end of stream and exits instead of waiting forever. */
-    syscall(SYS_close, a->peer_fd);
     do {
         n = recv(a->sync_fd, go, sizeof(go), 0);
     } while (n < 0 && errno == EINTR);
@@ -834,7 +830,6 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
 
     struct child_args a = {.spec = spec,
                            .sync_fd = child_sync,
-                           .peer_fd = sb->conn.fd,
                            .slot_fd = sb->slot.lock_fd,
                            .exe_fd = exe_fd,
                            .owned = !detached};
