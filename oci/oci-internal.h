@@ -128,8 +128,6 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
 /* After create, before the container's process runs: stacks an idmapped
  * copy (the sandbox's user namespace) of every writable bind on its
  * destination, so the container's root writes host-root files as under runc. */
-int oci_idmap_rw_binds(const struct cli_globals *g, const struct bh_sandbox_spec *spec,
-                       pid_t sentry, struct bh_error *err);
 
 /* ---- hooks (oci/hooks.c) ------------------------------------------------- */
 

@@ -126,52 +126,6 @@ static int set_oom_score_adj(const char *cgroup_path, int value, struct bh_error
     return rc;
 }
 
-/* The live report of a running container checks its namespaces but not
- * what its network namespace holds; a container may join one (a pod's, made
- * by a CRI), so the interfaces it sees are checked here, from the host:
- * anything but lo fails net_lo_only, which the kernel tier requires. */
-static void add_net_check(json_t *report, pid_t pid)
-{
-    char path[64], line[512], seen[256] = "";
-    snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)pid);
-    FILE *f = fopen(path, "re");
-    bool ok = f != NULL;
-    int lines = 0;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (++lines <= 2)
-            continue; /* the two header lines */
-        char *colon = strchr(line, ':');
-        if (colon == NULL)
-            continue;
-        *colon = '\0';
-        char *name = line + strspn(line, " ");
-        if (strcmp(name, "lo") == 0)
-            continue;
-        ok = false;
-        size_t l = strlen(seen);
-        snprintf(seen + l, sizeof(seen) - l, "%s%s", l ? ", " : "", name);
-    }
-    if (f != NULL)
-        fclose(f);
-    char detail[400];
-    if (f == NULL)
-        snprintf(detail, sizeof(detail), "sentry %d: cannot read %s", (int)pid, path);
-    else if (ok)
-        snprintf(detail, sizeof(detail), "sentry %d: only lo in its network namespace", (int)pid);
-    else
-        snprintf(detail, sizeof(detail),
-                 "sentry %d: its network namespace (joined, linux.namespaces path) has %s "
-                 "besides lo: the kernel tier allows no network",
-                 (int)pid, seen);
-    json_array_append_new(json_object_get(report, "checks"),
-                          json_pack("{s:s,s:s,s:s,s:s}", "name", "net_lo_only", "result",
-                                    ok ? "pass" : "fail", "required_for", "kernel", "detail",
-                                    detail));
-    const char *tier = json_string_value(json_object_get(report, "tier"));
-    if (!ok && tier != NULL && strcmp(tier, "kernel") == 0)
-        json_object_set_new(report, "tier", json_string("container"));
-}
-
 /* "name (detail); ..." of every failed check, for an error message. */
 static const char *failed_checks(json_t *report)
 {
@@ -257,8 +211,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     }
     /* Before anything is made: a delete after this create was killed (no
      * state.json yet) finds the cgroup to empty and remove here. */
-    if (oci_write_file_atomic(dirfd, CREATING_CGROUP_FILE, cgroup_path, strlen(cgroup_path),
-                              &err) < 0) {
+    if (oci_write_file_atomic(dirfd, CREATING_CGROUP_FILE, cgroup_path, strlen(cgroup_path), &err) <
+        0) {
         cli_report_error(g, "create: %s", err.msg);
         oci_state_remove(g->root, id, &err);
         oci_config_free(&cfg);
@@ -316,7 +270,6 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
               spec->process.cap_permitted | spec->process.cap_inheritable |
               spec->process.cap_ambient;
     st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
-    add_net_check(st.tier_report, st.pid);
     /* The live sandbox must prove the tier it was made for, or it never runs. */
     enum bh_tier proven = BH_TIER_NONE;
     bh_tier_parse(json_string_value(json_object_get(st.tier_report, "tier")), &proven, NULL);
@@ -423,7 +376,6 @@ int oci_do_start(const struct cli_globals *g, const char *id)
         json_string_value(json_object_get(st.annotations, OCI_ANNOTATION_REPORT_SOCKET));
     if (rs != NULL) {
         json_t *report = oci_report_build(id, st.pid, st.tier, st.caps);
-        add_net_check(report, st.pid);
         if (st.tier_report)
             json_decref(st.tier_report);
         st.tier_report = report;

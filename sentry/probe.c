@@ -665,6 +665,46 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
                        "guest %d: %s", (int)guest, detail);
 }
 
+/* What the sandbox's network namespace holds, read from the host through
+ * the sentry: a joined namespace (a pod's, made by a CRI) may hold more than
+ * lo, which the kernel tier does not allow. */
+static void check_net(struct bh_tier_report *r, pid_t sentry)
+{
+    char path[64], line[512], seen[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)sentry);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        bh_tier_report_add(r, "net_lo_only", BH_CHECK_FAIL, BH_TIER_KERNEL,
+                           "sentry %d: cannot read %s: %s", (int)sentry, path, strerror(errno));
+        return;
+    }
+    bool ok = true;
+    int lines = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (++lines <= 2)
+            continue; /* the two header lines */
+        char *colon = strchr(line, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        const char *name = line + strspn(line, " ");
+        if (strcmp(name, "lo") == 0)
+            continue;
+        ok = false;
+        size_t l = strlen(seen);
+        snprintf(seen + l, sizeof(seen) - l, "%s%s", l ? ", " : "", name);
+    }
+    fclose(f);
+    if (ok)
+        bh_tier_report_add(r, "net_lo_only", BH_CHECK_PASS, BH_TIER_KERNEL,
+                           "outside, sentry %d: only lo in its network namespace", (int)sentry);
+    else
+        bh_tier_report_add(r, "net_lo_only", BH_CHECK_FAIL, BH_TIER_KERNEL,
+                           "outside, sentry %d: interfaces besides lo: %s (the kernel tier "
+                           "allows no network)",
+                           (int)sentry, seen);
+}
+
 int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_report **r,
                         struct bh_error *err)
 {
@@ -675,6 +715,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
     struct bh_tier_report *rep = *r;
 
     check_sentry(rep, target->sentry_pid);
+    check_net(rep, target->sentry_pid);
     pid_t guests[64];
     size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));
     if (n == 0) {
