@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -179,6 +180,8 @@ static void start_daemon(bool sessions)
     daemon_pid = fork();
     cr_assert_geq(daemon_pid, 0);
     if (daemon_pid == 0) {
+        /* a test killed by its timeout runs no .fini: the daemon ends with it */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         int e = open(errlog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         dup2(e, 2);
         execl(bin, bin, "--socket", sock_path, "--tier", tier, "--audit", audit, "--warm", "0",
@@ -223,7 +226,7 @@ static enum outcome send_raw(const void *bytes, size_t len, bool half_close, Res
     void *ans = NULL;
     size_t alen = 0;
     struct bh_error err = {0};
-    int rc = bh_frame_read(fd, 64u << 20, bh_now_ms() + 60000, &ans, &alen, &err);
+    int rc = bh_frame_read(fd, 64u << 20, bh_now_ms() + 20000, &ans, &alen, &err);
     enum outcome o = GOT_NOTHING;
     if (rc == 1) {
         *resp = bulkhead__control__response__unpack(NULL, alen, ans);
