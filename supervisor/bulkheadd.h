@@ -40,6 +40,8 @@ struct bhd_config {
     int64_t max_timeout_ms;
     int64_t default_timeout_ms;
     int64_t max_frame;
+    int64_t frame_timeout_ms;
+    int64_t max_connections;
     int64_t warm;
     bool debug;
 };
@@ -117,6 +119,8 @@ bool bhd_utf8_valid(const char *s, size_t len);
 /* server.c */
 int bhd_server_init(struct bh_error *err);
 void bhd_serve_connection(int fd);
+/* Answers at_capacity and closes: more connections than --max-connections. */
+void bhd_refuse_connection(int fd);
 void *bhd_maintenance_thread(void *arg);
 void bhd_shutdown_sessions(void);
 void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,11 @@ static struct limit_flag limit_flags[] = {
      24LL * 3600 * 1000, "ms", "timeout of a cell that names none"},
     {"max-frame", "BULKHEADD_MAX_FRAME_BYTES", &bhd_cfg.max_frame, 8 * MIB, 64 * 1024, 64 * MIB,
      "bytes", "largest request frame; larger: an error, then the connection closes"},
+    {"frame-timeout", "BULKHEADD_FRAME_TIMEOUT_MS", &bhd_cfg.frame_timeout_ms, 30 * 1000, 100,
+     3600LL * 1000, "ms",
+     "a request frame, once begun, must arrive whole within this; else the connection closes"},
+    {"max-connections", "BULKHEADD_MAX_CONNECTIONS", &bhd_cfg.max_connections, 256, 1, 100000, "",
+     "client connections at once; beyond it a new one gets at_capacity and is closed"},
     {"warm", "BULKHEADD_WARM", &bhd_cfg.warm, 2, 0, 64, "", "ready sandboxes kept for OpenSession"},
 };
 
@@ -414,9 +420,12 @@ static int bind_socket(struct bh_error *err)
     return fd;
 }
 
+static atomic_long open_connections;
+
 static void *conn_thread(void *arg)
 {
     bhd_serve_connection((int)(intptr_t)arg);
+    atomic_fetch_sub(&open_connections, 1);
     return NULL;
 }
 
@@ -519,9 +528,18 @@ int main(int argc, char **argv)
             int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (c < 0)
                 continue;
+            /* Each connection holds a thread: a client that opens many and
+             * sends nothing must not exhaust the daemon. */
+            if (atomic_fetch_add(&open_connections, 1) >= bhd_cfg.max_connections) {
+                atomic_fetch_sub(&open_connections, 1);
+                bhd_refuse_connection(c);
+                continue;
+            }
             pthread_t t;
-            if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0)
+            if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0) {
+                atomic_fetch_sub(&open_connections, 1);
                 close(c);
+            }
         }
     }
     bhd_log("shutting down: closing every session");

@@ -270,6 +270,22 @@ static int tomb_find(const char *fp, uid_t uid)
     return 0;
 }
 
+/* Answers a call on a session not in the table: ended (saying why, between
+ * ended and then) or never there. Called with lock held; releases it. */
+static void refuse_missing_unlock(const char *id, uid_t uid, const char *ended, const char *then,
+                                  Bulkhead__Control__Response *resp)
+{
+    char fp[BH_SHA256_HEX];
+    bh_sha256_hex(id, strlen(id), fp);
+    int reason = tomb_find(fp, uid);
+    pthread_mutex_unlock(&lock);
+    if (reason)
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason, "%s (%s)%s",
+                  ended, ended_name(reason), then);
+    else
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND, true, 0, "no such session");
+}
+
 /* Unlinks s and remembers why (lock held). The box is destroyed by the
  * caller outside the lock, when the last reference goes. */
 static void session_end_locked(struct session *s, int reason)
@@ -633,15 +649,7 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
     pthread_mutex_lock(&lock);
     struct session *s = session_get_locked(req->session_id, uid);
     if (s == NULL) {
-        char fp[BH_SHA256_HEX];
-        bh_sha256_hex(req->session_id, strlen(req->session_id), fp);
-        int reason = tomb_find(fp, uid);
-        pthread_mutex_unlock(&lock);
-        if (reason)
-            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
-                      "the session ended (%s): open a new one", ended_name(reason));
-        else
-            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND, true, 0, "no such session");
+        refuse_missing_unlock(req->session_id, uid, "the session ended", ": open a new one", resp);
         return;
     }
     if (!owner_calls_enter(s->owner_fp, uid)) {
@@ -834,15 +842,7 @@ static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
     pthread_mutex_lock(&lock);
     struct session *s = session_get_locked(req->session_id, uid);
     if (s == NULL) {
-        char fp[BH_SHA256_HEX];
-        bh_sha256_hex(req->session_id, strlen(req->session_id), fp);
-        int reason = tomb_find(fp, uid);
-        pthread_mutex_unlock(&lock);
-        if (reason)
-            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
-                      "the session already ended (%s)", ended_name(reason));
-        else
-            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND, true, 0, "no such session");
+        refuse_missing_unlock(req->session_id, uid, "the session already ended", "", resp);
         return;
     }
     /* wait for calls in flight: close is ordered after them */
@@ -994,6 +994,17 @@ static bool pb_strings_have_nul(const ProtobufCMessageDescriptor *d, const uint8
     return false;
 }
 
+void bhd_refuse_connection(int fd)
+{
+    Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
+    set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+              "too many connections at once (--max-connections %lld): retry later",
+              (long long)bhd_cfg.max_connections);
+    send_response(fd, &resp);
+    response_free(&resp);
+    close(fd);
+}
+
 void bhd_serve_connection(int fd)
 {
     struct ucred cred;
@@ -1015,11 +1026,21 @@ void bhd_serve_connection(int fd)
         void *buf = NULL;
         size_t len = 0;
         struct bh_error err = {0};
-        int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame, -1, &buf, &len, &err);
+        /* Waiting for a request has no limit (a client may keep its
+         * connection between calls); once a frame begins it must arrive
+         * whole in time, so a stalled client cannot hold this thread. */
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+            ;
+        int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame,
+                               bh_now_ms() + bhd_cfg.frame_timeout_ms, &buf, &len, &err);
         if (rc == 0)
             break;
         Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
         if (rc < 0) {
+            if (err.code == ETIMEDOUT)
+                bhd_log("closing a connection whose frame did not arrive within %lld ms",
+                        (long long)bhd_cfg.frame_timeout_ms);
             if (err.code == EMSGSIZE) {
                 set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
                           "%s: closing the connection", err.msg);
