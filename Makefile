@@ -170,8 +170,11 @@ clean:
 DEB_PACKAGES := build-essential pkg-config libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev \
     protobuf-c-compiler libprotobuf-c-dev libcriterion-dev libjansson-dev python3 nodejs iproute2
 
+# make fuzz needs clang's libFuzzer as well: `make deps DEPS_EXTRA="clang libclang-rt-14-dev"`.
+DEPS_EXTRA ?=
+
 deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	@missing=$$(for p in $(DEB_PACKAGES) $(DEPS_EXTRA); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
 	    | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	    echo "installing: $$missing"; \
