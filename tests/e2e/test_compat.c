@@ -14,37 +14,17 @@
 
 static void require_kernel(void)
 {
-    char *bh = h_path("bulkhead");
-    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
-    struct run_result r = h_run(argv, NULL, NULL, 120);
-    free(bh);
-    if (r.status != 0)
-        cr_skip_test("the kernel tier does not run here: %.300s", r.err);
-    h_free(&r);
+    h_require_kernel_tier();
 }
 
 /* bulkhead do --tier kernel --pids 256 -- argv... (NULL-terminated). */
 static struct run_result kernel_do(int timeout_s, ...)
 {
-    char *argv[32];
-    size_t n = 0;
-    argv[n++] = h_path("bulkhead");
-    argv[n++] = "do";
-    argv[n++] = "--tier";
-    argv[n++] = "kernel";
-    argv[n++] = "--pids";
-    argv[n++] = "256";
-    argv[n++] = "--memory";
-    argv[n++] = "1g";
-    argv[n++] = "--";
+    static const char *const limits[] = {"--pids", "256", "--memory", "1g", "--", NULL};
     va_list ap;
     va_start(ap, timeout_s);
-    for (char *a; (a = va_arg(ap, char *)) != NULL && n < 31;)
-        argv[n++] = a;
+    struct run_result r = h_do_va("kernel", NULL, timeout_s, limits, ap);
     va_end(ap);
-    argv[n] = NULL;
-    struct run_result r = h_run(argv, NULL, NULL, timeout_s);
-    free(argv[0]);
     return r;
 }
 

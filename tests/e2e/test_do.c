@@ -20,35 +20,18 @@ static const char *tier_name(int kernel)
 
 static void require_tier(int kernel)
 {
-    if (!kernel)
-        return;
-    char *bh = h_path("bulkhead");
-    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
-    struct run_result r = h_run(argv, NULL, NULL, 120);
-    free(bh);
-    if (r.status != 0)
-        cr_skip_test("the kernel tier does not run here: %.300s", r.err);
-    h_free(&r);
+    if (kernel)
+        h_require_kernel_tier();
 }
 
 /* bulkhead do --tier T [flags...] -- cmd...; args end with NULL, "--" is
  * given by the caller so flags can be tested too. */
 static struct run_result bh_do(int kernel, int timeout_s, char *const extra_env[], ...)
 {
-    char *argv[64];
-    size_t n = 0;
-    argv[n++] = h_path("bulkhead");
-    argv[n++] = "do";
-    argv[n++] = "--tier";
-    argv[n++] = (char *)tier_name(kernel);
     va_list ap;
     va_start(ap, extra_env);
-    for (char *a; (a = va_arg(ap, char *)) != NULL && n < 63;)
-        argv[n++] = a;
+    struct run_result r = h_do_va(tier_name(kernel), extra_env, timeout_s, NULL, ap);
     va_end(ap);
-    argv[n] = NULL;
-    struct run_result r = h_run(argv, extra_env, NULL, timeout_s);
-    free(argv[0]);
     return r;
 }
 

@@ -33,6 +33,7 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "harness.h"
 
 typedef Bulkhead__Control__Request Req;
 typedef Bulkhead__Control__Response Resp;
@@ -102,17 +103,9 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static const char *build_dir(void)
-{
-    const char *b = getenv("BULKHEAD_BUILD");
-    if (b == NULL || *b == '\0')
-        cr_skip_test("BULKHEAD_BUILD is not set: run through `make e2e` or export it");
-    return b;
-}
-
 static void need_binary(const char *name, char *out, size_t n)
 {
-    snprintf(out, n, "%s/%s", build_dir(), name);
+    snprintf(out, n, "%s/%s", h_build(), name);
     if (access(out, X_OK) < 0)
         cr_skip_test("%s is not built (make %s)", out, out);
 }
@@ -624,66 +617,11 @@ static void sweep(void)
 
 /* ---- running a program we can inject faults into ------------------------- */
 
-struct job {
-    pid_t pid;
-    int out, err; /* memfds */
-};
-
-static struct job spawn(char *const argv[], const char *cwd)
+static struct h_job spawn(char *const argv[], const char *cwd)
 {
-    struct job j = {.out = memfd_create("out", MFD_CLOEXEC),
-                    .err = memfd_create("err", MFD_CLOEXEC)};
-    cr_assert(j.out >= 0 && j.err >= 0);
-    j.pid = fork();
-    cr_assert_geq(j.pid, 0);
-    if (j.pid == 0) {
-        int in = open("/dev/null", O_RDONLY);
-        if (in < 0 || dup2(in, 0) < 0 || dup2(j.out, 1) < 0 || dup2(j.err, 2) < 0)
-            _exit(126);
-        if (cwd && chdir(cwd) < 0)
-            _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    struct h_job j = h_spawn(argv, NULL, NULL, cwd);
     track(j.pid);
     return j;
-}
-
-static char *read_memfd(int fd)
-{
-    off_t size = lseek(fd, 0, SEEK_END);
-    if (size < 0)
-        size = 0;
-    char *buf = calloc(1, (size_t)size + 1);
-    if (pread(fd, buf, (size_t)size, 0) < 0)
-        buf[0] = '\0';
-    return buf;
-}
-
-/* Exit code, 128+signal, or -1 after timeout_s (the job is then killed). */
-static int finish(struct job *j, int timeout_s, char **out, char **err)
-{
-    int st = 0, rc = -1;
-    for (int64_t end = now_ms() + timeout_s * 1000;;) {
-        pid_t w = waitpid(j->pid, &st, WNOHANG);
-        if (w == j->pid) {
-            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            break;
-        }
-        if (now_ms() > end) {
-            kill(j->pid, SIGKILL);
-            waitpid(j->pid, &st, 0);
-            break;
-        }
-        usleep(2000);
-    }
-    if (out)
-        *out = read_memfd(j->out);
-    if (err)
-        *err = read_memfd(j->err);
-    close(j->out);
-    close(j->err);
-    return rc;
 }
 
 /* ---- 1, 2: bulkhead do ---------------------------------------------------- */
@@ -696,15 +634,15 @@ static const char *do_tier(void)
     static int kernel = -1;
     if (kernel < 0) {
         char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
-        struct job j = spawn(argv, NULL);
+        struct h_job j = spawn(argv, NULL);
         char *err = NULL;
-        int rc = finish(&j, 60, NULL, &err);
+        int rc = h_finish(&j, 60, NULL, &err);
         kernel = rc == 0;
         if (!kernel) {
             char *argv2[] = {bh, "do", "--tier", "container", "--", "/bin/true", NULL};
             j = spawn(argv2, NULL);
             char *err2 = NULL;
-            int rc2 = finish(&j, 60, NULL, &err2);
+            int rc2 = h_finish(&j, 60, NULL, &err2);
             if (rc2 != 0)
                 cr_skip_test("bulkhead do runs at no tier here: kernel: %.300s; container: %.300s",
                              err, err2);
@@ -752,7 +690,7 @@ static void sentry_kill_iteration(enum do_phase phase)
     char *argv[] = {bh,   "do",      "--tier", (char *)tier,
                     "--", "/bin/sh", "-c",     "echo guest-started; sleep 31 & exec sleep 30",
                     NULL};
-    struct job j = spawn(argv, NULL);
+    struct h_job j = spawn(argv, NULL);
     struct footprint *f = calloc(1, sizeof(*f));
     fp_tag(f, "do-%d-", (int)j.pid);
     struct proc_id sentry = wait_child(j.pid, sentry_comms, 20000);
@@ -774,7 +712,7 @@ static void sentry_kill_iteration(enum do_phase phase)
     cr_assert_eq(kill(sentry.pid, SIGKILL), 0);
     faults++;
     char *out = NULL, *err = NULL;
-    int rc = finish(&j, 30, &out, &err);
+    int rc = h_finish(&j, 30, &out, &err);
     cr_assert_neq(rc, -1, "[seed %llu] bulkhead do did not end within 30 s of its sentry's kill",
                   seed);
     cr_assert_neq(rc, 0,
@@ -816,7 +754,7 @@ Test(faults_do, guest_killed_exits_137)
         char *argv[] = {bh,   "do",      "--tier", (char *)tier,
                         "--", "/bin/sh", "-c",     "sleep 31 & exec sleep 30",
                         NULL};
-        struct job j = spawn(argv, NULL);
+        struct h_job j = spawn(argv, NULL);
         struct footprint *f = calloc(1, sizeof(*f));
         fp_tag(f, "do-%d-", (int)j.pid);
         struct proc_id sentry = wait_child(j.pid, sentry_comms, 20000);
@@ -834,7 +772,7 @@ Test(faults_do, guest_killed_exits_137)
         cr_assert_eq(kill(guest.pid, SIGKILL), 0);
         faults++;
         char *err = NULL;
-        int rc = finish(&j, 30, NULL, &err);
+        int rc = h_finish(&j, 30, NULL, &err);
         /* After its exec the command was killed: 137. Before it, the command
          * never ran, so 125 is honest too, if the message says the guest died.
          * (expect: the leak check below still runs) */
@@ -865,14 +803,7 @@ struct daemon {
 
 static int conn(void)
 {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return h_connect(sock_path);
 }
 
 /* Forks bulkheadd (not waiting for it to listen). */
@@ -1006,75 +937,33 @@ static void daemon_fini(void)
             seed, iters_done, faults);
 }
 
-static int send_req(int fd, Req *req)
-{
-    req->version = 1;
-    size_t len = bulkhead__control__request__get_packed_size(req);
-    uint8_t *buf = malloc(len + 1);
-    bulkhead__control__request__pack(req, buf);
-    int rc = bh_frame_write(fd, buf, len, NULL);
-    free(buf);
-    return rc;
-}
-
-/* The answer, or NULL when the connection ended or timed out. */
-static Resp *recv_resp(int fd, int timeout_ms)
-{
-    void *ans = NULL;
-    size_t alen = 0;
-    struct bh_error err = {0};
-    int rc = bh_frame_read(fd, 64u << 20, bh_now_ms() + timeout_ms, &ans, &alen, &err);
-    if (rc != 1)
-        return NULL;
-    Resp *r = bulkhead__control__response__unpack(NULL, alen, ans);
-    free(ans);
-    return r;
-}
-
 static Resp *roundtrip(Req *req)
 {
     int fd = conn();
     cr_assert(fd >= 0, "[seed %llu] cannot connect to bulkheadd", seed);
-    cr_assert_eq(send_req(fd, req), 0);
-    Resp *r = recv_resp(fd, 120000);
+    cr_assert_eq(h_send(fd, req), 0);
+    Resp *r = h_recv(fd, 120000, NULL);
     close(fd);
     cr_assert_not_null(r, "[seed %llu] bulkheadd sent no answer", seed);
     return r;
-}
-
-static void open_req(Req *req, Bulkhead__Control__OpenSession *o, const char *owner)
-{
-    bulkhead__control__request__init(req);
-    bulkhead__control__open_session__init(o);
-    o->owner = (char *)owner;
-    req->body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
-    req->open_session = o;
 }
 
 static char *open_session(const char *owner)
 {
     Req req;
     Bulkhead__Control__OpenSession o;
-    open_req(&req, &o, owner);
+    h_open_req(&req, &o, owner);
     Resp *r = roundtrip(&req);
-    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION, "open: %s",
-                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
-    char *id = strdup(r->open_session->session_id);
+    char *id = h_session_id(r);
     FREE(r);
     return id;
 }
 
+/* A cell with a 30 s timeout. */
 static void cell_req(Req *req, Bulkhead__Control__RunCell *c, const char *id, const char *lang,
                      const char *code)
 {
-    bulkhead__control__request__init(req);
-    bulkhead__control__run_cell__init(c);
-    c->session_id = (char *)id;
-    c->language = (char *)lang;
-    c->code = (char *)code;
-    c->timeout_ms = 30000;
-    req->body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
-    req->run_cell = c;
+    h_cell_req(req, c, id, lang, code, 30000, NULL, 0);
 }
 
 static Resp *run(const char *id, const char *lang, const char *code)
@@ -1095,11 +984,9 @@ static Bulkhead__Control__CellResult *ok(Resp *r)
 
 static void close_session(const char *id)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__CloseSession c = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
-    c.session_id = (char *)id;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
-    req.close_session = &c;
+    Req req;
+    Bulkhead__Control__CloseSession c;
+    h_close_req(&req, &c, id);
     Resp *r = roundtrip(&req);
     FREE(r);
 }
@@ -1183,10 +1070,10 @@ Test(faults_daemon, killed_during_open_session)
         free(id);
         Req req;
         Bulkhead__Control__OpenSession o;
-        open_req(&req, &o, "victim");
+        h_open_req(&req, &o, "victim");
         int fd = conn();
         cr_assert(fd >= 0);
-        cr_assert_eq(send_req(fd, &req), 0);
+        cr_assert_eq(h_send(fd, &req), 0);
         long delay_ms = rnd_range(0, open_ms);
         struct footprint *f = calloc(1, sizeof(*f));
         for (int64_t end = now_ms() + delay_ms; now_ms() < end;) {
@@ -1194,7 +1081,7 @@ Test(faults_daemon, killed_during_open_session)
             usleep(5000);
         }
         kill_daemon_and_check(&d, f, "during OpenSession");
-        Resp *r = recv_resp(fd, 5000);
+        Resp *r = h_recv(fd, 5000, NULL);
         /* an answer that got out before the kill is fine; nothing else is */
         if (r != NULL) {
             cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION);
@@ -1229,7 +1116,7 @@ Test(faults_daemon, killed_during_run_cell)
                      "console.log('finished')";
         int fd = conn();
         cr_assert(fd >= 0);
-        cr_assert_eq(send_req(fd, &req), 0);
+        cr_assert_eq(h_send(fd, &req), 0);
         long delay_ms = rnd_range(0, 2000);
         struct footprint *f = calloc(1, sizeof(*f));
         for (int64_t end = now_ms() + delay_ms; now_ms() < end;) {
@@ -1237,7 +1124,7 @@ Test(faults_daemon, killed_during_run_cell)
             usleep(20000);
         }
         kill_daemon_and_check(&d, f, "during RunCell");
-        r = recv_resp(fd, 5000);
+        r = h_recv(fd, 5000, NULL);
         cr_assert_null(r,
                        "[seed %llu] a result arrived for a cell whose daemon was killed "
                        "before it could have finished",
@@ -1374,7 +1261,7 @@ static void session_kill(bool agent, bool mid_call)
                           "print('finished')");
             int fd = conn();
             cr_assert(fd >= 0);
-            cr_assert_eq(send_req(fd, &req), 0);
+            cr_assert_eq(h_send(fd, &req), 0);
             long delay_ms = rnd_range(0, 1500);
             usleep((useconds_t)delay_ms * 1000);
             fp_capture(f, b.keeper.pid);
@@ -1383,7 +1270,7 @@ static void session_kill(bool agent, bool mid_call)
                      js ? "javascript" : "python");
             cr_assert_eq(kill(victim.pid, SIGKILL), 0);
             faults++;
-            r = recv_resp(fd, 60000);
+            r = h_recv(fd, 60000, NULL);
             close(fd);
             check_killed_call(r, when);
             if (r)
@@ -1480,13 +1367,13 @@ static void interp_kill(const char *lang, bool mid_call)
                           "< 3000) {}; console.log('finished')");
             int fd = conn();
             cr_assert(fd >= 0);
-            cr_assert_eq(send_req(fd, &req), 0);
+            cr_assert_eq(h_send(fd, &req), 0);
             usleep((useconds_t)delay_ms * 1000);
             snprintf(when, sizeof(when), "%s interpreter (%s) killed %ld ms into a cell", lang,
                      daemon_tier_name, delay_ms);
             cr_assert_eq(kill(victim.pid, SIGKILL), 0);
             faults++;
-            r = recv_resp(fd, 60000);
+            r = h_recv(fd, 60000, NULL);
             close(fd);
             cr_assert_not_null(r, "[seed %llu] %s: no answer", seed, when);
             Bulkhead__Control__CellResult *res = ok(r);
@@ -1613,7 +1500,7 @@ static void oci_setup(void)
 }
 
 /* bulkhead with the shim's global flags, in the bundle; returns the job. */
-static struct job oci_spawn(const char *const *args)
+static struct h_job oci_spawn(const char *const *args)
 {
     char root[128], log[128];
     snprintf(root, sizeof(root), "%s/root", oci_tmp);
@@ -1630,8 +1517,8 @@ static struct job oci_spawn(const char *const *args)
 
 static int oci_run(const char *const *args, char **err)
 {
-    struct job j = oci_spawn(args);
-    return finish(&j, 30, NULL, err);
+    struct h_job j = oci_spawn(args);
+    return h_finish(&j, 30, NULL, err);
 }
 
 #define OCI(err, ...) oci_run((const char *const[]){__VA_ARGS__, NULL}, err)
@@ -1651,8 +1538,8 @@ static void oci_fini(void)
     kill_started();
     sweep();
     for (size_t i = 0; i < n_oci_ids; i++) {
-        struct job j = oci_spawn((const char *const[]){"delete", "--force", oci_ids[i], NULL});
-        finish(&j, 20, NULL, NULL);
+        struct h_job j = oci_spawn((const char *const[]){"delete", "--force", oci_ids[i], NULL});
+        h_finish(&j, 20, NULL, NULL);
     }
     kill_started();
     for (int i = 0; i < 50; i++) {
@@ -1755,7 +1642,7 @@ Test(faults_oci, create_killed_at_a_random_moment)
     int failed_iters = 0;
     for (int i = 0; i < iterations(); i++) {
         const char *id = new_oci_id();
-        struct job j = oci_spawn((const char *const[]){"create", "--bundle", ".", id, NULL});
+        struct h_job j = oci_spawn((const char *const[]){"create", "--bundle", ".", id, NULL});
         /* half the kills in the first 50 ms, where the sandbox's process is
          * cloned and waits for its creator; half anywhere in a create */
         long delay_us = rnd_range(0, rnd() % 2 ? 50000 : (long)create_ms * 1000);
@@ -1768,7 +1655,7 @@ Test(faults_oci, create_killed_at_a_random_moment)
         fp_capture(f, j.pid);
         kill(j.pid, SIGKILL);
         faults++;
-        finish(&j, 10, NULL, NULL);
+        h_finish(&j, 10, NULL, NULL);
         char when[160];
         snprintf(when, sizeof(when), "create of %s killed -9 after %ld us", id, delay_us);
         char *err = NULL;
@@ -1790,25 +1677,36 @@ Test(faults_oci, create_killed_at_a_random_moment)
     oci_final_check();
 }
 
+/* Creates container id (iteration i) and captures its footprint (*f,
+ * calloc'd); its pid, tracked. */
+static pid_t oci_create_captured(const char *id, int i, struct footprint **f)
+{
+    char pidfile[128];
+    snprintf(pidfile, sizeof(pidfile), "%s/pid-%d", oci_tmp, i);
+    char *err = NULL;
+    int rc = OCI(&err, "create", "--bundle", ".", "--pid-file", pidfile, id);
+    cr_assert_eq(rc, 0, "create: %s %s", err, last_log());
+    free(err);
+    char buf[32];
+    slurp(pidfile, buf, sizeof(buf));
+    pid_t pid = atoi(buf);
+    cr_assert_gt(pid, 0);
+    track(pid);
+    *f = calloc(1, sizeof(**f));
+    fp_capture(*f, pid);
+    return pid;
+}
+
 Test(faults_oci, created_never_started_then_delete)
 {
     begin("faults_oci/created_never_started_then_delete");
     measure_create();
     for (int i = 0; i < iterations(); i++) {
         const char *id = new_oci_id();
-        char pidfile[128];
-        snprintf(pidfile, sizeof(pidfile), "%s/pid-%d", oci_tmp, i);
+        struct footprint *f = NULL;
+        oci_create_captured(id, i, &f);
         char *err = NULL;
-        int rc = OCI(&err, "create", "--bundle", ".", "--pid-file", pidfile, id);
-        cr_assert_eq(rc, 0, "create: %s %s", err, last_log());
-        free(err);
-        char buf[32];
-        slurp(pidfile, buf, sizeof(buf));
-        pid_t pid = atoi(buf);
-        cr_assert_gt(pid, 0);
-        track(pid);
-        struct footprint *f = calloc(1, sizeof(*f));
-        fp_capture(f, pid);
+        int rc;
         usleep((useconds_t)rnd_range(0, 500000));
         rc = OCI(&err, "delete", id);
         cr_assert_eq(rc, 0, "[seed %llu] delete of a created container: %s %s", seed, err,
@@ -1831,19 +1729,10 @@ Test(faults_oci, sentry_killed_after_create_then_delete)
     measure_create();
     for (int i = 0; i < iterations(); i++) {
         const char *id = new_oci_id();
-        char pidfile[128];
-        snprintf(pidfile, sizeof(pidfile), "%s/pid-%d", oci_tmp, i);
+        struct footprint *f = NULL;
+        pid_t pid = oci_create_captured(id, i, &f);
         char *err = NULL;
-        int rc = OCI(&err, "create", "--bundle", ".", "--pid-file", pidfile, id);
-        cr_assert_eq(rc, 0, "create: %s %s", err, last_log());
-        free(err);
-        char buf[32];
-        slurp(pidfile, buf, sizeof(buf));
-        pid_t pid = atoi(buf);
-        cr_assert_gt(pid, 0);
-        track(pid);
-        struct footprint *f = calloc(1, sizeof(*f));
-        fp_capture(f, pid);
+        int rc;
         usleep((useconds_t)rnd_range(0, 300000));
         cr_assert_eq(kill(pid, SIGKILL), 0);
         faults++;

@@ -22,35 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 static char tmp[128];   /* the test's temp dir: bundle, root, log */
 static char bh[512];    /* the binary */
 static char ids[8][64]; /* containers to delete --force at the end */
 static int n_ids;
 static char netns[64];      /* a network namespace a test made, removed at the end */
 static bool rootfs_mounted; /* an overlay a test mounted on bundle/rootfs */
-
-static void remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *de;
-        while (d && (de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char p[1024];
-            snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-            remove_tree(p);
-        }
-        if (d)
-            closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 /* Runs bulkhead with the shim's global flags; stdout into out (may be NULL).
  * child_stdout: fd to give as the child's stdout (-1: a capture pipe). */
@@ -218,7 +197,7 @@ static void teardown(void)
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
     if (tmp[0])
-        remove_tree(tmp);
+        h_remove_tree(tmp);
     tmp[0] = '\0';
 }
 

@@ -22,163 +22,51 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "harness.h"
 
 typedef Bulkhead__Control__Request Req;
 typedef Bulkhead__Control__Response Resp;
 
-static pid_t daemon_pid = -1;
-static char sock_path[108];
-static char tmpdir[64];
-static char daemon_tier[16]; /* the tier the running daemon serves */
-/* shared while a daemon of ours runs; test_supervisor_load.c's abuse test
- * takes it exclusively to measure latency alone */
-static int test_lock = -1;
-
-static const char *build_dir(void)
-{
-    const char *b = getenv("BULKHEAD_BUILD");
-    return b ? b : "build";
-}
+/* the daemon of the running test; holds H_SUPERVISOR_TEST_LOCK shared,
+ * test_supervisor_load.c's abuse test takes it exclusively to measure
+ * latency alone */
+static struct h_daemon bhd = H_DAEMON_INIT(10000);
 
 static int conn(void)
 {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    strcpy(a.sun_path, sock_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return h_connect(bhd.sock);
 }
 
 static void stop_daemon(void)
 {
-    if (daemon_pid > 0) {
-        kill(daemon_pid, SIGTERM);
-        for (int i = 0; i < 1000; i++) {
-            if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid)
-                break;
-            if (i == 999) {
-                kill(daemon_pid, SIGKILL);
-                waitpid(daemon_pid, NULL, 0);
-            }
-            usleep(10000);
-        }
-        daemon_pid = -1;
-    }
-    if (tmpdir[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-        if (system(cmd) != 0) {
-        }
-        tmpdir[0] = '\0';
-    }
-    if (test_lock >= 0) {
-        close(test_lock);
-        test_lock = -1;
-    }
-}
-
-/* Starts bulkheadd at tier with extra args; 0 when it listens, -1 (with its
- * stderr in msg) when it refused to start. */
-static int launch(const char *tier, const char *extra, char *msg, size_t msg_size)
-{
-    if (test_lock < 0) {
-        test_lock = open("/tmp/bulkhead-e2e-supervisor.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (test_lock >= 0)
-            flock(test_lock, LOCK_SH);
-    }
-    strcpy(tmpdir, "/tmp/bhd-e2e-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-    snprintf(sock_path, sizeof(sock_path), "%s/s.sock", tmpdir);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "exec %s/bulkheadd --socket %s --tier %s --audit %s/audit.log --warm 0 %s "
-             "2>%s/err.log",
-             build_dir(), sock_path, tier, tmpdir, extra ? extra : "", tmpdir);
-    daemon_pid = fork();
-    if (daemon_pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 600; i++) {
-        int fd = conn();
-        if (fd >= 0) {
-            close(fd);
-            snprintf(daemon_tier, sizeof(daemon_tier), "%s", tier);
-            return 0;
-        }
-        int st;
-        if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
-            daemon_pid = -1;
-            char path[128];
-            snprintf(path, sizeof(path), "%s/err.log", tmpdir);
-            msg[0] = '\0';
-            FILE *f = fopen(path, "r");
-            if (f) {
-                size_t n = fread(msg, 1, msg_size - 1, f);
-                msg[n] = '\0';
-                fclose(f);
-            }
-            stop_daemon();
-            return -1;
-        }
-        usleep(50000);
-    }
-    stop_daemon();
-    cr_assert_fail("bulkheadd did not listen within 30 s");
-    return -1;
+    h_daemon_stop(&bhd);
 }
 
 /* Starts bulkheadd with extra args at the test tier (see the top). */
 static void start_daemon(const char *extra)
 {
-    const char *tier = getenv("BULKHEADD_TEST_TIER");
-    char msg[2048];
-    if (tier != NULL) {
-        if (launch(tier, extra, msg, sizeof(msg)) < 0)
-            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
-        return;
-    }
-    if (launch("kernel", extra, msg, sizeof(msg)) == 0)
-        return;
-    fprintf(stderr,
-            "test_supervisor: the kernel tier cannot be verified here, running at the container "
-            "tier (kernel-only assertions skip): %s\n",
-            msg);
-    if (launch("container", extra, msg, sizeof(msg)) < 0)
-        cr_skip_test("bulkheadd started neither at kernel nor at container tier: %s", msg);
+    char args[1024];
+    snprintf(args, sizeof(args), "--warm 0 %s", extra ? extra : "");
+    h_daemon_start(&bhd, "test_supervisor", "/tmp/bhd-e2e-XXXXXX", args);
 }
 
 /* True when the daemon serves the kernel tier; otherwise says what is not
  * checked (a visible skip of one assertion, the test goes on). */
 static bool kernel_only(const char *what)
 {
-    if (strcmp(daemon_tier, "kernel") == 0)
+    if (strcmp(bhd.tier, "kernel") == 0)
         return true;
-    cr_log_warn("skipped at tier %s (kernel only): %s", daemon_tier, what);
-    fprintf(stderr, "test_supervisor: skipped at tier %s (kernel only): %s\n", daemon_tier, what);
+    cr_log_warn("skipped at tier %s (kernel only): %s", bhd.tier, what);
+    fprintf(stderr, "test_supervisor: skipped at tier %s (kernel only): %s\n", bhd.tier, what);
     return false;
 }
 
 static Resp *roundtrip_fd(int fd, Req *req)
 {
-    if (req->version == 0)
-        req->version = 1;
-    size_t len = bulkhead__control__request__get_packed_size(req);
-    uint8_t *buf = malloc(len + 1);
-    bulkhead__control__request__pack(req, buf);
-    cr_assert_eq(bh_frame_write(fd, buf, len, NULL), 0);
-    free(buf);
-    void *ans;
-    size_t alen;
+    cr_assert_eq(h_send(fd, req), 0);
     struct bh_error err = {0};
-    int rc = bh_frame_read(fd, 64u << 20, bh_now_ms() + 120000, &ans, &alen, &err);
-    cr_assert_eq(rc, 1, "no answer: %s", err.msg);
-    Resp *r = bulkhead__control__response__unpack(NULL, alen, ans);
-    free(ans);
-    cr_assert_not_null(r);
+    Resp *r = h_recv(fd, 120000, &err);
+    cr_assert_not_null(r, "no answer: %s", err.msg);
     return r;
 }
 
@@ -193,15 +81,11 @@ static Resp *roundtrip(Req *req)
 
 static char *open_session(const char *owner)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
-    o.owner = (char *)owner;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
-    req.open_session = &o;
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, owner);
     Resp *r = roundtrip(&req);
-    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION, "open: %s",
-                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
-    char *id = strdup(r->open_session->session_id);
+    char *id = h_session_id(r);
     cr_assert_eq(strlen(id), 32);
     bulkhead__control__response__free_unpacked(r, NULL);
     return id;
@@ -210,16 +94,9 @@ static char *open_session(const char *owner)
 static Resp *run_files(const char *id, const char *lang, const char *code, uint64_t timeout_ms,
                        Bulkhead__Control__File **files, size_t n_files)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__RunCell c = BULKHEAD__CONTROL__RUN_CELL__INIT;
-    c.session_id = (char *)id;
-    c.language = (char *)lang;
-    c.code = (char *)code;
-    c.timeout_ms = timeout_ms;
-    c.files = files;
-    c.n_files = n_files;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
-    req.run_cell = &c;
+    Req req;
+    Bulkhead__Control__RunCell c;
+    h_cell_req(&req, &c, id, lang, code, timeout_ms, files, n_files);
     return roundtrip(&req);
 }
 
@@ -243,11 +120,9 @@ static Bulkhead__Control__Error *error_of(Resp *r)
 
 static void close_session(const char *id)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__CloseSession c = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
-    c.session_id = (char *)id;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
-    req.close_session = &c;
+    Req req;
+    Bulkhead__Control__CloseSession c;
+    h_close_req(&req, &c, id);
     Resp *r = roundtrip(&req);
     cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_CLOSE_SESSION);
     bulkhead__control__response__free_unpacked(r, NULL);
@@ -520,7 +395,7 @@ Test(supervisor, floor_above_the_tier_is_refused_with_nothing_run)
     /* a floor at the verified tier is met; above it (container host) refused */
     o.minimum_isolation = "kernel";
     r = roundtrip(&req);
-    if (strcmp(daemon_tier, "kernel") == 0) {
+    if (strcmp(bhd.tier, "kernel") == 0) {
         cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION);
         cr_assert_str_eq(r->open_session->tier, "kernel");
         char *kid = strdup(r->open_session->session_id);
@@ -533,7 +408,7 @@ Test(supervisor, floor_above_the_tier_is_refused_with_nothing_run)
     FREE(r);
     /* nothing ran for the refused floors: only the kernel-floor session opened */
     char audit[128];
-    snprintf(audit, sizeof(audit), "%s/audit.log", tmpdir);
+    snprintf(audit, sizeof(audit), "%s/audit.log", bhd.tmp);
     FILE *af = fopen(audit, "r");
     char line[2048];
     int cells = 0;
@@ -606,7 +481,7 @@ Test(supervisor, bad_frames_get_an_error_or_a_close_never_a_crash)
     cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_STATS);
     FREE(r);
     struct stat sst;
-    cr_assert_eq(stat(sock_path, &sst), 0);
+    cr_assert_eq(stat(bhd.sock, &sst), 0);
     cr_assert_eq(sst.st_mode & 0777, 0600);
 }
 
@@ -620,7 +495,7 @@ Test(supervisor, describe_and_results_name_the_verified_tier_and_the_guest_is_un
     Resp *r = roundtrip(&req);
     cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE);
     Bulkhead__Control__DescribeResult *dr = r->describe;
-    cr_assert_str_eq(dr->tier->tier, daemon_tier);
+    cr_assert_str_eq(dr->tier->tier, bhd.tier);
     cr_assert_gt(dr->tier->n_checks, 0);
     bool all_passed = true;
     for (size_t i = 0; i < dr->tier->n_checks; i++)
@@ -643,7 +518,7 @@ Test(supervisor, describe_and_results_name_the_verified_tier_and_the_guest_is_un
             "[1].split()[0])");
     Bulkhead__Control__CellResult *c = ok(r);
     cr_assert_str_eq(c->value, "(1000, 1000, '/work', 1000, '0000000000000000')", "%s", c->stderr);
-    cr_assert_str_eq(c->tier, daemon_tier);
+    cr_assert_str_eq(c->tier, bhd.tier);
     FREE(r);
     r = run(id, "javascript", "[process.getuid(), process.cwd()]");
     cr_assert_str_eq(ok(r)->value, "[ 1000, '/work' ]", "stderr: %s", ok(r)->stderr);
@@ -908,7 +783,7 @@ static int count_mounts(pid_t daemon)
     FILE *f = fopen("/proc/self/mountinfo", "re");
     int n = 0;
     while (f && fgets(line, sizeof(line), f))
-        n += strstr(line, tag) != NULL || strstr(line, tmpdir) != NULL;
+        n += strstr(line, tag) != NULL || strstr(line, bhd.tmp) != NULL;
     if (f)
         fclose(f);
     return n;
@@ -917,7 +792,7 @@ static int count_mounts(pid_t daemon)
 static void leaves_nothing(int sig)
 {
     start_daemon("--warm 1");
-    pid_t dpid = daemon_pid;
+    pid_t dpid = bhd.pid;
     char *id = open_session("alice");
     Resp *r = run(id, "python",
                   "import subprocess; subprocess.Popen(['sleep', '4242'])\n"
@@ -954,7 +829,7 @@ static void leaves_nothing(int sig)
     cr_assert_gt(n_procs, 4, "keepers, sentries, agents and interpreters run (%zu)", n_procs);
     kill(dpid, sig);
     waitpid(dpid, NULL, 0);
-    daemon_pid = -1;
+    bhd.pid = -1;
     int alive = -1, cgs = -1, mounts = -1, named = -1;
     char which[1024] = "";
     for (int i = 0; i < 100; i++) {
@@ -974,7 +849,7 @@ static void leaves_nothing(int sig)
     cr_assert_eq(cgs, 0, "cgroups of the sessions remain");
     cr_assert_eq(mounts, 0, "mounts of the sessions remain in the host's mount namespace");
     if (sig == SIGTERM)
-        cr_assert(access(sock_path, F_OK) != 0, "the socket is removed");
+        cr_assert(access(bhd.sock, F_OK) != 0, "the socket is removed");
     free(id);
 }
 
@@ -1046,7 +921,7 @@ static void measure_sessions(const char *what, int n, bool with_js)
     }
     usleep(500 * 1000);
     static struct proc_id procs[8192];
-    size_t np = descendants(daemon_pid, procs, sizeof(procs) / sizeof(procs[0]));
+    size_t np = descendants(bhd.pid, procs, sizeof(procs) / sizeof(procs[0]));
     long long pss_kb = 0, daemon_kb = 0;
     for (size_t i = 0; i < np; i++) {
         char path[64];
@@ -1060,7 +935,7 @@ static void measure_sessions(const char *what, int n, bool with_js)
     }
     long long cg_bytes = 0;
     char pat[128];
-    snprintf(pat, sizeof(pat), "bhd-%d-", (int)daemon_pid);
+    snprintf(pat, sizeof(pat), "bhd-%d-", (int)bhd.pid);
     DIR *d = opendir("/sys/fs/cgroup/memory/bulkhead");
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {

@@ -34,123 +34,32 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "harness.h"
 
 typedef Bulkhead__Control__Request Req;
 typedef Bulkhead__Control__Response Resp;
 #define FREE(r) bulkhead__control__response__free_unpacked((r), NULL)
 
-static pid_t ld_pid = -1;
-static char ld_sock[108];
-static char ld_tmp[64];
-static char ld_tier[16];
-static int ld_lock = -1;
+static struct h_daemon ld = H_DAEMON_INIT(30000);
 
 static int ld_conn(void)
 {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    strcpy(a.sun_path, ld_sock);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return h_connect(ld.sock);
 }
 
 static void ld_stop(void)
 {
-    if (ld_pid > 0) {
-        kill(ld_pid, SIGTERM);
-        for (int i = 0; i < 3000; i++) {
-            if (waitpid(ld_pid, NULL, WNOHANG) == ld_pid)
-                break;
-            if (i == 2999) {
-                kill(ld_pid, SIGKILL);
-                waitpid(ld_pid, NULL, 0);
-            }
-            usleep(10000);
-        }
-        ld_pid = -1;
-    }
-    if (ld_tmp[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", ld_tmp);
-        if (system(cmd) != 0) {
-        }
-        ld_tmp[0] = '\0';
-    }
-    if (ld_lock >= 0) {
-        close(ld_lock);
-        ld_lock = -1;
-    }
-}
-
-static int ld_launch(const char *tier, const char *extra, char *msg, size_t msg_size)
-{
-    const char *b = getenv("BULKHEAD_BUILD");
-    strcpy(ld_tmp, "/tmp/bhd-load-XXXXXX");
-    cr_assert_not_null(mkdtemp(ld_tmp));
-    snprintf(ld_sock, sizeof(ld_sock), "%s/s.sock", ld_tmp);
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "exec %s/bulkheadd --socket %s --tier %s --audit %s/audit.log %s 2>%s/err.log",
-             b ? b : "build", ld_sock, tier, ld_tmp, extra, ld_tmp);
-    ld_pid = fork();
-    if (ld_pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 600; i++) {
-        int fd = ld_conn();
-        if (fd >= 0) {
-            close(fd);
-            snprintf(ld_tier, sizeof(ld_tier), "%s", tier);
-            return 0;
-        }
-        if (waitpid(ld_pid, NULL, WNOHANG) == ld_pid) {
-            ld_pid = -1;
-            char path[128];
-            snprintf(path, sizeof(path), "%s/err.log", ld_tmp);
-            msg[0] = '\0';
-            FILE *f = fopen(path, "r");
-            if (f) {
-                msg[fread(msg, 1, msg_size - 1, f)] = '\0';
-                fclose(f);
-            }
-            ld_stop();
-            return -1;
-        }
-        usleep(50000);
-    }
-    ld_stop();
-    cr_assert_fail("bulkheadd did not listen within 30 s");
-    return -1;
+    h_daemon_stop(&ld);
 }
 
 /* The abuse test compares latencies, so it runs alone among the bulkheadd
- * tests (Criterion runs tests in parallel): it holds this lock exclusively,
- * every other bulkheadd test (here and in test_supervisor.c) shared, until
- * its daemon is gone. */
-#define SUPERVISOR_TEST_LOCK "/tmp/bulkhead-e2e-supervisor.lock"
-
+ * tests (Criterion runs tests in parallel): it holds H_SUPERVISOR_TEST_LOCK
+ * exclusively, every other bulkheadd test (here and in test_supervisor.c)
+ * shared, until its daemon is gone. */
 static void ld_start_locked(const char *extra, bool alone)
 {
-    ld_lock = open(SUPERVISOR_TEST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (ld_lock >= 0)
-        flock(ld_lock, alone ? LOCK_EX : LOCK_SH);
-    const char *tier = getenv("BULKHEADD_TEST_TIER");
-    char msg[2048];
-    if (tier != NULL) {
-        if (ld_launch(tier, extra, msg, sizeof(msg)) < 0)
-            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
-        return;
-    }
-    if (ld_launch("kernel", extra, msg, sizeof(msg)) == 0)
-        return;
-    fprintf(stderr,
-            "test_supervisor_load: kernel tier not verified here, running at container: %s\n", msg);
-    if (ld_launch("container", extra, msg, sizeof(msg)) < 0)
-        cr_skip_test("bulkheadd started neither at kernel nor at container tier: %s", msg);
+    ld.lock_op = alone ? LOCK_EX : LOCK_SH;
+    h_daemon_start(&ld, "test_supervisor_load", "/tmp/bhd-load-XXXXXX", extra);
 }
 
 static void ld_start(const char *extra)
@@ -167,19 +76,7 @@ static Resp *ld_call(int fd, Req *req)
     if (fd < 0)
         return NULL;
     req->version = 1;
-    size_t len = bulkhead__control__request__get_packed_size(req);
-    uint8_t *buf = malloc(len + 1);
-    bulkhead__control__request__pack(req, buf);
-    Resp *r = NULL;
-    if (bh_frame_write(fd, buf, len, NULL) == 0) {
-        void *ans;
-        size_t alen;
-        if (bh_frame_read(fd, 64u << 20, bh_now_ms() + 300000, &ans, &alen, NULL) == 1) {
-            r = bulkhead__control__response__unpack(NULL, alen, ans);
-            free(ans);
-        }
-    }
-    free(buf);
+    Resp *r = h_send(fd, req) == 0 ? h_recv(fd, 300000, NULL) : NULL;
     if (own)
         close(fd);
     return r;
@@ -187,11 +84,9 @@ static Resp *ld_call(int fd, Req *req)
 
 static Resp *ld_open(int fd, const char *owner)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
-    o.owner = (char *)owner;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
-    req.open_session = &o;
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, owner);
     return ld_call(fd, &req);
 }
 
@@ -199,9 +94,7 @@ static char *ld_open_id(const char *owner)
 {
     Resp *r = ld_open(-1, owner);
     cr_assert_not_null(r);
-    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION, "open: %s",
-                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
-    char *id = strdup(r->open_session->session_id);
+    char *id = h_session_id(r);
     FREE(r);
     return id;
 }
@@ -209,16 +102,9 @@ static char *ld_open_id(const char *owner)
 static Resp *ld_run(int fd, const char *id, const char *lang, const char *code, uint64_t timeout,
                     Bulkhead__Control__File **files, size_t n_files)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__RunCell c = BULKHEAD__CONTROL__RUN_CELL__INIT;
-    c.session_id = (char *)id;
-    c.language = (char *)lang;
-    c.code = (char *)code;
-    c.timeout_ms = timeout;
-    c.files = files;
-    c.n_files = n_files;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
-    req.run_cell = &c;
+    Req req;
+    Bulkhead__Control__RunCell c;
+    h_cell_req(&req, &c, id, lang, code, timeout, files, n_files);
     return ld_call(fd, &req);
 }
 
@@ -232,11 +118,9 @@ static Bulkhead__Control__CellResult *ld_ok(Resp *r, const char *what)
 
 static void ld_close(const char *id)
 {
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__CloseSession c = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
-    c.session_id = (char *)id;
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
-    req.close_session = &c;
+    Req req;
+    Bulkhead__Control__CloseSession c;
+    h_close_req(&req, &c, id);
     Resp *r = ld_call(-1, &req);
     if (r)
         FREE(r);
@@ -351,6 +235,21 @@ static void load_error(struct load *L, const char *fmt, const char *a)
     pthread_mutex_unlock(&L->mu);
 }
 
+/* True when r is an answer of kind want; otherwise records why (fmt takes
+ * the error's text) and frees r. */
+static bool load_answered(struct load *L, Resp *r, Bulkhead__Control__Response__BodyCase want,
+                          const char *fmt)
+{
+    if (r != NULL && r->body_case == want)
+        return true;
+    load_error(L, fmt,
+               r && r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message
+                                                                            : "no answer");
+    if (r)
+        FREE(r);
+    return false;
+}
+
 /* Every SECRET_PREFIX token in out must be mine, and mine must be there. */
 static bool only_mine(const char *out, const char *mine)
 {
@@ -381,15 +280,8 @@ static void *load_client(void *arg)
         int64_t t = now_us();
         Resp *r = ld_open(fd, owner);
         int64_t dt = now_us() - t;
-        if (r == NULL || r->body_case != BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION) {
-            load_error(L, "open: %s",
-                       r && r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR
-                           ? r->error->message
-                           : "no answer");
-            if (r)
-                FREE(r);
+        if (!load_answered(L, r, BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION, "open: %s"))
             continue;
-        }
         snprintf(s->id, sizeof(s->id), "%s", r->open_session->session_id);
         FREE(r);
         pthread_mutex_lock(&L->mu);
@@ -418,15 +310,8 @@ static void *load_client(void *arg)
             Resp *r =
                 ld_run(fd, s->id, s->js ? "javascript" : "python", code, 30000, fp, k == 0 ? 1 : 0);
             int64_t dt = now_us() - t;
-            if (r == NULL || r->body_case != BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL) {
-                load_error(L, "cell: %s",
-                           r && r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR
-                               ? r->error->message
-                               : "no answer");
-                if (r)
-                    FREE(r);
+            if (!load_answered(L, r, BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL, "cell: %s"))
                 continue;
-            }
             Bulkhead__Control__CellResult *c = r->run_cell;
             bool good = c->exit_code == 0 && only_mine(c->stdout, s->secret) &&
                         only_mine(c->stderr[0] ? c->stderr : s->secret, s->secret);
@@ -476,12 +361,12 @@ static void run_load(int n_sessions, int n_cells, int n_threads, double mib_per_
         pthread_join(th[t], NULL);
     double wall = (now_us() - t0) / 1e6;
     /* every session is still open: what they hold together */
-    long long pss_kb = tree_pss_kb(ld_pid);
+    long long pss_kb = tree_pss_kb(ld.pid);
     qsort(L.open_us, L.n_open, sizeof(int64_t), cmp_i64);
     qsort(L.cell_us, L.n_cell, sizeof(int64_t), cmp_i64);
     printf("bulkheadd load (tier %s): %d sessions x %d cells (half Python, half JavaScript) from "
            "%d concurrent clients in %.1f s: %d results, %d wrong, %d errors\n",
-           ld_tier, n_sessions, n_cells, n_threads, wall, L.results, L.wrong, L.errors);
+           ld.tier, n_sessions, n_cells, n_threads, wall, L.results, L.wrong, L.errors);
     printf("bulkheadd load: OpenSession p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms\n",
            pctl(L.open_us, L.n_open, 50) / 1000.0, pctl(L.open_us, L.n_open, 90) / 1000.0,
            pctl(L.open_us, L.n_open, 99) / 1000.0, pctl(L.open_us, L.n_open, 100) / 1000.0);
@@ -496,7 +381,7 @@ static void run_load(int n_sessions, int n_cells, int n_threads, double mib_per_
     cr_expect_eq(L.results, n_sessions * n_cells, "every result arrives");
     cr_expect_eq(L.wrong, 0, "a result showed another session's secret or none");
     cr_expect_lt(pss_kb / 1024.0, bound, "memory under the stated bound");
-    cr_expect_eq(kill(ld_pid, 0), 0, "bulkheadd is alive");
+    cr_expect_eq(kill(ld.pid, 0), 0, "bulkheadd is alive");
     for (int i = 0; i < n_sessions; i++)
         if (L.s[i].id[0])
             ld_close(L.s[i].id);
@@ -856,7 +741,7 @@ Test(supervisor_load, two_tenants_stay_apart)
     /* audit: every line of A's sessions carries A's owner digest, B's B's;
      * no line holds an id, code, output or file content */
     char path[128];
-    snprintf(path, sizeof(path), "%s/audit.log", ld_tmp);
+    snprintf(path, sizeof(path), "%s/audit.log", ld.tmp);
     char *audit = slurp(path);
     const char *never[] = {a1, a2, a3, b1, "A-PRIVATE", "A-STATE", "b ran", "A-PROC-MARKER"};
     for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
