@@ -141,6 +141,24 @@ static void raise_sigpipe(struct bh_req *r, int flags, long ret)
         syscall(SYS_pidfd_send_signal, r->g->pidfd, SIGPIPE, NULL, 0);
 }
 
+/* Becomes the guest and takes its socket (argument 0), after checking the
+ * address it names when there is one (ss not NULL); the socket, or -errno. */
+static long guest_socket(struct bh_req *r, enum addr_use use, struct sockaddr_storage *ss,
+                         socklen_t *len, int *keep)
+{
+    if (bh_req_valid(r) < 0)
+        return -ESRCH;
+    long rc = bh_req_become_guest(r, false);
+    if (rc < 0)
+        return rc;
+    cleanup_close int sock = bh_req_getfd(r, ARG_FD(0));
+    if (sock < 0)
+        return sock;
+    if (ss != NULL && (rc = check_addr(r, use, ss, len, keep)) < 0)
+        return rc;
+    return steal_fd(&sock);
+}
+
 static long do_addr_call(struct bh_req *r, enum addr_use use)
 {
     struct sockaddr_storage ss;
@@ -148,16 +166,10 @@ static long do_addr_call(struct bh_req *r, enum addr_use use)
     long rc = read_addr(r, ARG(1), ARG(2), &ss);
     if (rc < 0)
         return rc;
-    if (bh_req_valid(r) < 0)
-        return -ESRCH;
-    if ((rc = bh_req_become_guest(r, false)) < 0)
-        return rc;
-    cleanup_close int sock = bh_req_getfd(r, ARG_FD(0));
+    cleanup_close int keep = -1;
+    cleanup_close int sock = (int)guest_socket(r, use, &ss, &len, &keep);
     if (sock < 0)
         return sock;
-    cleanup_close int keep = -1;
-    if ((rc = check_addr(r, use, &ss, &len, &keep)) < 0)
-        return rc;
     if (use == USE_BIND) {
         rc = bind(sock, (struct sockaddr *)&ss, len) < 0 ? -errno : 0;
         return rc;
@@ -198,16 +210,10 @@ long bh_sys_sendto(struct bh_req *r)
         if ((rc = read_addr(r, ARG(4), ARG(5), &ss)) < 0)
             return rc;
     }
-    if (bh_req_valid(r) < 0)
-        return -ESRCH;
-    if ((rc = bh_req_become_guest(r, false)) < 0)
-        return rc;
-    cleanup_close int sock = bh_req_getfd(r, ARG_FD(0));
+    cleanup_close int keep = -1;
+    cleanup_close int sock = (int)guest_socket(r, USE_SEND, has_addr ? &ss : NULL, &alen, &keep);
     if (sock < 0)
         return sock;
-    cleanup_close int keep = -1;
-    if (has_addr && (rc = check_addr(r, USE_SEND, &ss, &alen, &keep)) < 0)
-        return rc;
     bh_blocking_begin();
     ssize_t n = sendto(sock, buf, len, flags | MSG_NOSIGNAL,
                        has_addr ? (struct sockaddr *)&ss : NULL, alen);
@@ -290,16 +296,10 @@ long bh_sys_sendmsg(struct bh_req *r)
     if (mh.msg_controllen > 0 &&
         (rc = bh_mem_read(r, (uintptr_t)mh.msg_control, ctl, mh.msg_controllen)) < 0)
         return rc;
-    if (bh_req_valid(r) < 0)
-        return -ESRCH;
-    if ((rc = bh_req_become_guest(r, false)) < 0)
-        return rc;
-    cleanup_close int sock = bh_req_getfd(r, ARG_FD(0));
+    cleanup_close int keep = -1;
+    cleanup_close int sock = (int)guest_socket(r, USE_SEND, has_addr ? &ss : NULL, &alen, &keep);
     if (sock < 0)
         return sock;
-    cleanup_close int keep = -1;
-    if (has_addr && (rc = check_addr(r, USE_SEND, &ss, &alen, &keep)) < 0)
-        return rc;
     int fds[253];
     int nfds = 0;
     rc = mh.msg_controllen ? translate_control(r, ctl, mh.msg_controllen, fds, &nfds, 253) : 0;
