@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,19 +46,7 @@ static double now_ms(void)
 
 static int connect_daemon(struct bh_error *err)
 {
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(socket_path) >= sizeof(addr.sun_path))
-        return bh_error_set(err, ENAMETOOLONG, "socket path `%s` is too long", socket_path);
-    strcpy(addr.sun_path, socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return bh_error_errno(err, errno, "socket");
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        close(fd);
-        return bh_error_errno(err, e, "connect to bulkheadd at `%s`", socket_path);
-    }
-    return fd;
+    return bh_control_connect(socket_path, "", err);
 }
 
 /* One request, one answer; an Error answer is returned as -1 with its text. */

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -143,31 +142,13 @@ static json_t *msg_to_json(const ProtobufCMessage *m)
 
 /* ---- the call ------------------------------------------------------------ */
 
-static int connect_socket(const char *path, struct bh_error *err)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(addr.sun_path))
-        return bh_error_set(err, ENAMETOOLONG, "socket path `%s` is too long", path);
-    strcpy(addr.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return bh_error_errno(err, errno, "socket");
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int e = errno;
-        close(fd);
-        return bh_error_errno(err, e, "connect to bulkheadd at `%s` (is it running? --socket)",
-                              path);
-    }
-    return fd;
-}
-
 /* Sends req, prints the answer; returns the exit status. */
 static int call(const struct cli_globals *g, const char *path, Bulkhead__Control__Request *req)
 {
     struct bh_error err = {0};
     req->version = 1;
     req->request_id = (uint64_t)getpid();
-    cleanup_close int fd = connect_socket(path, &err);
+    cleanup_close int fd = bh_control_connect(path, " (is it running? --socket)", &err);
     if (fd < 0) {
         cli_report_error(g, "%s", err.msg);
         return CLI_EXIT_REFUSED;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,4 +231,21 @@ ssize_t bh_recv_fds(int sock, void *data, size_t len, int *fds, size_t max_fds, 
         return bh_error_set(err, EPROTO, "receive fds: control data truncated");
     }
     return r;
+}
+
+int bh_control_connect(const char *path, const char *hint, struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(addr.sun_path))
+        return bh_error_set(err, ENAMETOOLONG, "socket path `%s` is too long", path);
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int e = errno;
+        close(fd);
+        return bh_error_errno(err, e, "connect to bulkheadd at `%s`%s", path, hint);
+    }
+    return fd;
 }

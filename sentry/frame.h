@@ -35,6 +35,10 @@ int bh_frame_read(int fd, size_t max, int64_t deadline_ms, void **buf, size_t *l
 int bh_read_full(int fd, void *buf, size_t len, int64_t deadline_ms, struct bh_error *err);
 int bh_write_full(int fd, const void *buf, size_t len, struct bh_error *err);
 
+/* Connects to bulkheadd's control socket at path (a new O_CLOEXEC fd);
+ * hint ("" for none) ends the message of a failed connect. */
+int bh_control_connect(const char *path, const char *hint, struct bh_error *err);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t bh_now_ms(void);
 
