@@ -1032,8 +1032,9 @@ void bhd_serve_connection(int fd)
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
             ;
-        int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame,
-                               bh_now_ms() + bhd_cfg.frame_timeout_ms, &buf, &len, &err);
+        int64_t deadline =
+            bhd_cfg.frame_timeout_ms > 0 ? bh_now_ms() + bhd_cfg.frame_timeout_ms : -1;
+        int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame, deadline, &buf, &len, &err);
         if (rc == 0)
             break;
         Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
