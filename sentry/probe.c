@@ -869,8 +869,8 @@ static void spec_set_argv(struct bh_sandbox_spec *spec, char **argv)
         spec->process.argv[i] = xstrdup(argv[i]);
 }
 
-int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
-                 struct bh_error *err)
+static int probe_run_here(const struct bh_probe_opts *opts, struct bh_tier_report **out,
+                          struct bh_error *err)
 {
     enum bh_tier tier = opts->tier ? opts->tier : BH_TIER_KERNEL;
     if (tier != BH_TIER_KERNEL && tier != BH_TIER_CONTAINER)
@@ -1093,6 +1093,82 @@ static struct bh_tier_report *cache_load(const char *file)
         return NULL;
     r->from_cache = true;
     return r;
+}
+
+/* The probe sandbox belongs to a worker process, not to the caller: the
+ * sandbox dies with the thread that made it, and a caller killed mid-probe
+ * (bulkheadd at start) could not remove its cgroup. The worker always
+ * finishes (the probe has a deadline), cleans up, and hands the report over
+ * as JSON; a caller that died meanwhile simply does not read it. */
+int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
+                 struct bh_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "cannot verify the tier: pipe");
+    pid_t worker = fork();
+    if (worker < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return bh_error_errno(err, e, "cannot verify the tier: fork");
+    }
+    if (worker == 0) {
+        close(p[0]);
+        signal(SIGPIPE, SIG_IGN);
+        struct bh_tier_report *r = NULL;
+        struct bh_error e = {0};
+        char *text = NULL;
+        if (probe_run_here(opts, &r, &e) == 0 && r != NULL && (text = bh_tier_report_json(r)))
+            (void)!write(p[1], "R", 1);
+        else
+            (void)!write(p[1], "E", 1);
+        const char *body = text ? text : e.msg;
+        size_t len = strlen(body);
+        for (size_t at = 0; at < len;) {
+            ssize_t w = write(p[1], body + at, len - at);
+            if (w <= 0)
+                break;
+            at += (size_t)w;
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 16384;
+            char *nb = realloc(buf, cap);
+            if (nb == NULL)
+                break;
+            buf = nb;
+        }
+        ssize_t n = read(p[0], buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(p[0]);
+    while (waitpid(worker, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (buf == NULL || len == 0) {
+        free(buf);
+        return bh_error_set(err, EPROTO, "cannot verify the tier: the probe worker said nothing");
+    }
+    buf[len] = '\0';
+    int rc;
+    if (buf[0] == 'R') {
+        rc = bh_tier_report_from_json(buf + 1, out, err);
+        if (rc < 0)
+            bh_error_prefix(err, "cannot verify the tier: the probe worker's report");
+    } else {
+        rc = bh_error_set(err, EIO, "%s", buf + 1);
+    }
+    free(buf);
+    return rc;
 }
 
 static void cache_store(const char *dir, const char *file, const struct bh_tier_report *r)
