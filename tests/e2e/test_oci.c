@@ -319,7 +319,7 @@ Test(oci_config, bind_source_escapes_bundle)
 {
     write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
                  "\"mounts\": [{\"destination\": \"/x\", \"type\": \"bind\", \"source\": "
-                 "\"../../etc\", \"options\": [\"rbind\"]}]");
+                 "\"../../../../../../../../etc\", \"options\": [\"rbind\"]}]");
     expect_refused("c1", "escapes the bundle");
 }
 
