@@ -35,7 +35,7 @@
 #include "sha256.h"
 
 #define AGENT_GRACE_MS 10000
-#define AGENT_START_MS 20000
+#define AGENT_START_MS 45000
 #define MAX_IMAGES 16
 #define MAX_IMAGE_BYTES (8u * 1024 * 1024)
 #define NODE_PATH "/usr/bin/node"
@@ -199,7 +199,7 @@ static void keeper_report(int fd, const char *fmt, ...)
 
 /* Runs in the forked keeper: never returns. ctl is our end to bulkheadd,
  * agent_fd the agent's end of its channel. */
-static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
+static void keeper_main(int ctl, int agent_fd, const char *workdir_none, const char *name)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -239,12 +239,8 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none)
     } else {
         struct bh_sandbox_spec spec;
         bh_sandbox_spec_init(&spec);
-        uint8_t rnd[6];
-        char hex[13];
-        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-            memset(rnd, 0, sizeof(rnd));
-        bh_hex(rnd, sizeof(rnd), hex);
-        if (asprintf(&spec.id, "bhd-%d-%s", (int)getppid(), hex) < 0)
+        spec.id = strdup(name);
+        if (spec.id == NULL)
             _exit(1);
         snprintf(sandbox_id, sizeof(sandbox_id), "%s", spec.id);
         spec.tier = bhd_cfg.tier;
@@ -430,6 +426,15 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
             return bh_error_errno(err, errno, "make a working directory");
         }
     }
+    /* Named here, not in the keeper: if the keeper must be killed before it
+     * could destroy its sandbox, the daemon still knows which cgroup to remove. */
+    char name[64];
+    uint8_t rnd[6];
+    char hex[13];
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+        memset(rnd, 0, sizeof(rnd));
+    bh_hex(rnd, sizeof(rnd), hex);
+    snprintf(name, sizeof(name), "bhd-%d-%s", (int)getpid(), hex);
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -441,12 +446,13 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
     }
     if (pid == 0) {
         close_others(ctl[1], chan[1]);
-        keeper_main(ctl[1], chan[1], workdir_none);
+        keeper_main(ctl[1], chan[1], workdir_none, name);
     }
     close(chan[1]);
     close(ctl[1]);
     struct bhd_box *box = calloc(1, sizeof(*box));
     box->keeper = pid;
+    snprintf(box->name, sizeof(box->name), "%s", name);
     box->keeper_fd = ctl[0];
     box->chan = chan[0];
     box->tier = bhd_cfg.tier;
@@ -510,6 +516,16 @@ void bhd_box_destroy(struct bhd_box *box)
         if (i == 999) {
             kill(box->keeper, SIGKILL);
             waitpid(box->keeper, NULL, 0);
+            /* The keeper could not finish: whatever it built is removed here
+             * (the sentry died with it; its cgroup did not). */
+            if (box->tier != BH_TIER_NONE && box->name[0] != '\0') {
+                char path[128];
+                snprintf(path, sizeof(path), "bulkhead/%s", box->name);
+                struct bh_cgroup *cg = NULL;
+                struct bh_error e = {0};
+                if (bh_cgroup_open(path, &cg, &e) == 0 && bh_cgroup_destroy(cg, &e) < 0)
+                    bhd_log("remove the cgroup of a killed keeper: %s", e.msg);
+            }
         }
         usleep(i < 50 ? 1000 : 10000);
     }

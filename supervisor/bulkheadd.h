@@ -58,6 +58,7 @@ struct bhd_runners {
  * control socket to us ends, so a bulkheadd killed with -9 leaves nothing. */
 struct bhd_box {
     pid_t keeper;
+    char name[64]; /* the sandbox's id, and so its cgroup under bulkhead/ */
     int keeper_fd; /* closing it tells the keeper to destroy the sandbox */
     int chan;      /* frames to and from the agent */
     pid_t sentry;  /* host pid of the sandbox's pid 1 (tier none: the agent) */
