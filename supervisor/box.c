@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <poll.h>
@@ -36,6 +37,9 @@
 
 #define AGENT_GRACE_MS 10000
 #define AGENT_START_MS 45000
+/* Where a re-executed keeper finds its two sockets. */
+#define KEEPER_CTL_FD 3
+#define KEEPER_CHAN_FD 4
 #define MAX_IMAGES 16
 #define MAX_IMAGE_BYTES (8u * 1024 * 1024)
 #define NODE_PATH "/usr/bin/node"
@@ -314,14 +318,24 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none, const c
 }
 
 /* Closes every fd of the forked keeper but stdio and the two it keeps. */
-static void close_others(int a, int b)
+int bhd_argc;
+char **bhd_argv;
+const char *bhd_keeper_args;
+
+void bhd_keeper_exec_main(const char *args)
 {
-    int lo = a < b ? a : b, hi = a < b ? b : a;
-    if (lo > 3)
-        syscall(SYS_close_range, 3, lo - 1, 0);
-    if (hi > lo + 1)
-        syscall(SYS_close_range, lo + 1, hi - 1, 0);
-    syscall(SYS_close_range, hi + 1, ~0U, 0);
+    int ctl = -1, chan = -1, used = 0;
+    char name[64] = "", workdir[PATH_MAX] = "";
+    if (sscanf(args, "%d,%d,%63[^,],%n", &ctl, &chan, name, &used) != 3 || used == 0 ||
+        ctl != KEEPER_CTL_FD || chan != KEEPER_CHAN_FD) {
+        fprintf(stderr, "bulkheadd: --internal-keeper is for bulkheadd itself\n");
+        _exit(2);
+    }
+    snprintf(workdir, sizeof(workdir), "%s", args + used);
+    fcntl(ctl, F_SETFD, FD_CLOEXEC);
+    fcntl(chan, F_SETFD, FD_CLOEXEC);
+    keeper_main(ctl, chan, strcmp(workdir, "-") == 0 ? "" : workdir, name);
+    _exit(1);
 }
 
 static json_t *agent_init(const char *workdir, const char *prestart)
@@ -435,9 +449,28 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
         memset(rnd, 0, sizeof(rnd));
     bh_hex(rnd, sizeof(rnd), hex);
     snprintf(name, sizeof(name), "bhd-%d-%s", (int)getpid(), hex);
+    /* The keeper is a fresh exec of this binary: a fork of the threaded
+     * daemon may only make async-signal-safe calls (another thread may have
+     * held a lock, e.g. the allocator's, at the fork), so the child only
+     * moves two fds into place and execs; argv is built before the fork. */
+    char keeper_arg[PATH_MAX + 160];
+    snprintf(keeper_arg, sizeof(keeper_arg), "--internal-keeper=%d,%d,%s,%s", KEEPER_CTL_FD,
+             KEEPER_CHAN_FD, name, workdir_none[0] ? workdir_none : "-");
+    char **kargv = calloc((size_t)bhd_argc + 2, sizeof(char *));
+    if (kargv == NULL) {
+        close(chan[0]);
+        close(chan[1]);
+        close(ctl[0]);
+        close(ctl[1]);
+        return bh_error_errno(err, ENOMEM, "start a keeper");
+    }
+    for (int i = 0; i < bhd_argc; i++)
+        kargv[i] = bhd_argv[i];
+    kargv[bhd_argc] = keeper_arg;
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        free(kargv);
         close(chan[0]);
         close(chan[1]);
         close(ctl[0]);
@@ -445,9 +478,14 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
         return bh_error_errno(err, e, "fork a keeper");
     }
     if (pid == 0) {
-        close_others(ctl[1], chan[1]);
-        keeper_main(ctl[1], chan[1], workdir_none, name);
+        int a = fcntl(ctl[1], F_DUPFD, 100), b = fcntl(chan[1], F_DUPFD, 100);
+        if (a < 0 || b < 0 || dup2(a, KEEPER_CTL_FD) < 0 || dup2(b, KEEPER_CHAN_FD) < 0)
+            _exit(126);
+        syscall(SYS_close_range, KEEPER_CHAN_FD + 1, ~0U, 0);
+        execv("/proc/self/exe", kargv);
+        _exit(127);
     }
+    free(kargv);
     close(chan[1]);
     close(ctl[1]);
     struct bhd_box *box = calloc(1, sizeof(*box));

@@ -120,6 +120,14 @@ bool bhd_utf8_valid(const char *s, size_t len);
 /* server.c */
 int bhd_server_init(struct bh_error *err);
 void bhd_serve_connection(int fd);
+
+/* The daemon's own command line (a keeper re-executes it) and, in a keeper,
+ * its --internal-keeper argument "CTL,CHAN,NAME,WORKDIR". */
+extern int bhd_argc;
+extern char **bhd_argv;
+extern const char *bhd_keeper_args;
+/* Runs the keeper of one session sandbox; never returns. */
+__attribute__((noreturn)) void bhd_keeper_exec_main(const char *args);
 /* Answers at_capacity and closes: more connections than --max-connections. */
 void bhd_refuse_connection(int fd);
 void *bhd_maintenance_thread(void *arg);

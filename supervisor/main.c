@@ -157,6 +157,7 @@ static int parse_args(int argc, char **argv)
         O_RUNNERS,
         O_DEBUG,
         O_PRESTART,
+        O_KEEPER,
         O_HELP,
         O_LIMIT
     };
@@ -170,6 +171,7 @@ static int parse_args(int argc, char **argv)
         {"runners", required_argument, NULL, O_RUNNERS},
         {"debug", no_argument, NULL, O_DEBUG},
         {"prestart", required_argument, NULL, O_PRESTART},
+        {"internal-keeper", required_argument, NULL, O_KEEPER},
         {"help", no_argument, NULL, O_HELP},
     };
     size_t n = 0;
@@ -205,6 +207,9 @@ static int parse_args(int argc, char **argv)
             break;
         case O_PRESTART:
             bhd_cfg.prestart = optarg;
+            break;
+        case O_KEEPER:
+            bhd_keeper_args = optarg;
             break;
         case O_HELP:
         case 'h':
@@ -431,6 +436,8 @@ static void *conn_thread(void *arg)
 
 int main(int argc, char **argv)
 {
+    bhd_argc = argc;
+    bhd_argv = argv;
     if (parse_args(argc, argv) < 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
@@ -441,6 +448,10 @@ int main(int argc, char **argv)
                 err.msg);
         return 1;
     }
+    /* A session's keeper: the daemon re-executes itself with its own flags
+     * plus --internal-keeper, so the keeper starts single-threaded. */
+    if (bhd_keeper_args != NULL)
+        bhd_keeper_exec_main(bhd_keeper_args);
     if (bhd_server_init(&err) < 0) {
         fprintf(stderr, "bulkheadd: %s\n", err.msg);
         return 1;
