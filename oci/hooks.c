@@ -150,6 +150,19 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
             usleep(10000);
         }
     }
+    /* The hook may have exited before its output was read: take what is left
+     * (without blocking on a grandchild that still holds the pipe). */
+    if (out_open && fcntl(out[0], F_SETFL, O_NONBLOCK) == 0) {
+        char tmp[512];
+        ssize_t n;
+        while (olen < sizeof(output) - 1 && (n = read(out[0], tmp, sizeof(tmp))) > 0) {
+            size_t take = (size_t)n;
+            if (take > sizeof(output) - 1 - olen)
+                take = sizeof(output) - 1 - olen;
+            memcpy(output + olen, tmp, take);
+            olen += take;
+        }
+    }
     close(out[0]);
     output[olen] = '\0';
     while (olen > 0 && (output[olen - 1] == '\n' || output[olen - 1] == ' '))
