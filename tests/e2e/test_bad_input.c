@@ -24,6 +24,7 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "harness.h"
 
 typedef Bulkhead__Control__Response Resp;
 
@@ -31,29 +32,6 @@ static const char *build_dir(void)
 {
     const char *b = getenv("BULKHEAD_BUILD");
     return b ? b : "build";
-}
-
-static void remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) < 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *de;
-        while (d && (de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char p[1024];
-            snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-            remove_tree(p);
-        }
-        if (d)
-            closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 /* ---- protobuf by hand: NUL bytes and invalid UTF-8 survive ---------------- */
@@ -149,7 +127,7 @@ static void stop_daemon(void)
         daemon_pid = -1;
     }
     if (dtmp[0])
-        remove_tree(dtmp);
+        h_remove_tree(dtmp);
     dtmp[0] = '\0';
 }
 
@@ -541,7 +519,7 @@ static void oci_setup(void)
 static void oci_teardown(void)
 {
     if (otmp[0])
-        remove_tree(otmp);
+        h_remove_tree(otmp);
     otmp[0] = '\0';
 }
 
