@@ -161,7 +161,6 @@ static int parse_args(int argc, char **argv)
         O_HELP,
         O_LIMIT
     };
-    struct option opts[BH_ARRAY_SIZE(limit_flags) + 10];
     struct option base[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-group", required_argument, NULL, O_GROUP},
@@ -174,6 +173,8 @@ static int parse_args(int argc, char **argv)
         {"internal-keeper", required_argument, NULL, O_KEEPER},
         {"help", no_argument, NULL, O_HELP},
     };
+    /* Sized from both tables, so a new flag can never overflow it. */
+    struct option opts[BH_ARRAY_SIZE(base) + BH_ARRAY_SIZE(limit_flags) + 1];
     size_t n = 0;
     for (size_t i = 0; i < BH_ARRAY_SIZE(base); i++)
         opts[n++] = base[i];
