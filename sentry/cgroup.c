@@ -636,7 +636,19 @@ static int make_dirs(struct bh_cgroup *cg, size_t *made, struct bh_error *err)
                 return bh_error_errno(err, errno, "create cgroup `%s`", p);
             *s = '/';
         }
-        if (mkdir(h->dir, 0755) < 0) {
+        int r = mkdir(h->dir, 0755);
+        /* A last sandbox may have removed the shared parent just now:
+         * make it again (a few times at most). */
+        for (int again = 0; r < 0 && errno == ENOENT && again < 5; again++) {
+            for (char *s = p + ml + 1; (s = strchr(s, '/')) != NULL; s++) {
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                    return bh_error_errno(err, errno, "create cgroup `%s`", p);
+                *s = '/';
+            }
+            r = mkdir(h->dir, 0755);
+        }
+        if (r < 0) {
             if (errno == EEXIST)
                 return bh_error_set(err, EEXIST,
                                     "cgroup `%s` already exists: another sandbox uses this id, "
@@ -1262,6 +1274,16 @@ int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err)
     for (size_t i = cg->nh; i-- > 0;)
         if (remove_dir(cg, cg->h[i].dir, rc == 0 ? err : NULL) < 0)
             rc = -1;
+    /* bulkhead's own parent goes with its last sandbox (rmdir fails while
+     * another sandbox is in it; create makes it again when needed). Others'
+     * parents, such as docker's, are theirs. */
+    if (rc == 0 && strncmp(cg->rel, "bulkhead/", 9) == 0 && strchr(cg->rel + 9, '/') == NULL) {
+        for (size_t i = 0; i < cg->nh; i++) {
+            char parent[PATH_MAX];
+            level_path(cg, &cg->h[i], 1, parent);
+            rmdir(parent);
+        }
+    }
     bh_cgroup_free(cg);
     return rc;
 }
