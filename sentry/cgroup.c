@@ -1200,6 +1200,14 @@ int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *er
 
 int bh_cgroup_attach(struct bh_cgroup *cg, pid_t pid, struct bh_error *err)
 {
+    /* A fake tree (BULKHEAD_CGROUP_ROOT for tests) limits nothing: a process
+     * "attached" there would run without its limits. Fail closed. */
+    if (cg->fake)
+        return bh_error_set(
+            err, EPERM,
+            "attach pid %d: the cgroup root `%s` is not a cgroup filesystem (a test "
+            "tree?), so no limit would apply; unset BULKHEAD_CGROUP_ROOT",
+            (int)pid, cg->h[0].mount);
     char buf[32];
     snprintf(buf, sizeof(buf), "%d", (int)pid);
     /* cpuset first: it is the one that can refuse (ENOSPC on empty sets). */
