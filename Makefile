@@ -39,8 +39,8 @@ SENTRY_MAINS := sentry/sentry-main.c sentry/probe-main.c
 LIB_SRC      ?= $(filter-out $(SENTRY_MAINS),$(wildcard sentry/*.c))
 OCI_SRC      ?= $(wildcard oci/*.c)
 SUP_SRC      ?= $(wildcard supervisor/*.c)
-PROTO        := $(wildcard supervisor/*.proto)
-PROTO_C      := $(patsubst supervisor/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
+PROTO        := $(wildcard proto/*.proto)
+PROTO_C      := $(patsubst proto/%.proto,$(BUILD)/gen/%.pb-c.c,$(PROTO))
 PROTO_H      := $(PROTO_C:.c=.h)
 UNIT_SRC     ?= $(wildcard tests/unit/*.c)
 E2E_SRC      ?= $(wildcard tests/e2e/*.c)
@@ -49,6 +49,8 @@ BENCH_SRC    := $(wildcard bench/*.c)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB      := $(BUILD)/libsentry.a
+# The control protocol's generated code: only its speakers link it.
+PROTO_LIB := $(BUILD)/libbhproto.a
 BINS     := $(BUILD)/bulkhead $(BUILD)/bulkheadd $(BUILD)/bulkhead-sentry $(BUILD)/bulkhead-probe
 POLICIES := $(patsubst seccomp-policies/%,$(BUILD)/seccomp-policies/%,$(wildcard seccomp-policies/*.policy))
 RUNNERS  := $(patsubst supervisor/runners/%,$(BUILD)/runners/%,$(wildcard supervisor/runners/*.py supervisor/runners/*.js))
@@ -58,9 +60,9 @@ RUNNERS  := $(patsubst supervisor/runners/%,$(BUILD)/runners/%,$(wildcard superv
 
 all: $(BINS) $(POLICIES) $(RUNNERS)
 
-$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: supervisor/%.proto
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: proto/%.proto
 	@mkdir -p $(@D)
-	protoc-c --proto_path=supervisor --c_out=$(BUILD)/gen $<
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
 
 # Generated headers must exist before any object that may include them.
 $(call obj,$(LIB_SRC) $(OCI_SRC) $(SUP_SRC) $(UNIT_SRC) $(E2E_SRC) $(BENCH_SRC) $(SENTRY_MAINS)): | $(PROTO_H)
@@ -75,14 +77,18 @@ $(BUILD)/obj/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 
 PROTO_OBJ := $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(PROTO_C))
 
-$(LIB): $(call obj,$(LIB_SRC)) $(PROTO_OBJ)
+$(LIB): $(call obj,$(LIB_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bulkhead: $(call obj,$(OCI_SRC)) $(LIB)
+$(PROTO_LIB): $(PROTO_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bulkhead: $(call obj,$(OCI_SRC)) $(PROTO_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bulkheadd: $(call obj,$(SUP_SRC)) $(LIB)
+$(BUILD)/bulkheadd: $(call obj,$(SUP_SRC)) $(PROTO_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bulkhead-sentry: $(call obj,sentry/sentry-main.c) $(LIB)
@@ -103,11 +109,11 @@ $(BUILD)/runners/%: supervisor/runners/%
 	cp $< $@
 
 # ---- tests ---------------------------------------------------------------
-$(BUILD)/tests/unit: $(call obj,$(UNIT_SRC)) $(LIB)
+$(BUILD)/tests/unit: $(call obj,$(UNIT_SRC)) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
-$(BUILD)/tests/e2e: $(call obj,$(E2E_SRC)) $(LIB)
+$(BUILD)/tests/e2e: $(call obj,$(E2E_SRC)) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
@@ -144,7 +150,7 @@ $(BUILD)/bench/syscalls: bench/syscalls.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(PROTO_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

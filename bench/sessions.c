@@ -1,5 +1,5 @@
 /* The supervisor benchmark's client: talks to a running bulkheadd over its
- * control socket (supervisor/control.proto in sentry/frame.h frames) and
+ * control socket (proto/control.proto in sentry/frame.h frames) and
  * prints one JSON object of measurements. It starts nothing itself; bench/run
  * starts and stops the daemon.
  *

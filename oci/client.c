@@ -1,7 +1,7 @@
 /* `bulkhead session open|run|close|list|stats` and `bulkhead describe`: a
  * shell user's client of bulkheadd's control socket. Each command sends one
  * Request frame and prints the Response as JSON (field names as in
- * supervisor/control.proto), so scripts can read it with jq. Exit status: 0
+ * proto/control.proto), so scripts can read it with jq. Exit status: 0
  * for an answer, 1 for an error answer, 125 when nothing could be asked. */
 #include <errno.h>
 #include <getopt.h>

@@ -87,7 +87,7 @@ static void usage(FILE *out)
         "\n"
         "The standalone execution host: one sandbox per session, Python and JavaScript\n"
         "interpreters kept alive between cells, served over a unix socket (protobuf,\n"
-        "supervisor/control.proto). It verifies its tier at start and refuses to start\n"
+        "proto/control.proto). It verifies its tier at start and refuses to start\n"
         "when the tier asked for cannot be proven.\n"
         "\n"
         "  --socket PATH          control socket (env BULKHEADD_SOCKET)\n"
