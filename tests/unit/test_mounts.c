@@ -613,8 +613,10 @@ static int cmp_double(const void *a, const void *b)
 
 static void nothing(struct report *r, void *arg);
 
-/* The median, so a busy machine's outlier does not fail it. */
-Test(mounts, embedded_default_is_fast)
+/* Seven set-ups in a row each succeed; their times are logged for whoever
+ * looks, never asserted (a shared machine's load decides them: bench/ has the
+ * start-up figures, as ratios within one run). */
+Test(mounts, embedded_default_sets_up_repeatedly)
 {
     struct bh_sandbox_spec spec;
     spec_base(&spec);
@@ -627,7 +629,6 @@ Test(mounts, embedded_default_is_fast)
     }
     qsort(ms, 7, sizeof(ms[0]), cmp_double);
     cr_log_info("bh_mounts_setup: min %.2f ms, median %.2f ms, max %.2f ms", ms[0], ms[3], ms[6]);
-    cr_expect_lt(ms[3], 10.0, "median setup time %.2f ms", ms[3]);
 }
 
 /* ---- a rootfs with planted escape symlinks -------------------------------- */
