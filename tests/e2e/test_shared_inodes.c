@@ -323,3 +323,56 @@ Test(shared_locks, sqlite3_on_tmp_and_the_working_directory, .init = setup, .tim
     cr_expect_not_null(strstr(out, "/tmp [1, 3]"), "%s", out);
     cr_expect_not_null(strstr(out, "/work [1, 3]"), "%s", out);
 }
+
+/* ---- /proc and ".." (finding 5) ------------------------------------------ */
+
+/* The broker holds CAP_SYS_PTRACE; a /proc path must be judged by the
+ * process it reaches, whatever ".." did on the way. Siblings: a plain one
+ * (same uid) and a non-dumpable one (an execute-only copy of sleep). */
+static const char proc_walker[] =
+    "import os, subprocess, shutil\n"
+    "me = os.getpid()\n"
+    "sib = subprocess.Popen(['/bin/sleep', '60'])\n"
+    "shutil.copy('/bin/sleep', '/tmp/nd')\n"
+    "os.chmod('/tmp/nd', 0o111)\n"
+    "nd = subprocess.Popen(['/tmp/nd', '60'])\n"
+    "paths = []\n"
+    "for P in (sib.pid, nd.pid, 1):\n"
+    "    for f in ('mem', 'environ', 'maps', 'smaps', 'auxv', 'syscall', 'fd/0', 'cwd/.', "
+    "'root/.'):\n"
+    "        paths += [f'/proc/{P}/task/{P}/../{P}/{f}',\n"
+    "                  f'/proc/{P}/task/{P}/../{P}/task/{P}/../{P}/{f}',\n"
+    "                  f'/proc/{P}/task/../task/{P}/../{P}/{f}',\n"
+    "                  f'/proc/self/task/{me}/../../../{P}/{f}',\n"
+    "                  f'/proc/self/task/{me}/../../1/{f}',\n"
+    "                  f'/proc/thread-self/../../{P}/task/{P}/../{P}/{f}']\n"
+    "for p in paths:\n"
+    "    try:\n"
+    "        fd = os.open(p, os.O_RDONLY)\n"
+    "        print('OPENED', p)\n"
+    "        os.close(fd)\n"
+    "    except OSError as e:\n"
+    "        pass\n"
+    "    try:\n"
+    "        print('READLINK', p, os.readlink(p.replace('/mem', '/exe')))\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "own = [f'/proc/self/task/{me}/../{me}/maps', f'/proc/{me}/task/{me}/../{me}/environ',\n"
+    "       f'/proc/thread-self/../{me}/status']\n"
+    "for p in own:\n"
+    "    with open(p, 'rb') as f:\n"
+    "        print('own', 'ok' if f.read(16) else 'empty', p)\n"
+    "sib.kill(); nd.kill()\n"
+    "print('done', flush=True)\n";
+
+Test(proc_dotdot, no_path_with_dotdot_opens_another_process, .init = setup, .timeout = 120)
+{
+    struct peer p;
+    peer_start(&p, proc_walker);
+    const char *out = peer_until(&p, "done");
+    cr_expect_eq(peer_end(&p), 0, "%s", out);
+    cr_expect_null(strstr(out, "OPENED"), "another process's /proc entries were opened:\n%s", out);
+    cr_expect_null(strstr(out, "READLINK"), "another process's /proc links were read:\n%s", out);
+    cr_expect_not_null(strstr(out, "own ok /proc/thread-self"), "%s", out);
+    cr_expect_not_null(strstr(out, "/maps\nown ok"), "the guest's own entries: %s", out);
+}
