@@ -1105,7 +1105,11 @@ long bh_sys_statfs(struct bh_req *r)
  * stat, and the watch is added by the broker on its copy of the guest's
  * inotify fd (the same instance) through /proc/self/fd of the O_PATH fd, so
  * the kernel's own walk only follows that one magic link to the confined
- * inode. The kernel checks read permission with the guest's fs ids. */
+ * inode. The kernel checks read permission with the guest's fs ids.
+ * Marks live on inodes: the host trees are the sandbox's own overlay inodes
+ * (mounts.c), but device nodes are the host's (a read of /dev/urandom by
+ * anyone would be an event), and /proc, /sys and cgroupfs are kernel state
+ * shared with the host: watches there are refused (EACCES). */
 long bh_sys_inotify_add_watch(struct bh_req *r)
 {
     uint32_t mask = (uint32_t)ARG(2);
@@ -1122,6 +1126,15 @@ long bh_sys_inotify_add_watch(struct bh_req *r)
         bh_resolve_open(r, AT_FDCWD, path, O_PATH | (mask & IN_DONT_FOLLOW ? O_NOFOLLOW : 0), 0);
     if (fd < 0)
         return fd;
+    struct stat st;
+    long type = 0;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || special_fs(fd, &type)) {
+        bh_debug(r, "refused: a watch on `%s`, a device node or kernel state the host shares",
+                 path);
+        return -EACCES;
+    }
     char via[64];
     snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(ino, via, mask & ~(uint32_t)IN_DONT_FOLLOW);

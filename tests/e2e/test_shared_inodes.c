@@ -210,6 +210,24 @@ Test(shared_watches, own_trees_are_watched_as_usual, .init = setup, .timeout = 1
     cr_expect_eq(peer_end(&p), 0);
 }
 
+/* Device nodes are the host's inodes (any read of /dev/urandom on the host
+ * would be an event), /proc and /sys are kernel state: no watch there. */
+Test(shared_watches, device_nodes_and_kernel_state_are_not_watched, .init = setup, .timeout = 120)
+{
+    struct peer p;
+    peer_start(&p, "import ctypes, os\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "fd = libc.inotify_init1(0)\n"
+                   "for d in ('/dev/null', '/dev/urandom', '/dev/zero', '/proc', '/proc/self', "
+                   "'/sys', '/proc/self/fd/0'):\n"
+                   "    wd = libc.inotify_add_watch(fd, d.encode(), 0xfff)\n"
+                   "    print('WATCHED' if wd >= 0 else 'refused', d, ctypes.get_errno())\n"
+                   "print('done', flush=True)\n");
+    const char *out = peer_until(&p, "done");
+    cr_expect_eq(peer_end(&p), 0, "%s", out);
+    cr_expect_null(strstr(out, "WATCHED"), "%s", out);
+}
+
 /* fanotify would watch whole mounts: refused outright. */
 Test(shared_watches, fanotify_is_refused, .init = setup, .timeout = 120)
 {
@@ -375,4 +393,123 @@ Test(proc_dotdot, no_path_with_dotdot_opens_another_process, .init = setup, .tim
     cr_expect_null(strstr(out, "READLINK"), "another process's /proc links were read:\n%s", out);
     cr_expect_not_null(strstr(out, "own ok /proc/thread-self"), "%s", out);
     cr_expect_not_null(strstr(out, "/maps\nown ok"), "the guest's own entries: %s", out);
+}
+
+/* ---- the direct socket surface (finding 7) -------------------------------- */
+
+Test(socket_surface, other_protocols_and_socket_filters_are_refused, .init = setup, .timeout = 120)
+{
+    struct peer p;
+    peer_start(
+        &p,
+        "import socket, struct\n"
+        "A, A6, U = socket.AF_INET, socket.AF_INET6, socket.AF_UNIX\n"
+        "S, D = socket.SOCK_STREAM, socket.SOCK_DGRAM\n"
+        "for args in ((A, S, 262), (A6, S, 262), (A, D, 136), (A6, D, 136), (A, S, 132),\n"
+        "             (A, D, 1), (U, S, 1)):\n" /* MPTCP, UDP-Lite, SCTP, ICMP, PF_UNIX */
+        "    try:\n"
+        "        socket.socket(*args).close()\n"
+        "        print('MADE', args)\n"
+        "    except OSError as e:\n"
+        "        print('refused socket', args, e.errno)\n"
+        "prog = struct.pack('HBBI', 6, 0, 0, 0xffff)\n" /* BPF_RET|BPF_K: accept all */
+        "buf = ctypes_buf = bytearray(prog)\n"
+        "import ctypes\n"
+        "b = ctypes.create_string_buffer(prog)\n"
+        "fprog = struct.pack('HxxxxxxQ', 1, ctypes.addressof(b))\n"
+        "for level, opt, val in ((socket.SOL_SOCKET, 26, fprog), (socket.SOL_SOCKET, 50, "
+        "struct.pack('i', 3)),\n"
+        "                        (socket.SOL_SOCKET, 51, fprog), (socket.SOL_SOCKET, 52, "
+        "struct.pack('i', 3)),\n"
+        "                        (socket.SOL_SOCKET, 25, b'lo\\0'), (socket.IPPROTO_TCP, 31, "
+        "b'tls'),\n"
+        "                        (socket.IPPROTO_IP, 4, b'\\x01' * 4), (socket.IPPROTO_UDP, 100, "
+        "struct.pack('i', 1))):\n"
+        "    kind = socket.SOCK_DGRAM if level == socket.IPPROTO_UDP else socket.SOCK_STREAM\n"
+        "    s = socket.socket(socket.AF_INET, kind)\n"
+        "    try:\n"
+        "        s.setsockopt(level, opt, val)\n"
+        "        print('SET', level, opt)\n"
+        "    except OSError as e:\n"
+        "        print('refused option', level, opt, e.errno)\n"
+        "    s.close()\n"
+        "a, b2 = socket.socketpair()\n"
+        "try:\n"
+        "    a.getsockopt(socket.SOL_SOCKET, 77)\n"
+        "    print('GOT peer pidfd')\n"
+        "except OSError as e:\n"
+        "    print('refused peer pidfd', e.errno)\n"
+        "print('done', flush=True)\n");
+    const char *out = peer_until(&p, "done");
+    cr_expect_eq(peer_end(&p), 0, "%s", out);
+    cr_expect_null(strstr(out, "MADE"), "a refused protocol made a socket:\n%s", out);
+    cr_expect_null(strstr(out, "SET"), "a refused socket option was set:\n%s", out);
+    cr_expect_null(strstr(out, "GOT"), "%s", out);
+    /* MPTCP and UDP-Lite say "not supported", so programs fall back. */
+    cr_expect_not_null(strstr(out, "refused socket (<AddressFamily.AF_INET: 2>, "
+                                   "<SocketKind.SOCK_STREAM: 1>, 262) 93"),
+                       "%s", out);
+}
+
+/* Normal socket use keeps working: asyncio and http.server on 127.0.0.1
+ * (and ::1), UDP, socketpair, the options they set; Node's http. */
+Test(socket_surface, python_and_node_loopback_servers_still_work, .init = setup, .timeout = 180)
+{
+    struct peer p;
+    peer_start(
+        &p, "import asyncio, socket, threading, http.server, urllib.request\n"
+            "async def main():\n"
+            "    async def echo(r, w):\n"
+            "        w.write(await r.read(100)); await w.drain(); w.close()\n"
+            "    for host in ('127.0.0.1', '::1'):\n"
+            "        srv = await asyncio.start_server(echo, host, 0)\n"
+            "        port = srv.sockets[0].getsockname()[1]\n"
+            "        r, w = await asyncio.open_connection(host, port)\n"
+            "        w.write(b'ping'); w.write_eof()\n"
+            "        print('asyncio', host, (await r.read()).decode())\n"
+            "        w.close(); srv.close(); await srv.wait_closed()\n"
+            "asyncio.run(main())\n"
+            "h = http.server.ThreadingHTTPServer(('127.0.0.1', 0), "
+            "http.server.SimpleHTTPRequestHandler)\n"
+            "threading.Thread(target=h.serve_forever, daemon=True).start()\n"
+            "print('http', urllib.request.urlopen(f'http://127.0.0.1:{h.server_port}/').status)\n"
+            "h.shutdown()\n"
+            "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)\n"
+            "u.bind(('127.0.0.1', 0)); u.sendto(b'udp', u.getsockname()); print('udp', "
+            "u.recv(9).decode())\n"
+            "t = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)\n"
+            "for lvl, opt in ((socket.SOL_SOCKET, socket.SO_KEEPALIVE), (socket.IPPROTO_TCP, "
+            "socket.TCP_KEEPIDLE),\n"
+            "                 (socket.SOL_SOCKET, socket.SO_RCVBUF), (socket.IPPROTO_TCP, "
+            "socket.TCP_NODELAY)):\n"
+            "    t.setsockopt(lvl, opt, 1 if opt != socket.SO_RCVBUF else 65536)\n"
+            "print('err', t.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))\n"
+            "a, b = socket.socketpair(); a.send(b'pair'); print('socketpair', b.recv(9).decode())\n"
+            "print('done', flush=True)\n");
+    const char *out = peer_until(&p, "done");
+    cr_expect_eq(peer_end(&p), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "asyncio 127.0.0.1 ping"), "%s", out);
+    cr_expect_not_null(strstr(out, "http 200"), "%s", out);
+    cr_expect_not_null(strstr(out, "udp udp"), "%s", out);
+    cr_expect_not_null(strstr(out, "socketpair pair"), "%s", out);
+
+    const char js[] =
+        "const http = require('http'), net = require('net'), dgram = require('dgram');\n"
+        "const s = http.createServer((q, r) => r.end('node-ok'));\n"
+        "s.listen(0, '127.0.0.1', () => {\n"
+        "  http.get({port: s.address().port, host: '127.0.0.1', agent: new "
+        "http.Agent({keepAlive: true})}, (r) => {\n"
+        "    let b = ''; r.on('data', (d) => b += d);\n"
+        "    r.on('end', () => { console.log(b); s.close(); process.exit(0); });\n"
+        "  });\n"
+        "});\n"
+        "const u = dgram.createSocket('udp4'); u.bind(0, '127.0.0.1', () => "
+        "u.close());\n";
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/usr/bin/node", "-e", (char *)js, NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 120);
+    cr_expect_eq(r.status, 0, "node: %s %s", r.out, r.err);
+    cr_expect_not_null(strstr(r.out, "node-ok"), "node: %s %s", r.out, r.err);
+    h_free(&r);
+    free(bh);
 }
