@@ -359,7 +359,7 @@ static const char proc_walker[] =
     "    for f in ('mem', 'environ', 'maps', 'smaps', 'auxv', 'syscall', 'fd/0', 'cwd/.', "
     "'root/.'):\n"
     "        paths += [f'/proc/{P}/task/{P}/../{P}/{f}',\n"
-    "                  f'/proc/{P}/task/{P}/../{P}/task/{P}/../{P}/{f}',\n"
+    "                  f'/proc/{P}/task/{P}/../../../{P}/task/{P}/../{P}/{f}',\n"
     "                  f'/proc/{P}/task/../task/{P}/../{P}/{f}',\n"
     "                  f'/proc/self/task/{me}/../../../{P}/{f}',\n"
     "                  f'/proc/self/task/{me}/../../1/{f}',\n"
