@@ -513,3 +513,63 @@ Test(socket_surface, python_and_node_loopback_servers_still_work, .init = setup,
     h_free(&r);
     free(bh);
 }
+
+/* A bulkheadd session: the cell's Python runner is a child of the session
+ * agent, which holds the daemon's channel; its environment and memory are
+ * out of reach, with or without "..". */
+static struct h_daemon agent_daemon = H_DAEMON_INIT(10000);
+
+static void agent_daemon_stop(void)
+{
+    h_daemon_stop(&agent_daemon);
+}
+
+static Bulkhead__Control__Response *agent_roundtrip(Bulkhead__Control__Request *req)
+{
+    int fd = h_connect(agent_daemon.sock);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(h_send(fd, req), 0);
+    struct bh_error err = {0};
+    Bulkhead__Control__Response *r = h_recv(fd, 120000, &err);
+    close(fd);
+    cr_assert_not_null(r, "no answer: %s", err.msg);
+    return r;
+}
+
+Test(proc_dotdot, a_cell_cannot_reach_its_session_agent, .fini = agent_daemon_stop, .timeout = 180)
+{
+    h_daemon_start(&agent_daemon, "test_shared_inodes", "/tmp/bhd-inodes-XXXXXX", "--warm 0");
+    cr_assert_str_eq(agent_daemon.tier, "kernel");
+    Bulkhead__Control__Request req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, "mallory");
+    Bulkhead__Control__Response *r = agent_roundtrip(&req);
+    char *id = h_session_id(r);
+    bulkhead__control__response__free_unpacked(r, NULL);
+    Bulkhead__Control__RunCell c;
+    h_cell_req(&req, &c, id, "python",
+               "import os\n"
+               "me, a = os.getpid(), os.getppid()\n"
+               "out = []\n"
+               "for f in ('environ', 'mem', 'maps', 'smaps', 'fd/0', 'cwd/.'):\n"
+               "    for p in (f'/proc/{a}/task/{a}/../{a}/{f}',\n"
+               "              f'/proc/self/task/{me}/../../../{a}/{f}',\n"
+               "              f'/proc/{a}/task/../task/{a}/../{a}/{f}', f'/proc/{a}/{f}'):\n"
+               "        try:\n"
+               "            fd = os.open(p, os.O_RDONLY)\n"
+               "            out.append('OPENED ' + p)\n"
+               "            os.close(fd)\n"
+               "        except OSError:\n"
+               "            out.append('refused')\n"
+               "print('agent', a not in (me, 1), len(out))\n"
+               "print('\\n'.join(out))\n",
+               0, NULL, 0);
+    r = agent_roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL, "not a result");
+    const char *out = r->run_cell->stdout;
+    cr_expect_not_null(strstr(out, "agent True 24"), "the agent was not found: %s / %s", out,
+                       r->run_cell->stderr);
+    cr_expect_null(strstr(out, "OPENED"), "the cell reached its session agent:\n%s", out);
+    bulkhead__control__response__free_unpacked(r, NULL);
+    free(id);
+}
