@@ -62,8 +62,9 @@
  * - The embedded default's host directories are read-only overlays of the
  *   sandbox's own (overlay_fd), its host /etc files copies: no inode, and so
  *   no inotify mark and no lock, is shared with the host or another sandbox
- *   (sentry/README.md, "Shared inodes"). Device nodes stay binds of the
- *   host's (a user namespace cannot make them).
+ *   (sentry/README.md, "Shared inodes"). Device nodes are binds from a
+ *   tmpfs of the sandbox's own that the front end made (bh_mounts_dev_tree:
+ *   a user namespace cannot make device nodes).
  *
  * Cost: about 1 ms for the embedded default on this 2-core VM (median; see
  * the embedded_default_is_fast test). Under load the detach of the old root
@@ -159,6 +160,7 @@ struct setup {
     int system_fds[BH_ARRAY_SIZE(system_dirs)];
     char system_links[BH_ARRAY_SIZE(system_dirs)][PATH_MAX];
     int empty_fd;  /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
+    int dev_tree;  /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
     bool made_dev; /* the base /dev tmpfs is ours (made read-only at the end) */
 };
 
@@ -604,15 +606,28 @@ static int open_sources(struct setup *s, struct bh_error *err)
                                 spec->rootfs);
     }
 
-    s->devnull_fd = open_host("/dev/null", 0);
-    if (s->devnull_fd < 0)
-        return bh_error_errno(err, errno, "open the host's /dev/null");
-    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
-        char path[64];
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
-        s->dev_fds[i] = open_host(path, 0);
-        if (s->dev_fds[i] < 0)
-            return bh_error_errno(err, errno, "open the host's %s", path);
+    if (s->dev_tree >= 0) {
+        /* The sandbox's own nodes (bh_mounts_dev_tree), not the host's. */
+        s->devnull_fd = openat(s->dev_tree, "null", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (s->devnull_fd < 0)
+            return bh_error_errno(err, errno, "open null in the sandbox's device tree");
+        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+            s->dev_fds[i] = openat(s->dev_tree, dev_nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            if (s->dev_fds[i] < 0)
+                return bh_error_errno(err, errno, "open %s in the sandbox's device tree",
+                                      dev_nodes[i]);
+        }
+    } else {
+        s->devnull_fd = open_host("/dev/null", 0);
+        if (s->devnull_fd < 0)
+            return bh_error_errno(err, errno, "open the host's /dev/null");
+        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+            s->dev_fds[i] = open_host(path, 0);
+            if (s->dev_fds[i] < 0)
+                return bh_error_errno(err, errno, "open the host's %s", path);
+        }
     }
 
     if (s->embedded) {
@@ -1280,6 +1295,47 @@ static int setup_run(struct setup *s, struct bh_error *err)
 
 int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
 {
+    return bh_mounts_setup_with_dev(spec, -1, err);
+}
+
+int bh_mounts_dev_tree(struct bh_error *err)
+{
+    cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return bh_error_errno(err, errno, "device nodes of the sandbox's own: create a tmpfs");
+    if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "16", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return fs_error(err, fs, errno, "create the tmpfs", "the sandbox's device nodes");
+    /* Not nodev: these nodes are what it is for. Bound one by one, nosuid
+     * and noexec, into the sandbox's /dev. */
+    cleanup_close int tree =
+        fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "device nodes of the sandbox's own: mount the tmpfs");
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+        if (stat(path, &st) < 0)
+            return bh_error_errno(err, errno,
+                                  "device nodes of the sandbox's own: stat the host's %s", path);
+        if (!S_ISCHR(st.st_mode))
+            return bh_error_set(err, ENODEV, "the host's %s is not a character device", path);
+        if (mknodat(tree, dev_nodes[i], S_IFCHR | (st.st_mode & 0777), st.st_rdev) < 0 ||
+            fchmodat(tree, dev_nodes[i], st.st_mode & 0777, 0) < 0 ||
+            fchownat(tree, dev_nodes[i], st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+            return bh_error_errno(err, errno,
+                                  "device nodes of the sandbox's own: make %s (needs "
+                                  "host root, which may make device nodes)",
+                                  dev_nodes[i]);
+    }
+    return steal_fd(&tree);
+}
+
+int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree, struct bh_error *err)
+{
     struct setup s = {
         .spec = spec,
         .embedded = spec->rootfs == NULL && !spec->has_rootfs_tree_fd,
@@ -1290,6 +1346,7 @@ int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
         .rootfs_fd = -1,
         .devnull_fd = -1,
         .empty_fd = -1,
+        .dev_tree = dev_tree,
     };
     for (size_t i = 0; i < BH_ARRAY_SIZE(s.dev_fds); i++)
         s.dev_fds[i] = -1;

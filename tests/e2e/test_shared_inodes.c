@@ -312,6 +312,40 @@ Test(shared_locks, locks_on_a_shared_tree_cross_no_wall, .init = setup, .timeout
     cr_expect_eq(peer_end(&a), 0);
 }
 
+/* The device nodes too: /dev/null is a node of the sandbox's own, not the
+ * host's, so its locks cross no wall either. */
+Test(shared_locks, locks_on_device_nodes_cross_no_wall, .init = setup, .timeout = 240)
+{
+    struct peer a;
+    peer_start(&a, "import fcntl, sys\n"
+                   "f = open('/dev/null', 'rb')\n"
+                   "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                   "print('locked', flush=True)\n"
+                   "sys.stdin.readline()\n"
+                   "print('done', flush=True)\n");
+    peer_until(&a, "locked");
+    struct peer b;
+    peer_start(&b, "import fcntl\n"
+                   "f = open('/dev/null', 'rb')\n"
+                   "try:\n"
+                   "    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                   "    print('flock free')\n"
+                   "except BlockingIOError:\n"
+                   "    print('flock HELD')\n"
+                   "print('done', flush=True)\n");
+    const char *out = peer_until(&b, "done");
+    cr_expect_eq(peer_end(&b), 0);
+    cr_expect_not_null(strstr(out, "flock free"), "a neighbour saw the flock on /dev/null: %s",
+                       out);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    cr_expect_eq(flock(fd, LOCK_EX | LOCK_NB), 0, "the host saw the guest's flock on /dev/null");
+    close(fd);
+    peer_say(&a, "go\n");
+    peer_until(&a, "done");
+    cr_expect_eq(peer_end(&a), 0);
+}
+
 /* sqlite3 locks its files (POSIX locks) on the sandbox's own trees, where
  * they must keep working: two connections, one writing in a transaction. */
 Test(shared_locks, sqlite3_on_tmp_and_the_working_directory, .init = setup, .timeout = 120)
