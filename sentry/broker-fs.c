@@ -27,7 +27,11 @@
  * the broker holds CAP_SYS_PTRACE, the guest does not); writing the guest's
  * own mem or exe (EACCES); writes under /proc/sys, /sys and cgroupfs (EROFS);
  * any other write under /proc (EACCES, as the guest's Landlock domain, which
- * the broker does not run in, would answer).
+ * the broker does not run in, would answer). Which process a path names is
+ * decided from the whole symlink-free path after every step, so ".." can
+ * never make /proc/P/task/P/../P/mem look like no process's; a pid whose
+ * thread group cannot be read, and a procfs reached anywhere but at /proc,
+ * are refused.
  *
  * Landlock: the broker runs outside the guest's Landlock domain, so beyond
  * /proc it enforces the root, the mounts' read-only flags and the guest's
@@ -320,31 +324,59 @@ static int canon_push(struct walk *w, const char *name)
     return 0;
 }
 
-/* After pushing a component: note which /proc/N we are under. */
+/* Which process the walk is under, decided again from the whole canonical
+ * path after every step (push, "..", a link restarting it): canon holds no
+ * symlink, so its text names exactly the directory reached. State kept
+ * across steps would be wrong after "..": /proc/P/task/P/.. is /proc/P/task,
+ * still P's, and the next component must still count as P's. A task
+ * directory counts too: /proc/P/task/T is T's, and is the guest's own only
+ * when both P and T are in its thread group. A pid whose thread group cannot
+ * be read (it ended, or never existed) is a refusal, never "no process". */
 static int note_proc(struct bh_req *r, struct walk *w)
 {
+    w->proc_pid = 0;
+    w->proc_own = false;
+    w->proc_sentry = false;
     const char *parts[4];
     size_t lens[4];
     int n = canon_split(w->canon, parts, lens, 4);
-    if (n == 2 && part_is(parts[0], lens[0], "proc")) {
+    if (n < 2 || !part_is(parts[0], lens[0], "proc"))
+        return 0;
+    pid_t ids[2];
+    int nids = 0;
+    for (int i = 1; i < n && i < 4 && nids < 2; i += 2) {
         char num[16];
-        if (lens[1] >= sizeof(num))
-            return 0;
-        memcpy(num, parts[1], lens[1]);
-        num[lens[1]] = '\0';
+        if (i == 3 && !part_is(parts[2], lens[2], "task"))
+            break;
+        if (lens[i] >= sizeof(num))
+            return i == 1 ? 0 : -ENOENT;
+        memcpy(num, parts[i], lens[i]);
+        num[lens[i]] = '\0';
         if (!all_digits(num))
-            return 0;
-        pid_t pid = (pid_t)atoi(num);
-        pid_t tgid = pid == r->g->tid || pid == r->g->tgid ? r->g->tgid : tgid_of(pid);
-        if (tgid < 0)
-            return -ENOENT;
-        if (tgid == r->b->self_pid || (r->b->cfg.sentry_pid > 0 && pid == r->b->cfg.sentry_pid &&
-                                       r->b->cfg.sentry_pid != r->g->tgid)) {
-            w->proc_sentry = true;
-        }
-        w->proc_pid = pid;
-        w->proc_own = tgid == r->g->tgid;
+            return i == 1 ? 0 : -ENOENT; /* /proc/meminfo; /proc/P/task/x: none */
+        ids[nids++] = (pid_t)atoi(num);
     }
+    if (nids == 0)
+        return 0;
+    bool own = true, sentry = false;
+    for (int i = 0; i < nids; i++) {
+        pid_t pid = ids[i];
+        pid_t tgid = pid == r->g->tid || pid == r->g->tgid ? r->g->tgid : tgid_of(pid);
+        if (tgid <= 0) {
+            bh_debug(r, "refused: no process behind %s", w->canon);
+            return -ENOENT;
+        }
+        if (tgid == r->b->self_pid ||
+            (r->b->cfg.sentry_pid > 0 &&
+             (pid == r->b->cfg.sentry_pid || tgid == r->b->cfg.sentry_pid) &&
+             r->b->cfg.sentry_pid != r->g->tgid))
+            sentry = true;
+        if (tgid != r->g->tgid)
+            own = false;
+    }
+    w->proc_pid = ids[0];
+    w->proc_own = own;
+    w->proc_sentry = sentry;
     return 0;
 }
 
@@ -381,6 +413,9 @@ static int check_canon(struct bh_req *r, struct walk *w, uint64_t flags)
     size_t lens[6];
     int n = canon_split(w->canon, parts, lens, 6);
     bool write = is_write_open(flags);
+    int rc = note_proc(r, w); /* from the final path alone */
+    if (rc < 0)
+        return rc;
     if (w->proc_sentry && (write || !sentry_entry_ok(r, w, true)))
         return -EACCES;
     if (n >= 1 && part_is(parts[0], lens[0], "sys") && write)
@@ -453,7 +488,8 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
     w->canon[0] = '\0';
     w->guest_fd = -1;
     w->has_text = false;
-    w->proc_pid = 0, w->proc_sentry = false;
+    w->proc_pid = 0;
+    w->proc_sentry = false;
     w->proc_own = false;
     int links = 0;
     char *p = rest;
@@ -478,8 +514,9 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
             continue;
         if (strcmp(name, "..") == 0) {
             canon_pop(w);
-            w->proc_pid = 0, w->proc_sentry = false;
-            note_proc(r, w);
+            int rc = note_proc(r, w);
+            if (rc < 0)
+                return rc;
             continue;
         }
         if (strcmp(w->canon, "/proc") == 0 &&
@@ -495,14 +532,14 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
             }
             snprintf(name, sizeof(name), "%d", r->g->tgid);
             int rc = canon_push(w, name);
-            if (rc == 0)
-                rc = note_proc(r, w);
             if (rc == 0 && thread) {
                 snprintf(name, sizeof(name), "%d", r->g->tid);
                 rc = canon_push(w, "task");
                 if (rc == 0)
                     rc = canon_push(w, name);
             }
+            if (rc == 0)
+                rc = note_proc(r, w);
             if (rc < 0)
                 return rc;
             continue;
@@ -558,7 +595,8 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
                 return rc;
             p = rest;
             w->canon[0] = '\0';
-            w->proc_pid = 0, w->proc_sentry = false;
+            if ((rc = note_proc(r, w)) < 0)
+                return rc;
             if (++links > 40)
                 return -ELOOP;
             continue;
@@ -578,15 +616,13 @@ static int walk(struct bh_req *r, const char *abs, bool follow_last, uint64_t fl
         if (++links > 40)
             return -ELOOP;
         canon_pop(w);
-        if (link[0] == '/') {
+        if (link[0] == '/')
             w->canon[0] = '\0';
-            w->proc_pid = 0, w->proc_sentry = false;
-        }
         if ((rc = restart_from(rest, tmp, link, p)) < 0)
             return rc;
         p = rest;
-        w->proc_pid = 0, w->proc_sentry = false;
-        note_proc(r, w);
+        if ((rc = note_proc(r, w)) < 0)
+            return rc;
     }
     if (w->canon[0] == '\0')
         strcpy(w->canon, "/");
@@ -642,7 +678,14 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
         rc = (int)sys_openat2_raw(r->b->root_fd, w->canon, &how);
         bh_blocking_end();
         long type = 0;
-        if (rc >= 0 && is_write_open(flags) && special_fs(rc, &type) && type != PROC_SUPER_MAGIC) {
+        bool special = rc >= 0 && special_fs(rc, &type);
+        if (special && type == PROC_SUPER_MAGIC && !starts_with_dir(w->canon, "proc")) {
+            /* A procfs somewhere else (a spec's mount) would escape every
+             * per-process check above, which reads /proc/N from the path. */
+            bh_debug(r, "refused: %s is a procfs outside /proc", w->canon);
+            close(rc);
+            rc = -EACCES;
+        } else if (special && is_write_open(flags) && type != PROC_SUPER_MAGIC) {
             close(rc);
             rc = -EROFS;
         }
@@ -1062,7 +1105,11 @@ long bh_sys_statfs(struct bh_req *r)
  * stat, and the watch is added by the broker on its copy of the guest's
  * inotify fd (the same instance) through /proc/self/fd of the O_PATH fd, so
  * the kernel's own walk only follows that one magic link to the confined
- * inode. The kernel checks read permission with the guest's fs ids. */
+ * inode. The kernel checks read permission with the guest's fs ids.
+ * Marks live on inodes: the host trees are the sandbox's own overlay inodes
+ * (mounts.c), but device nodes are the host's (a read of /dev/urandom by
+ * anyone would be an event), and /proc, /sys and cgroupfs are kernel state
+ * shared with the host: watches there are refused (EACCES). */
 long bh_sys_inotify_add_watch(struct bh_req *r)
 {
     uint32_t mask = (uint32_t)ARG(2);
@@ -1079,6 +1126,15 @@ long bh_sys_inotify_add_watch(struct bh_req *r)
         bh_resolve_open(r, AT_FDCWD, path, O_PATH | (mask & IN_DONT_FOLLOW ? O_NOFOLLOW : 0), 0);
     if (fd < 0)
         return fd;
+    struct stat st;
+    long type = 0;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || special_fs(fd, &type)) {
+        bh_debug(r, "refused: a watch on `%s`, a device node or kernel state the host shares",
+                 path);
+        return -EACCES;
+    }
     char via[64];
     snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
     int wd = inotify_add_watch(ino, via, mask & ~(uint32_t)IN_DONT_FOLLOW);

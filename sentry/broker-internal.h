@@ -123,6 +123,10 @@ void bh_debug(struct bh_req *r, const char *fmt, ...) __attribute__((format(prin
 void bh_blocking_begin(void);
 void bh_blocking_end(void);
 
+/* Whether the handler table answers native syscall nr: the brokered list
+ * of kernel.policy is checked against it (tests/unit/test_policy.c). */
+bool bh_broker_handles(long nr);
+
 /* broker-fs.c */
 long bh_sys_open(struct bh_req *r);
 long bh_sys_openat(struct bh_req *r);

@@ -162,6 +162,11 @@ static const struct handler handlers[512] = {
 };
 #undef H
 
+bool bh_broker_handles(long nr)
+{
+    return nr >= 0 && (size_t)nr < BH_ARRAY_SIZE(handlers) && handlers[nr].fn != NULL;
+}
+
 /* ---- guest memory ------------------------------------------------------ */
 
 int bh_mem_read(struct bh_req *r, uint64_t addr, void *buf, size_t len)

@@ -59,6 +59,12 @@
  *   /dev/shm are writable. A spec's own /dev (OCI) stays as the spec says.
  * - A rootfs overlay keeps its upper layer in a tmpfs of spec->limits.
  *   tmpfs_bytes; the rootfs on disk is never written.
+ * - The embedded default's host directories are read-only overlays of the
+ *   sandbox's own (overlay_fd), its host /etc files copies: no inode, and so
+ *   no inotify mark and no lock, is shared with the host or another sandbox
+ *   (sentry/README.md, "Shared inodes"). Device nodes are binds from a
+ *   tmpfs of the sandbox's own that the front end made (bh_mounts_dev_tree:
+ *   a user namespace cannot make device nodes).
  *
  * Cost: about 1 ms for the embedded default on this 2-core VM (median; see
  * the embedded_default_is_fast test). Under load the detach of the old root
@@ -153,6 +159,8 @@ struct setup {
     int etc_fds[BH_ARRAY_SIZE(etc_binds)];
     int system_fds[BH_ARRAY_SIZE(system_dirs)];
     char system_links[BH_ARRAY_SIZE(system_dirs)][PATH_MAX];
+    int empty_fd;  /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
+    int dev_tree;  /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
     bool made_dev; /* the base /dev tmpfs is ours (made read-only at the end) */
 };
 
@@ -402,6 +410,107 @@ static int bind_fd(struct setup *s, int src_fd, const char *what, const char *de
     return attach_tree(s, tree, what, dest, S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
 }
 
+/* Appends what the fs context said about its failure, if anything. */
+static int fs_error(struct bh_error *err, int fsfd, int code, const char *what, const char *dest)
+{
+    char log[256] = "";
+    ssize_t n = fsfd >= 0 ? read(fsfd, log, sizeof(log) - 1) : -1;
+    if (n > 0) {
+        log[n] = '\0';
+        log[strcspn(log, "\n")] = '\0';
+    }
+    return bh_error_errno(err, code, "%s of `%s`%s%s%s", what, dest, n > 0 ? " (" : "",
+                          n > 0 ? log : "", n > 0 ? ")" : "");
+}
+
+/* The overlays' bottom layer: overlayfs wants two layers when it has no
+ * upper one, and an empty tmpfs adds nothing to the merged view. Detached,
+ * so no path of the sandbox ever shows it. */
+static int empty_layer(struct setup *s, struct bh_error *err)
+{
+    if (s->empty_fd >= 0)
+        return s->empty_fd;
+    cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return bh_error_errno(err, errno, "create the empty layer of the per-sandbox overlays");
+    if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "2", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0555", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return fs_error(err, fs, errno, "create the empty tmpfs", "the overlays' bottom layer");
+    s->empty_fd =
+        fsmount(fs, FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    if (s->empty_fd < 0)
+        return bh_error_errno(err, errno, "mount the empty layer of the per-sandbox overlays");
+    return s->empty_fd;
+}
+
+/* Shows the host directory src_fd on dest through a read-only overlayfs of
+ * the sandbox's own (the host tree its only content). A bind would share
+ * the host's inodes, and with them everything the kernel keeps on an inode:
+ * inotify and fanotify marks (a guest watching /usr/bin was told every
+ * program the host ran) and flock/POSIX locks (a channel between sandboxes).
+ * The overlay is a new superblock with inodes of its own, so marks and locks
+ * stay inside this sandbox, while reads and mappings go to the host file and
+ * its page cache, shared as before. */
+static int overlay_fd(struct setup *s, int src_fd, const char *dest, uint64_t attr,
+                      struct bh_error *err)
+{
+    int empty = empty_layer(s, err);
+    if (empty < 0)
+        return -1;
+    cleanup_close int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return bh_error_errno(err, errno,
+                              "read-only overlay of `%s`: overlayfs is needed so that the sandbox "
+                              "shares no inode (watches, locks) with the host",
+                              dest);
+    if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, src_fd) < 0)
+        return fs_error(err, fs, errno,
+                        "read-only overlay (layers by fd, Linux 6.13 or later): add the host tree",
+                        dest);
+    if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, empty) < 0)
+        return fs_error(err, fs, errno, "read-only overlay: add the empty layer", dest);
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return fs_error(err, fs, errno, "read-only overlay: create", dest);
+    cleanup_close int tree = fsmount(fs, FSMOUNT_CLOEXEC, attr | MOUNT_ATTR_RDONLY);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "read-only overlay of `%s`: mount", dest);
+    return attach_tree(s, tree, dest, dest, MP_DIR, err);
+}
+
+/* Copies a small host file (etc_binds) into the sandbox's own /etc: a file
+ * cannot be an overlay's root, and a bind would share its inode. */
+static int copy_file_at(int src_fd, int dirfd, const char *name, struct bh_error *err)
+{
+    cleanup_close int out =
+        openat(dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (out < 0)
+        return bh_error_errno(err, errno, "create /etc/%s", name);
+    off_t off = 0;
+    for (;;) {
+        char buf[16384];
+        ssize_t n = pread(src_fd, buf, sizeof(buf), off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return bh_error_errno(err, errno, "copy the host's /etc/%s: read", name);
+        if (n == 0)
+            return 0;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return bh_error_errno(err, w < 0 ? errno : EIO, "copy the host's /etc/%s: write",
+                                      name);
+            done += w;
+        }
+        off += n;
+    }
+}
+
 static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
                     unsigned long flags, const char *data, struct bh_error *err)
 {
@@ -497,15 +606,28 @@ static int open_sources(struct setup *s, struct bh_error *err)
                                 spec->rootfs);
     }
 
-    s->devnull_fd = open_host("/dev/null", 0);
-    if (s->devnull_fd < 0)
-        return bh_error_errno(err, errno, "open the host's /dev/null");
-    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
-        char path[64];
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
-        s->dev_fds[i] = open_host(path, 0);
-        if (s->dev_fds[i] < 0)
-            return bh_error_errno(err, errno, "open the host's %s", path);
+    if (s->dev_tree >= 0) {
+        /* The sandbox's own nodes (bh_mounts_dev_tree), not the host's. */
+        s->devnull_fd = openat(s->dev_tree, "null", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (s->devnull_fd < 0)
+            return bh_error_errno(err, errno, "open null in the sandbox's device tree");
+        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+            s->dev_fds[i] = openat(s->dev_tree, dev_nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            if (s->dev_fds[i] < 0)
+                return bh_error_errno(err, errno, "open %s in the sandbox's device tree",
+                                      dev_nodes[i]);
+        }
+    } else {
+        s->devnull_fd = open_host("/dev/null", 0);
+        if (s->devnull_fd < 0)
+            return bh_error_errno(err, errno, "open the host's /dev/null");
+        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+            s->dev_fds[i] = open_host(path, 0);
+            if (s->dev_fds[i] < 0)
+                return bh_error_errno(err, errno, "open the host's %s", path);
+        }
     }
 
     if (s->embedded) {
@@ -527,8 +649,11 @@ static int open_sources(struct setup *s, struct bh_error *err)
             char link[8];
             if (strcmp(etc_binds[i], "localtime") == 0 && readlink(path, link, sizeof(link)) >= 0)
                 continue; /* recreated as the same symlink */
-            s->etc_fds[i] = open_host(path, 0);
-            if (s->etc_fds[i] < 0 && errno != ENOENT)
+            /* Readable, not O_PATH: files are copied, directories overlaid.
+             * One the sandbox's ids cannot read is left out, as the guest
+             * could not have read it either. */
+            s->etc_fds[i] = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+            if (s->etc_fds[i] < 0 && errno != ENOENT && errno != EACCES)
                 return bh_error_errno(err, errno, "open the host's %s", path);
         }
     }
@@ -689,8 +814,8 @@ static int build_embedded(struct setup *s, struct bh_error *err)
                 return bh_error_errno(err, errno, "create symlink %s -> %s", dest,
                                       s->system_links[i]);
         } else if (s->system_fds[i] >= 0) {
-            if (bind_fd(s, s->system_fds[i], dest, dest, true,
-                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, err) < 0)
+            if (overlay_fd(s, s->system_fds[i], dest, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err) <
+                0)
                 return -1;
         }
     }
@@ -717,10 +842,21 @@ static int build_embedded(struct setup *s, struct bh_error *err)
             continue;
         char dest[PATH_MAX];
         snprintf(dest, sizeof(dest), "/etc/%s", etc_binds[i]);
-        if (bind_fd(s, s->etc_fds[i], dest, dest, true,
-                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0,
-                    err) < 0)
-            return -1;
+        struct stat st;
+        if (fstat(s->etc_fds[i], &st) < 0)
+            return bh_error_errno(err, errno, "stat the host's %s", dest);
+        if (S_ISDIR(st.st_mode)) {
+            if (overlay_fd(s, s->etc_fds[i], dest,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, err) < 0)
+                return -1;
+        } else if (S_ISREG(st.st_mode)) {
+            cleanup_close int etc =
+                openat(root, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (etc < 0)
+                return bh_error_errno(err, errno, "open /etc");
+            if (copy_file_at(s->etc_fds[i], etc, etc_binds[i], err) < 0)
+                return -1;
+        }
     }
 
     char opts[128];
@@ -1103,6 +1239,7 @@ static void setup_release(struct setup *s)
         bh_closep(&s->etc_fds[i]);
     for (size_t i = 0; i < BH_ARRAY_SIZE(s->system_fds); i++)
         bh_closep(&s->system_fds[i]);
+    bh_closep(&s->empty_fd);
     if (s->source_fds != NULL)
         for (size_t i = 0; i < s->spec->n_mounts; i++)
             bh_closep(&s->source_fds[i]);
@@ -1158,6 +1295,47 @@ static int setup_run(struct setup *s, struct bh_error *err)
 
 int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
 {
+    return bh_mounts_setup_with_dev(spec, -1, err);
+}
+
+int bh_mounts_dev_tree(struct bh_error *err)
+{
+    cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return bh_error_errno(err, errno, "device nodes of the sandbox's own: create a tmpfs");
+    if (fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "16", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return fs_error(err, fs, errno, "create the tmpfs", "the sandbox's device nodes");
+    /* Not nodev: these nodes are what it is for. Bound one by one, nosuid
+     * and noexec, into the sandbox's /dev. */
+    cleanup_close int tree =
+        fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "device nodes of the sandbox's own: mount the tmpfs");
+    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+        if (stat(path, &st) < 0)
+            return bh_error_errno(err, errno,
+                                  "device nodes of the sandbox's own: stat the host's %s", path);
+        if (!S_ISCHR(st.st_mode))
+            return bh_error_set(err, ENODEV, "the host's %s is not a character device", path);
+        if (mknodat(tree, dev_nodes[i], S_IFCHR | (st.st_mode & 0777), st.st_rdev) < 0 ||
+            fchmodat(tree, dev_nodes[i], st.st_mode & 0777, 0) < 0 ||
+            fchownat(tree, dev_nodes[i], st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+            return bh_error_errno(err, errno,
+                                  "device nodes of the sandbox's own: make %s (needs "
+                                  "host root, which may make device nodes)",
+                                  dev_nodes[i]);
+    }
+    return steal_fd(&tree);
+}
+
+int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree, struct bh_error *err)
+{
     struct setup s = {
         .spec = spec,
         .embedded = spec->rootfs == NULL && !spec->has_rootfs_tree_fd,
@@ -1167,6 +1345,8 @@ int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
         .root_fd = -1,
         .rootfs_fd = -1,
         .devnull_fd = -1,
+        .empty_fd = -1,
+        .dev_tree = dev_tree,
     };
     for (size_t i = 0; i < BH_ARRAY_SIZE(s.dev_fds); i++)
         s.dev_fds[i] = -1;

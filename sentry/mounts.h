@@ -12,5 +12,18 @@
  * then pivot_root into it and detaches the old root. After it returns the
  * host's filesystem is unreachable from this mount namespace. */
 int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err);
+/* The same, with /dev's device nodes (and the /dev/null that masks paths)
+ * taken from dev_tree (bh_mounts_dev_tree) instead of the host's /dev; -1:
+ * the host's. */
+int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree,
+                             struct bh_error *err);
+
+/* Front end, as host root in the initial user namespace: a detached tmpfs
+ * holding the sandbox's own device nodes (null, zero, full, random, urandom,
+ * tty, with the host's modes and numbers). Its inodes are the sandbox's
+ * alone, so flock/POSIX locks and inotify marks on /dev/null no longer
+ * cross sandboxes; a user namespace cannot make them itself (mknod is
+ * refused there, and its own tmpfs is nodev). The fd, or -1. */
+int bh_mounts_dev_tree(struct bh_error *err);
 
 #endif

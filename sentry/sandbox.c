@@ -32,6 +32,7 @@
 #include "cleanup.h"
 #include "control.h"
 #include "frame.h"
+#include "mounts.h"
 #include "paths.h"
 #include "policy.h"
 #include "sandbox-internal.h"
@@ -550,7 +551,7 @@ static int bind_control_socket(const char *state_dir, struct bh_error *err)
 }
 
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
-                           int *tree_fds, size_t *n_tree, struct bh_error *err)
+                           int *tree_fds, size_t *n_tree, int *dev_tree, struct bh_error *err)
 {
     json_t *o = bh_spec_to_json(spec);
     json_t *mounts = json_object_get(o, "mounts");
@@ -567,6 +568,17 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
                             json_integer((json_int_t)*n_tree));
         tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
     }
+    /* The sandbox's own device nodes (mounts.h), made here as host root;
+     * before the rootfs, which stays the last tree. */
+    *dev_tree = bh_mounts_dev_tree(err);
+    if (*dev_tree < 0 || *n_tree >= MAX_TREE_FDS) {
+        json_decref(o);
+        return *dev_tree < 0 ? -1
+                             : bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
+                                            MAX_TREE_FDS);
+    }
+    json_object_set_new(o, "dev_tree_fd_index", json_integer((json_int_t)*n_tree));
+    tree_fds[(*n_tree)++] = *dev_tree;
     if (spec->has_rootfs_tree_fd) {
         if (*n_tree >= MAX_TREE_FDS) {
             json_decref(o);
@@ -752,6 +764,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->slot.lock_fd = -1;
     sb->detached = detached;
     cleanup_close int spec_fd = -1;
+    cleanup_close int dev_tree = -1;
     int pol_fds[3] = {-1, -1, -1};
     cleanup_close int listen_fd = -1;
     cleanup_close int console_fd = -1;
@@ -817,7 +830,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     }
     params.has_console = console_fd >= 0;
     size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0) + (console_fd >= 0 ? 1 : 0);
-    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pre, &n_tree, err);
+    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
     if (spec_fd < 0)
         goto fail;
     msg_fds[0] = spec_fd;

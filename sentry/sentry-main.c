@@ -83,7 +83,8 @@ static struct {
     struct pending pending[MAX_PENDING];
     size_t n_pending;
     int console_fd; /* connected by the front end to the OCI console socket */
-} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1, .console_fd = -1};
+    int dev_tree;   /* the front end's tmpfs of device nodes (mounts.h) */
+} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1, .console_fd = -1, .dev_tree = -1};
 
 static __attribute__((noreturn)) void die(const struct bh_error *err)
 {
@@ -205,6 +206,15 @@ static int read_spec(struct bh_error *err)
         }
         S.spec.has_rootfs_tree_fd = true;
         S.spec.rootfs_tree_fd = fds[k + 1 + n_pre];
+    }
+    json_t *didx = json_object_get(o, "dev_tree_fd_index");
+    if (didx != NULL) {
+        json_int_t k = json_integer_value(didx);
+        if (!json_is_integer(didx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+            json_decref(o);
+            return bh_error_set(err, EPROTO, "the device nodes name a tree that was not sent");
+        }
+        S.dev_tree = fds[k + 1 + n_pre];
     }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
@@ -642,10 +652,11 @@ int main(int argc, char **argv)
     int console_fd = S.console_fd;
     if (write_sysctls(&err) < 0)
         die(&err);
-    if (bh_mounts_setup(&S.spec, &err) < 0) {
+    if (bh_mounts_setup_with_dev(&S.spec, S.dev_tree, &err) < 0) {
         bh_error_prefix(&err, "filesystem");
         die(&err);
     }
+    bh_closep(&S.dev_tree);
     if (S.params.made_netns && bh_netns_loopback_up(&err) < 0) {
         bh_error_prefix(&err, "network namespace");
         die(&err);

@@ -32,7 +32,7 @@ const char *h_build(void)
 {
     const char *b = getenv("BULKHEAD_BUILD");
     if (b == NULL || *b == '\0')
-        cr_skip_test("BULKHEAD_BUILD is not set: run through `make e2e` or export it");
+        h_skip_kernel("BULKHEAD_BUILD is not set: run through `make e2e` or export it");
     return b;
 }
 
@@ -159,6 +159,12 @@ struct run_result h_do_va(const char *tier, char *const extra_env[], int timeout
     return r;
 }
 
+bool h_kernel_required(void)
+{
+    const char *v = getenv("BULKHEAD_REQUIRE_KERNEL");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 void h_require_kernel_tier(void)
 {
     char *bh = h_path("bulkhead");
@@ -166,7 +172,7 @@ void h_require_kernel_tier(void)
     struct run_result r = h_run(argv, NULL, NULL, 120);
     free(bh);
     if (r.status != 0)
-        cr_skip_test("the kernel tier does not run here: %.300s", r.err);
+        h_skip_kernel("the kernel tier does not run here: %.300s", r.err);
     h_free(&r);
 }
 
@@ -266,17 +272,21 @@ void h_daemon_start(struct h_daemon *d, const char *who, const char *tmp_templat
     char msg[2048];
     if (tier != NULL) {
         if (h_daemon_launch(d, tmp_template, tier, extra, msg, sizeof(msg)) < 0)
-            cr_skip_test("bulkheadd did not start at tier %s: %s", tier, msg);
+            h_skip_kernel("bulkheadd did not start at tier %s: %s", tier, msg);
         return;
     }
     if (h_daemon_launch(d, tmp_template, "kernel", extra, msg, sizeof(msg)) == 0)
         return;
+    if (h_kernel_required())
+        cr_assert_fail("BULKHEAD_REQUIRE_KERNEL=1, and bulkheadd did not start at the kernel "
+                       "tier (%s would fall back to the container tier): %s",
+                       who, msg);
     fprintf(stderr,
             "%s: the kernel tier cannot be verified here, running at the container tier "
             "(kernel-only assertions skip): %s\n",
             who, msg);
     if (h_daemon_launch(d, tmp_template, "container", extra, msg, sizeof(msg)) < 0)
-        cr_skip_test("bulkheadd started neither at kernel nor at container tier: %s", msg);
+        h_skip_kernel("bulkheadd started neither at kernel nor at container tier: %s", msg);
 }
 
 int h_send(int fd, Bulkhead__Control__Request *req)

@@ -54,7 +54,22 @@ void h_free(struct run_result *r);
  * (may be NULL), ap ends with NULL. */
 struct run_result h_do_va(const char *tier, char *const extra_env[], int timeout_s,
                           const char *const *pre, va_list ap);
-/* Skips (with the reason bulkhead gave) unless the kernel tier runs here. */
+/* BULKHEAD_REQUIRE_KERNEL=1 (CI exports it): a test that cannot get the
+ * kernel tier fails instead of skipping, so a regression that breaks only
+ * the kernel tier cannot hide as a skip. */
+bool h_kernel_required(void);
+/* Skips the running test with the message, or fails it with the same
+ * message when h_kernel_required(). For every skip whose cause is a missing
+ * kernel tier (or a bulkhead that does not run at all). */
+#define h_skip_kernel(...)                                                                         \
+    do {                                                                                           \
+        if (h_kernel_required())                                                                   \
+            cr_assert_fail(                                                                        \
+                "BULKHEAD_REQUIRE_KERNEL=1, and the kernel tier is not there: " __VA_ARGS__);      \
+        cr_skip_test(__VA_ARGS__);                                                                 \
+    } while (0)
+/* Skips (with the reason bulkhead gave) unless the kernel tier runs here;
+ * fails instead under BULKHEAD_REQUIRE_KERNEL=1. */
 void h_require_kernel_tier(void);
 
 /* ---- bulkheadd ----------------------------------------------------------- */

@@ -49,15 +49,15 @@ static void require_kernel_tier(void)
     char *bh = h_path("bulkhead");
     if (access(bh, X_OK) < 0) {
         remove_tmpdir();
-        cr_skip_test("%s is not built", bh);
+        h_skip_kernel("%s is not built", bh);
     }
     char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
     struct run_result r = h_run(argv, NULL, NULL, 60);
     if (r.status != 0) {
         remove_tmpdir();
-        cr_skip_test("the kernel tier does not run yet (`bulkhead do --tier kernel -- /bin/true` "
-                     "exited %d: %.300s)",
-                     r.status, r.err);
+        h_skip_kernel("the kernel tier does not run yet (`bulkhead do --tier kernel -- /bin/true` "
+                      "exited %d: %.300s)",
+                      r.status, r.err);
     }
     h_free(&r);
     free(bh);

@@ -638,6 +638,10 @@ static const char *do_tier(void)
         char *err = NULL;
         int rc = h_finish(&j, 60, NULL, &err);
         kernel = rc == 0;
+        if (!kernel && h_kernel_required())
+            cr_assert_fail("BULKHEAD_REQUIRE_KERNEL=1, and `bulkhead do --tier kernel` does not "
+                           "run: %.300s",
+                           err);
         if (!kernel) {
             char *argv2[] = {bh, "do", "--tier", "container", "--", "/bin/true", NULL};
             j = spawn(argv2, NULL);
@@ -866,11 +870,14 @@ static struct daemon start_daemon(const char *extra)
         kill(d.pid, SIGKILL);
         waitpid(d.pid, NULL, 0);
         daemon_err_log(msg, sizeof(msg));
+        if (strcmp(tiers[i], "kernel") == 0 && h_kernel_required())
+            cr_assert_fail("BULKHEAD_REQUIRE_KERNEL=1, and bulkheadd refused the kernel tier: %s",
+                           msg);
         if (i == 0 && tiers[1])
             fprintf(stderr, "test_faults: bulkheadd refused tier %s here, trying %s: %s\n",
                     tiers[0], tiers[1], msg);
     }
-    cr_skip_test("bulkheadd did not start at any tier here: %s", msg);
+    h_skip_kernel("bulkheadd did not start at any tier here: %s", msg);
     return (struct daemon){.pid = -1};
 }
 

@@ -56,6 +56,10 @@ static bool kernel_only(const char *what)
 {
     if (strcmp(bhd.tier, "kernel") == 0)
         return true;
+    if (h_kernel_required())
+        cr_assert_fail("BULKHEAD_REQUIRE_KERNEL=1, and the daemon serves tier %s: %s is not "
+                       "checked",
+                       bhd.tier, what);
     cr_log_warn("skipped at tier %s (kernel only): %s", bhd.tier, what);
     fprintf(stderr, "test_supervisor: skipped at tier %s (kernel only): %s\n", bhd.tier, what);
     return false;

@@ -13,7 +13,7 @@ static struct run_result tier_run(const char *brk, const char *a1, const char *a
 {
     char *bh = h_path("bulkhead");
     if (access(bh, X_OK) < 0)
-        cr_skip_test("%s is not built", bh);
+        h_skip_kernel("%s is not built", bh);
     char *argv[] = {bh, "tier", (char *)a1, (char *)a2, (char *)a3, NULL};
     char env[128];
     snprintf(env, sizeof(env), "BULKHEAD_TEST_BREAK=%s", brk ? brk : "");
@@ -22,7 +22,7 @@ static struct run_result tier_run(const char *brk, const char *a1, const char *a
     free(bh);
     /* 125: the verification itself could not run (no sandbox core yet). */
     if (r.status == 125 && strstr(r.err, "cannot verify the tier") != NULL)
-        cr_skip_test("the probe sandbox does not run yet: %.300s", r.err);
+        h_skip_kernel("the probe sandbox does not run yet: %.300s", r.err);
     return r;
 }
 
@@ -124,11 +124,11 @@ Test(tier, do_refuses_the_kernel_tier_when_a_check_fails, .timeout = 180)
 {
     char *bh = h_path("bulkhead");
     if (access(bh, X_OK) < 0)
-        cr_skip_test("%s is not built", bh);
+        h_skip_kernel("%s is not built", bh);
     char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/echo", "ran", NULL};
     struct run_result ok = h_run(argv, NULL, NULL, 120);
     if (ok.status != 0)
-        cr_skip_test("`bulkhead do --tier kernel` does not run yet: %.300s", ok.err);
+        h_skip_kernel("`bulkhead do --tier kernel` does not run yet: %.300s", ok.err);
     cr_assert(strstr(ok.out, "ran") != NULL);
     h_free(&ok);
 
@@ -187,7 +187,7 @@ Test(tier, running_container_is_checked_live, .fini = oci_cleanup, .timeout = 18
 {
     char *bh = h_path("bulkhead");
     if (access(bh, X_OK) < 0)
-        cr_skip_test("%s is not built", bh);
+        h_skip_kernel("%s is not built", bh);
     snprintf(bundle, sizeof(bundle), "/tmp/bh-tier-bundle-XXXXXX");
     snprintf(root, sizeof(root), "/run/bh-tier-root-XXXXXX");
     cr_assert_not_null(mkdtemp(bundle));
@@ -231,7 +231,7 @@ Test(tier, running_container_is_checked_live, .fini = oci_cleanup, .timeout = 18
         snprintf(why, sizeof(why), "%.300s", r.err);
         h_free(&r);
         oci_cleanup();
-        cr_skip_test("`bulkhead create` does not run yet: %s", why);
+        h_skip_kernel("`bulkhead create` does not run yet: %s", why);
     }
     h_free(&r);
     char *start[] = {bh, "--root", root, "start", cid, NULL};

@@ -488,6 +488,23 @@ static void g_proc(void *arg)
     snprintf(p, sizeof(p), "/proc/%d/stat", other_pid);
     c = content_of(AT_FDCWD, p, &e);
     GCHECK(e == 0 && c[0] != '\0');
+    /* ".." never makes another process's entries look like no process's
+     * (issue 10, finding 5): /proc/P/task/P/.. is still P's. */
+    static const char *const dotdot[] = {
+        "/proc/%d/task/%d/../%d/mem", "/proc/%d/task/%d/../%d/environ",
+        "/proc/%d/task/%d/../../../%d/task/%d/../%d/maps", "/proc/%d/task/../task/%d/../%d/smaps"};
+    for (size_t i = 0; i < sizeof(dotdot) / sizeof(dotdot[0]); i++) {
+        snprintf(p, sizeof(p), dotdot[i], other_pid, other_pid, other_pid, other_pid, other_pid);
+        GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+        snprintf(p, sizeof(p), dotdot[i], broker_pid, broker_pid, broker_pid, broker_pid,
+                 broker_pid);
+        GCHECK(open(p, O_RDONLY) < 0 && errno == EACCES);
+    }
+    snprintf(p, sizeof(p), "/proc/self/task/%d/../../%d/environ", getpid(), other_pid);
+    GCHECK(open(p, O_RDONLY) < 0);
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/../%d/maps", getpid(), getpid(), getpid());
+    c = content_of(AT_FDCWD, p, &e);
+    GCHECK(e == 0 && c[0] != '\0'); /* its own, through "..": fine */
     /* Own mem: readable, never writable; exe never writable. */
     fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
     GCHECK(fd >= 0);
