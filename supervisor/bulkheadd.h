@@ -162,6 +162,9 @@ void bhd_shutdown_sessions(void);
 /* Lets calls in flight finish (--handover-wait), answers what is still
  * running "may have run", and leaves every session to its keeper. */
 void bhd_handover_sessions(void);
+/* From now on no call starts (they are answered "retry"): the first step of
+ * a hand-over. */
+void bhd_handover_begin(void);
 /* Makes or checks the state directory and adopts every session a previous
  * daemon left there; -1 when the directory cannot be trusted. */
 int bhd_adopt_sessions(struct bh_error *err);

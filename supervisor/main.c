@@ -609,8 +609,32 @@ int main(int argc, char **argv)
             }
         }
     }
-    close(lfd);
-    unlink(bhd_cfg.socket_path);
+    if (hand_over) {
+        /* No call starts from now on; the path goes first, so a client
+         * either cannot connect (and retries on the next daemon) or was
+         * connected and gets an answer: connections still waiting in the
+         * backlog are served, not reset, which would leave their callers
+         * guessing. */
+        bhd_handover_begin();
+        unlink(bhd_cfg.socket_path);
+        int fl = fcntl(lfd, F_GETFL);
+        fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
+        for (;;) {
+            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                break;
+            atomic_fetch_add(&open_connections, 1);
+            pthread_t t;
+            if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0) {
+                atomic_fetch_sub(&open_connections, 1);
+                close(c);
+            }
+        }
+        close(lfd);
+    } else {
+        close(lfd);
+        unlink(bhd_cfg.socket_path);
+    }
     if (hand_over) {
         /* the socket is gone first, so the next bulkheadd can bind it while
          * this one lets its calls finish */

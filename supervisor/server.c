@@ -445,6 +445,13 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
                   "bulkheadd is shutting down");
         return;
     }
+    if (handing_over) {
+        pthread_mutex_unlock(&lock);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd is handing its sessions to a new process: nothing was opened; "
+                  "retry in a moment");
+        return;
+    }
     int mine = 0, all = 0;
     for (struct session *s = sessions; s; s = s->next) {
         all++;
@@ -1191,6 +1198,13 @@ void bhd_serve_connection(int fd)
         atomic_fetch_sub(&active_requests, 1);
         if (rc < 0)
             break;
+        /* during a hand-over: the client's next request goes to the next
+         * daemon, never into a socket nobody will read */
+        pthread_mutex_lock(&lock);
+        bool leaving = handing_over;
+        pthread_mutex_unlock(&lock);
+        if (leaving)
+            break;
     }
     close(fd);
 }
@@ -1308,11 +1322,17 @@ void bhd_shutdown_sessions(void)
 
 /* ---- hand-over and adoption ---------------------------------------------- */
 
-void bhd_handover_sessions(void)
+void bhd_handover_begin(void)
 {
     pthread_mutex_lock(&lock);
     handing_over = true;
     pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+void bhd_handover_sessions(void)
+{
+    pthread_mutex_lock(&lock);
     int64_t deadline = bh_now_ms() + bhd_cfg.handover_wait_ms;
     for (;;) {
         bool busy = false;
