@@ -267,8 +267,8 @@ static void keeper_write_record(const struct keeper *k)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     char *text = json_dumps(h, JSON_COMPACT);
     json_decref(h);
-    if (fd >= 0 && text != NULL && bh_write_full(fd, text, strlen(text), NULL) == 0 &&
-        fsync(fd) == 0)
+    /* no fsync: the record matters only while this boot's sandboxes live */
+    if (fd >= 0 && text != NULL && bh_write_full(fd, text, strlen(text), NULL) == 0)
         rename(tmp, path);
     else
         unlink(tmp);
@@ -334,8 +334,12 @@ static int keeper_frame(struct keeper *k, int fd)
         } else {
             json_decref(k->record);
             k->record = j;
+            /* kept current on disk too: if this keeper is killed, the next
+             * daemon still continues the session's record chain */
+            if (k->fp[0] != '\0')
+                keeper_write_record(k);
             /* the daemon reads nothing more from us: say it on the log */
-            if (k->fp[0] == '\0' && keeper_bind(k, fp) < 0)
+            else if (keeper_bind(k, fp) < 0)
                 fprintf(stderr,
                         "bulkheadd keeper: cannot listen in `%s` (%s): this session cannot be "
                         "handed to another daemon\n",
