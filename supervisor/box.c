@@ -868,10 +868,10 @@ void bhd_box_destroy(struct bhd_box *box)
             waitpid(box->keeper, NULL, 0);
         else
             bhd_box_wait_keeper(box, 200);
-        /* The keeper could not finish: whatever it built is removed here
-         * (the sentry died with it; its cgroup did not). */
-        bhd_box_remove_remains(box->tier, box->name);
     }
+    /* A keeper that could not finish (killed, by us or anyone): whatever it
+     * built is removed here (the sentry died with it; its cgroup did not). */
+    bhd_box_remove_remains(box->tier, box->name);
     box_free(box);
 }
 

@@ -52,6 +52,7 @@ struct bhd_config {
     int64_t handover_wait_ms; /* a hand-over waits this long for calls */
     const char *state_dir;    /* keepers' sockets and records, root only */
     bool keep_sessions;       /* SIGTERM hands sessions over */
+    bool state_dir_default;   /* state_dir is derived from the socket path */
     bool debug;
 };
 

@@ -301,6 +301,7 @@ static int parse_args(int argc, char **argv)
         bh_sha256_hex(bhd_cfg.socket_path, strlen(bhd_cfg.socket_path), h);
         snprintf(dir, sizeof(dir), "%s/%.16s", BHD_STATE_ROOT, h);
         bhd_cfg.state_dir = dir;
+        bhd_cfg.state_dir_default = true;
     }
     if (bhd_cfg.state_dir[0] != '/') {
         fprintf(stderr, "bulkheadd: --state-dir `%s` must be an absolute path\n",

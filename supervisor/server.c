@@ -319,6 +319,8 @@ static void session_end_locked(struct session *s, int reason)
                          (json_int_t)s->calls));
 }
 
+static void unlink_record(const char *fp);
+
 static void session_put(struct session *s)
 {
     pthread_mutex_lock(&lock);
@@ -326,7 +328,12 @@ static void session_put(struct session *s)
     pthread_mutex_unlock(&lock);
     if (!last)
         return;
+    bool had_box = s->box != NULL;
     bhd_box_destroy(s->box);
+    /* its keeper has gone: a record it could not remove (it was killed)
+     * must not bring the ended session back in the next daemon */
+    if (state_fd >= 0 && had_box)
+        unlink_record(s->fp);
     free(s->conversation);
     explicit_bzero(s->id, sizeof(s->id));
     free(s);
@@ -1318,6 +1325,9 @@ void bhd_shutdown_sessions(void)
     }
     for (struct session *s = all; s; s = s->next)
         bhd_box_wait_keeper(s->box, 500);
+    /* a directory named after the socket goes with the daemon, when empty */
+    if (bhd_cfg.state_dir_default)
+        rmdir(bhd_cfg.state_dir);
 }
 
 /* ---- hand-over and adoption ---------------------------------------------- */
