@@ -281,6 +281,13 @@ static void keeper_write_record(const struct keeper *k)
 static int keeper_bind(struct keeper *k, const char *fp)
 {
     k->dir = open(bhd_cfg.state_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    /* the daemon checked it at start; it must still be ours alone */
+    if (k->dir >= 0 && (fstat(k->dir, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
+        close(k->dir);
+        k->dir = -1;
+        errno = EPERM;
+    }
     if (k->dir < 0)
         return -1;
     snprintf(k->fp, sizeof(k->fp), "%s", fp);
@@ -877,7 +884,14 @@ void bhd_box_destroy(struct bhd_box *box)
 
 void bhd_box_remove_remains(enum bh_tier tier, const char *name)
 {
-    if (tier == BH_TIER_NONE || name == NULL || name[0] == '\0')
+    /* the name may come from a record on disk: only a sandbox name we make
+     * (bhd-PID-HEX) may name a cgroup to remove */
+    unsigned pid;
+    char hex[16];
+    int used = 0;
+    if (tier == BH_TIER_NONE || name == NULL ||
+        sscanf(name, "bhd-%u-%13[0-9a-f]%n", &pid, hex, &used) != 2 || name[used] != '\0' ||
+        strlen(hex) != 12)
         return;
     char path[128];
     snprintf(path, sizeof(path), "bulkhead/%s", name);

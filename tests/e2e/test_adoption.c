@@ -383,9 +383,19 @@ Test(adoption, twenty_sessions_survive_a_handover_an_upgrade_and_a_crash)
 
     /* 3. a crash: kill -9, then a new daemon within the grace period */
     stop(SIGKILL);
-    launch(NULL, "--max-sessions-per-owner 3");
+    launch(NULL, "--max-sessions-per-owner 3 --warm 1");
     check_adopted(N_SESSIONS, "after kill -9");
     check_all(ss, "after kill -9");
+    /* the new daemon fills its own warm pool beside the adopted sessions */
+    uint32_t warm = 0;
+    for (int i = 0; i < 300 && warm < 1; i++) {
+        Resp *sr;
+        warm = stats(&sr)->warm_ready;
+        FREE(sr);
+        if (warm < 1)
+            usleep(100000);
+    }
+    cr_assert_eq(warm, 1, "the warm pool was not rebuilt");
 
     /* the per-owner cap and LRU order came along: o0's fourth session
      * evicts its least recently used one, the first checked above */
