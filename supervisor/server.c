@@ -943,6 +943,15 @@ static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
         refuse_missing_unlock(req->session_id, uid, "the session already ended", "", resp);
         return;
     }
+    if (handing_over) {
+        /* its box is about to be left to its keeper, not destroyed here */
+        s->refs--;
+        pthread_mutex_unlock(&lock);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd is handing its sessions to a new process: the session is still "
+                  "open; retry in a moment");
+        return;
+    }
     /* wait for calls in flight: close is ordered after them */
     uint64_t ticket = s->ticket_next++;
     s->in_flight++;

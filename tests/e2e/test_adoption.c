@@ -808,3 +808,49 @@ Test(adoption, measured_adoption_time_and_a_restart_under_load)
     free(cls);
     free(th);
 }
+
+/* ---- a crash with a cell out ----------------------------------------------- */
+
+Test(adoption, a_session_with_a_cell_out_at_a_crash_goes_on_fresh_and_never_reruns_it)
+{
+    launch(NULL, NULL);
+    char *id = open_session("alice");
+    char *idle = open_session("alice");
+    Resp *r = run(id, "python", "1");
+    char digest[BH_SHA256_HEX];
+    snprintf(digest, sizeof(digest), "%s", ok(r)->record->digest);
+    FREE(r);
+    r = run(idle, "python", "z = 5");
+    ok(r);
+    FREE(r);
+    int fd = send_cell(id, "open('ran.txt', 'a').write('x')\nimport time\ntime.sleep(30)");
+    usleep(1500000);
+    stop(SIGKILL);
+    struct bh_error err = {0};
+    r = h_recv(fd, 5000, &err);
+    close(fd);
+    /* the caller's connection ended without an answer: it knows the cell
+     * may have run */
+    cr_assert_null(r, "an answer came from a killed daemon");
+    launch(NULL, NULL);
+    /* the channel may hold half an answer: the sandbox is not trusted with
+     * another cell, and the cell is not run again */
+    r = run(id, "python", "import os\nos.path.exists('ran.txt')");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert(c->fresh_sandbox && c->fresh_interpreter);
+    cr_assert_str_eq(c->value, "False");
+    cr_assert_str_eq(c->record->previous_digest, digest);
+    FREE(r);
+    r = run(idle, "python", "z");
+    c = ok(r);
+    cr_assert_str_eq(c->value, "5");
+    cr_assert(!c->fresh_sandbox, "an idle session keeps its sandbox");
+    FREE(r);
+    Resp *sr;
+    Bulkhead__Control__StatsResult *st = stats(&sr);
+    cr_assert_eq(st->adopted_sessions, 1);
+    cr_assert_eq(st->adopted_fresh, 1);
+    FREE(sr);
+    free(id);
+    free(idle);
+}
