@@ -521,6 +521,7 @@ int main(int argc, char **argv)
             realloc(tier_report.checks, (tier_report.n_checks + 1) * sizeof(void *));
         tier_report.checks[tier_report.n_checks++] = live.checks[i];
     }
+    free(live.checks); /* the checks moved; their array did not */
     tier_report.tier = live.tier;
     tier_report.verified_at_unix_ms = live.verified_at_unix_ms;
     static Bulkhead__Control__Limits limits = BULKHEAD__CONTROL__LIMITS__INIT;

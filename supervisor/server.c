@@ -329,6 +329,17 @@ static void session_put(struct session *s)
     if (!last)
         return;
     bool had_box = s->box != NULL;
+    pthread_mutex_lock(&lock);
+    bool leave = handing_over && !s->ended;
+    pthread_mutex_unlock(&lock);
+    if (leave) {
+        /* a live session in a hand-over: its sandbox stays with its keeper */
+        bhd_box_release(s->box);
+        free(s->conversation);
+        explicit_bzero(s->id, sizeof(s->id));
+        free(s);
+        return;
+    }
     bhd_box_destroy(s->box);
     /* its keeper has gone: a record it could not remove (it was killed)
      * must not bring the ended session back in the next daemon */
@@ -1307,6 +1318,24 @@ void *bhd_maintenance_thread(void *arg)
     }
 }
 
+/* The table's sessions at the end (their keepers told what to do): frees
+ * ours of them; one a call still holds is that call's to drop. */
+static void sessions_free(struct session *all)
+{
+    for (struct session *s = all, *next; s; s = next) {
+        next = s->next;
+        pthread_mutex_lock(&lock);
+        bool last = --s->refs == 0;
+        pthread_mutex_unlock(&lock);
+        if (!last)
+            continue;
+        bhd_box_release(s->box);
+        free(s->conversation);
+        explicit_bzero(s->id, sizeof(s->id));
+        free(s);
+    }
+}
+
 void bhd_shutdown_sessions(void)
 {
     pthread_mutex_lock(&lock);
@@ -1334,6 +1363,7 @@ void bhd_shutdown_sessions(void)
     }
     for (struct session *s = all; s; s = s->next)
         bhd_box_wait_keeper(s->box, 500);
+    sessions_free(all);
     /* a directory named after the socket goes with the daemon, when empty */
     if (bhd_cfg.state_dir_default)
         rmdir(bhd_cfg.state_dir);
@@ -1395,13 +1425,11 @@ void bhd_handover_sessions(void)
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&lock);
     size_t kept = 0;
-    for (struct session *s = all; s; s = s->next) {
+    for (struct session *s = all; s; s = s->next)
         if (!s->handover_cut)
             kept++;
-        /* closing our ends without 'X' leaves the sandbox to its keeper */
-        bhd_box_release(s->box);
-        s->box = NULL;
-    }
+    /* closing our ends without 'X' leaves each sandbox to its keeper */
+    sessions_free(all);
     while (w) {
         struct warm *n = w->next;
         bhd_box_destroy(w->box);
