@@ -1471,26 +1471,23 @@ static struct session *session_from_record(json_t *r, const char *fp, const char
     int64_t uid, opened_unix, opened_ms, last_used, expires, idle, calls;
     *why = NULL;
     if (rfp == NULL || strcmp(rfp, fp) != 0)
-        *why = "the record names another session";
-    else if (owner == NULL || strlen(owner) == 0 || strlen(owner) > MAX_OWNER_BYTES ||
-             !bhd_utf8_valid(owner, strlen(owner)))
-        *why = "the owner is not valid";
-    else if (conv == NULL || strlen(conv) > 1024 || !bhd_utf8_valid(conv, strlen(conv)))
-        *why = "the conversation is not valid";
-    else if (digest == NULL || (digest[0] != '\0' && !rec_hex64(digest)))
-        *why = "the record chain head is not valid";
-    else if (tier == NULL || strcmp(tier, bh_tier_name(bhd_cfg.tier)) != 0)
-        *why = "it was made at another tier than this daemon serves";
-    else if (!rec_int(r, "uid", 0, UINT32_MAX - 1, &uid) ||
-             !rec_int(r, "opened_unix", 0, INT64_MAX, &opened_unix) ||
-             !rec_int(r, "opened_ms", 0, INT64_MAX, &opened_ms) ||
-             !rec_int(r, "last_used_ms", 0, INT64_MAX, &last_used) ||
-             !rec_int(r, "expires_ms", 0, INT64_MAX, &expires) ||
-             !rec_int(r, "idle_ms", 1, INT64_MAX, &idle) ||
-             !rec_int(r, "calls", 0, INT64_MAX, &calls))
-        *why = "a number in it is missing or out of range";
-    if (*why != NULL)
-        return NULL;
+        return *why = "the record names another session", NULL;
+    if (owner == NULL || strlen(owner) == 0 || strlen(owner) > MAX_OWNER_BYTES ||
+        !bhd_utf8_valid(owner, strlen(owner)))
+        return *why = "the owner is not valid", NULL;
+    if (conv == NULL || strlen(conv) > 1024 || !bhd_utf8_valid(conv, strlen(conv)))
+        return *why = "the conversation is not valid", NULL;
+    if (digest == NULL || (digest[0] != '\0' && !rec_hex64(digest)))
+        return *why = "the record chain head is not valid", NULL;
+    if (tier == NULL || strcmp(tier, bh_tier_name(bhd_cfg.tier)) != 0)
+        return *why = "it was made at another tier than this daemon serves", NULL;
+    if (!rec_int(r, "uid", 0, UINT32_MAX - 1, &uid) ||
+        !rec_int(r, "opened_unix", 0, INT64_MAX, &opened_unix) ||
+        !rec_int(r, "opened_ms", 0, INT64_MAX, &opened_ms) ||
+        !rec_int(r, "last_used_ms", 0, INT64_MAX, &last_used) ||
+        !rec_int(r, "expires_ms", 0, INT64_MAX, &expires) ||
+        !rec_int(r, "idle_ms", 1, INT64_MAX, &idle) || !rec_int(r, "calls", 0, INT64_MAX, &calls))
+        return *why = "a number in it is missing or out of range", NULL;
     struct session *s = calloc(1, sizeof(*s));
     memcpy(s->fp, fp, BH_SHA256_HEX);
     snprintf(s->owner, sizeof(s->owner), "%s", owner);
@@ -1693,7 +1690,10 @@ int bhd_adopt_sessions(struct bh_error *err)
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
-            fps = realloc(fps, cap * sizeof(*fps));
+            char(*more)[BH_SHA256_HEX] = realloc(fps, cap * sizeof(*fps));
+            if (more == NULL)
+                break; /* adopt what was listed; the rest waits out its grace */
+            fps = more;
         }
         memcpy(fps[n++], fp, BH_SHA256_HEX);
     }
