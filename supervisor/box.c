@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,7 @@
 /* Where a re-executed keeper finds its two sockets. */
 #define KEEPER_CTL_FD 3
 #define KEEPER_CHAN_FD 4
+#define KEEPER_KEEP_FD 5 /* a copy of the daemon's end of the agent channel */
 #define MAX_IMAGES 16
 #define MAX_IMAGE_BYTES (8u * 1024 * 1024)
 #define NODE_PATH "/usr/bin/node"
@@ -201,9 +203,254 @@ static void keeper_report(int fd, const char *fmt, ...)
     bh_frame_write(fd, msg, strlen(msg), NULL);
 }
 
+/* ---- the keeper's side of a hand-over ------------------------------------
+ *
+ * The keeper protocol (version BHD_KEEPER_PROTOCOL), on the keeper's control
+ * socket, frames whose first byte says what they are:
+ *   daemon -> keeper  'S' + JSON  the session's record (bind, then after each
+ *                                 call): from the first one on, the keeper
+ *                                 listens on STATE/<fingerprint>.sock
+ *                     'X'         end the sandbox now (session closed)
+ *                     'R'         end the sandbox but keep the record: the
+ *                                 next daemon rebuilds the session fresh
+ *   end of stream                 unbound: end the sandbox; bound: wait up to
+ *                                 the grace period for a daemon to adopt
+ * Adoption, on a connection to STATE/<fingerprint>.sock: the keeper sends one
+ * byte with the daemon's end of the agent channel (SCM_RIGHTS), then a JSON
+ * frame (the record plus "keeper": the protocol version, its pid, the
+ * sandbox's name and pid 1); the daemon answers 'A' (this connection is the
+ * control socket from now on) or 'X' (refused: end the sandbox). The
+ * directory holds no secret: a session is named by its fingerprint only. */
+enum { KEEPER_END_CLOSE, KEEPER_END_RECYCLE };
+
+struct keeper {
+    int ctl, chan, listen, pidfd, dir;
+    pid_t pid1;
+    const char *name, *workdir;
+    int64_t created_ms;
+    char fp[BH_SHA256_HEX];
+    json_t *record;
+};
+
+static void keeper_path(const struct keeper *k, const char *suffix, char *out, size_t size)
+{
+    snprintf(out, size, "/proc/self/fd/%d/%s%s", k->dir, k->fp, suffix);
+}
+
+static void keeper_unlink(const struct keeper *k, const char *suffix)
+{
+    char path[160];
+    keeper_path(k, suffix, path, sizeof(path));
+    unlink(path);
+}
+
+/* The record with what only the keeper knows; a new reference. */
+static json_t *keeper_hello(const struct keeper *k)
+{
+    json_t *h = json_deep_copy(k->record);
+    json_object_set_new(h, "keeper", json_integer(BHD_KEEPER_PROTOCOL));
+    json_object_set_new(h, "keeper_pid", json_integer(getpid()));
+    json_object_set_new(h, "sandbox", json_string(k->name));
+    json_object_set_new(h, "sentry", json_integer(k->pid1));
+    json_object_set_new(h, "workdir", json_string(k->workdir));
+    return h;
+}
+
+/* STATE/<fp>.json, written whole then renamed: what a daemon needs to rebuild
+ * the session (and remove the sandbox's cgroup) if this keeper is gone. */
+static void keeper_write_record(const struct keeper *k)
+{
+    char path[160], tmp[170];
+    keeper_path(k, ".json", path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    json_t *h = keeper_hello(k);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    char *text = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    /* no fsync: the record matters only while this boot's sandboxes live */
+    if (fd >= 0 && text != NULL && bh_write_full(fd, text, strlen(text), NULL) == 0)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+    if (fd >= 0)
+        close(fd);
+    free(text);
+}
+
+/* The first record names the session: listen for a daemon that adopts it. */
+static int keeper_bind(struct keeper *k, const char *fp)
+{
+    k->dir = open(bhd_cfg.state_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    /* the daemon checked it at start; it must still be ours alone */
+    if (k->dir >= 0 && (fstat(k->dir, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
+        close(k->dir);
+        k->dir = -1;
+        errno = EPERM;
+    }
+    if (k->dir < 0)
+        return -1;
+    snprintf(k->fp, sizeof(k->fp), "%s", fp);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    keeper_path(k, ".sock", addr.sun_path, sizeof(addr.sun_path));
+    unlink(addr.sun_path);
+    k->listen = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    mode_t old = umask(0177);
+    int rc = k->listen < 0 ? -1 : bind(k->listen, (struct sockaddr *)&addr, sizeof(addr));
+    umask(old);
+    if (rc < 0 || listen(k->listen, 4) < 0) {
+        k->fp[0] = '\0';
+        return -1;
+    }
+    keeper_write_record(k);
+    return 0;
+}
+
+static bool hex64(const char *s)
+{
+    if (s == NULL || strlen(s) != BH_SHA256_HEX - 1)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* One frame from the daemon: <0 end of stream (or garbage), else 0, or
+ * 1 + KEEPER_END_* to end. */
+static int keeper_frame(struct keeper *k, int fd)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = bh_frame_read(fd, 256 * 1024, bh_now_ms() + 10000, &buf, &len, NULL);
+    if (rc <= 0 || len == 0) {
+        free(buf);
+        return -1;
+    }
+    char op = ((char *)buf)[0];
+    int ret = 0;
+    if (op == 'X') {
+        ret = 1 + KEEPER_END_CLOSE;
+    } else if (op == 'R') {
+        ret = 1 + KEEPER_END_RECYCLE;
+    } else if (op == 'S') {
+        json_t *j = json_loadb((char *)buf + 1, len - 1, 0, NULL);
+        const char *fp = json_string_value(json_object_get(j, "fp"));
+        if (!json_is_object(j) || !hex64(fp) || (k->fp[0] && strcmp(fp, k->fp) != 0)) {
+            json_decref(j);
+        } else {
+            json_decref(k->record);
+            k->record = j;
+            /* kept current on disk too: if this keeper is killed, the next
+             * daemon still continues the session's record chain */
+            if (k->fp[0] != '\0')
+                keeper_write_record(k);
+            /* the daemon reads nothing more from us: say it on the log */
+            else if (keeper_bind(k, fp) < 0)
+                fprintf(stderr,
+                        "bulkheadd keeper: cannot listen in `%s` (%s): this session cannot be "
+                        "handed to another daemon\n",
+                        bhd_cfg.state_dir, strerror(errno));
+        }
+    }
+    free(buf);
+    return ret;
+}
+
+/* Without a daemon: waits up to the grace period for one to adopt the
+ * session; 0 when one did (k->ctl is its connection), -1 to end, -2 when
+ * the sandbox ended by itself meanwhile. */
+static int keeper_wait_adoption(struct keeper *k)
+{
+    keeper_write_record(k);
+    int64_t deadline = bh_now_ms() + bhd_cfg.grace_ms;
+    while (!keeper_stop) {
+        int64_t left = deadline - bh_now_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd pfd[2] = {{.fd = k->listen, .events = POLLIN},
+                                {.fd = k->pidfd, .events = POLLIN}};
+        int r = poll(pfd, k->pidfd >= 0 ? 2 : 1, (int)(left > 500 ? 500 : left));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        /* the sandbox died meanwhile: keep the record, so the owner's next
+         * call gets a fresh sandbox under the same session, not a hang */
+        if ((k->pidfd >= 0 && pfd[1].revents) || (k->pidfd < 0 && kill(k->pid1, 0) < 0))
+            return -2;
+        if (!(pfd[0].revents & POLLIN))
+            continue;
+        cleanup_close int c = accept4(k->listen, NULL, NULL, SOCK_CLOEXEC);
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        /* only a daemon of our own uid (root) may take the sandbox over */
+        if (c < 0 || getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+            cred.uid != geteuid())
+            continue;
+        json_t *h = keeper_hello(k);
+        char *text = json_dumps(h, JSON_COMPACT);
+        json_decref(h);
+        int sent = text != NULL && bh_send_fds(c, "K", 1, &k->chan, 1, NULL) == 0 &&
+                   bh_frame_write(c, text, strlen(text), NULL) == 0;
+        free(text);
+        if (!sent)
+            continue;
+        void *ans = NULL;
+        size_t alen = 0;
+        int rc = bh_frame_read(c, 16, bh_now_ms() + 10000, &ans, &alen, NULL);
+        char op = rc > 0 && alen > 0 ? ((char *)ans)[0] : 0;
+        free(ans);
+        if (op == 'A') {
+            k->ctl = steal_fd(&c);
+            return 0;
+        }
+        if (op == 'X')
+            return -1; /* a daemon that does not understand us: end cleanly */
+    }
+    return -1;
+}
+
+/* Keeps the sandbox while a daemon holds us, and between daemons; returns
+ * how it ends. */
+static int keeper_serve(struct keeper *k)
+{
+    for (;;) {
+        while (!keeper_stop) {
+            struct pollfd pfd[2] = {{.fd = k->ctl, .events = POLLIN},
+                                    {.fd = k->pidfd, .events = POLLIN}};
+            int r = poll(pfd, k->pidfd >= 0 ? 2 : 1, k->pidfd >= 0 ? -1 : 500);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                return KEEPER_END_CLOSE;
+            if (k->pidfd >= 0 && pfd[1].revents)
+                return KEEPER_END_CLOSE; /* the sandbox ended by itself */
+            if (k->pidfd < 0 && kill(k->pid1, 0) < 0)
+                return KEEPER_END_CLOSE;
+            if (!pfd[0].revents)
+                continue;
+            int f = keeper_frame(k, k->ctl);
+            if (f > 0)
+                return f - 1;
+            if (f < 0)
+                break; /* the daemon went away, by a hand-over or a crash */
+        }
+        if (keeper_stop || k->fp[0] == '\0')
+            return KEEPER_END_CLOSE; /* never a session's (warm pool): nothing to keep */
+        close(k->ctl);
+        k->ctl = -1;
+        int w = keeper_wait_adoption(k);
+        if (w < 0)
+            return w == -2 ? KEEPER_END_RECYCLE : KEEPER_END_CLOSE;
+    }
+}
+
 /* Runs in the forked keeper: never returns. ctl is our end to bulkheadd,
- * agent_fd the agent's end of its channel. */
-static void keeper_main(int ctl, int agent_fd, const char *workdir_none, const char *name)
+ * agent_fd the agent's end of its channel, keep_chan a copy of the daemon's
+ * end, held so the channel outlives the daemon and can be handed on. */
+static void keeper_main(int ctl, int agent_fd, int keep_chan, const char *workdir_none,
+                        const char *name)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -288,24 +535,16 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none, const c
     close(agent_fd);
     keeper_report(ctl, "P%d %s", (int)pid1, sandbox_id);
 
-    int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
-    while (!keeper_stop) {
-        struct pollfd pfd[2] = {{.fd = ctl, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
-        int r = poll(pfd, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 500);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            break;
-        if (pfd[0].revents) {
-            char c;
-            if (read(ctl, &c, 1) <= 0)
-                break; /* bulkheadd closed us, or died */
-        }
-        if (pidfd >= 0 && pfd[1].revents)
-            break; /* the sandbox ended by itself */
-        if (pidfd < 0 && kill(pid1, 0) < 0)
-            break;
-    }
+    struct keeper k = {.ctl = ctl,
+                       .dir = -1,
+                       .chan = keep_chan,
+                       .listen = -1,
+                       .pid1 = pid1,
+                       .name = name,
+                       .workdir = workdir_none,
+                       .created_ms = bh_now_ms()};
+    k.pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
+    int end = keeper_serve(&k);
     if (sb != NULL) {
         bh_sandbox_destroy(sb);
     } else {
@@ -313,6 +552,15 @@ static void keeper_main(int ctl, int agent_fd, const char *workdir_none, const c
         kill(agent, SIGKILL);
         waitpid(agent, NULL, 0);
         nftw(workdir_none, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    /* Only after the sandbox is gone: a daemon that then finds the record
+     * without a keeper rebuilds the session on a fresh sandbox. */
+    if (k.fp[0] != '\0') {
+        keeper_unlink(&k, ".sock");
+        if (end == KEEPER_END_RECYCLE)
+            keeper_write_record(&k);
+        else
+            keeper_unlink(&k, ".json");
     }
     _exit(0);
 }
@@ -334,7 +582,8 @@ void bhd_keeper_exec_main(const char *args)
     snprintf(workdir, sizeof(workdir), "%s", args + used);
     fcntl(ctl, F_SETFD, FD_CLOEXEC);
     fcntl(chan, F_SETFD, FD_CLOEXEC);
-    keeper_main(ctl, chan, strcmp(workdir, "-") == 0 ? "" : workdir, name);
+    fcntl(KEEPER_KEEP_FD, F_SETFD, FD_CLOEXEC);
+    keeper_main(ctl, chan, KEEPER_KEEP_FD, strcmp(workdir, "-") == 0 ? "" : workdir, name);
     _exit(1);
 }
 
@@ -478,10 +727,12 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
         return bh_error_errno(err, e, "fork a keeper");
     }
     if (pid == 0) {
-        int a = fcntl(ctl[1], F_DUPFD, 100), b = fcntl(chan[1], F_DUPFD, 100);
-        if (a < 0 || b < 0 || dup2(a, KEEPER_CTL_FD) < 0 || dup2(b, KEEPER_CHAN_FD) < 0)
+        int a = fcntl(ctl[1], F_DUPFD, 100), b = fcntl(chan[1], F_DUPFD, 100),
+            c = fcntl(chan[0], F_DUPFD, 100);
+        if (a < 0 || b < 0 || c < 0 || dup2(a, KEEPER_CTL_FD) < 0 || dup2(b, KEEPER_CHAN_FD) < 0 ||
+            dup2(c, KEEPER_KEEP_FD) < 0)
             _exit(126);
-        syscall(SYS_close_range, KEEPER_CHAN_FD + 1, ~0U, 0);
+        syscall(SYS_close_range, KEEPER_KEEP_FD + 1, ~0U, 0);
         execv("/proc/self/exe", kargv);
         _exit(127);
     }
@@ -489,6 +740,8 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
     close(chan[1]);
     close(ctl[1]);
     struct bhd_box *box = calloc(1, sizeof(*box));
+    pthread_mutex_init(&box->tell_lock, NULL);
+    box->pidfd = -1;
     box->keeper = pid;
     snprintf(box->name, sizeof(box->name), "%s", name);
     box->keeper_fd = ctl[0];
@@ -535,39 +788,221 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
     return 0;
 }
 
-void bhd_box_destroy(struct bhd_box *box)
+/* Waits (bounded) for the keeper to end: our child is reaped, an adopted
+ * one (another daemon's child) is watched through its pidfd. */
+bool bhd_box_wait_keeper(struct bhd_box *box, int tries)
 {
-    if (box == NULL)
-        return;
+    for (int i = 0; i < tries; i++) {
+        if (box->adopted) {
+            struct pollfd p = {.fd = box->pidfd, .events = POLLIN};
+            if (box->pidfd < 0 || kill(box->keeper, 0) < 0 || poll(&p, 1, 0) > 0)
+                return true;
+        } else {
+            pid_t r = waitpid(box->keeper, NULL, WNOHANG);
+            if (r == box->keeper || (r < 0 && errno == ECHILD))
+                return true;
+        }
+        usleep(i < 50 ? 1000 : 10000);
+    }
+    return false;
+}
+
+static void box_free(struct bhd_box *box)
+{
     if (box->chan >= 0)
         close(box->chan);
     if (box->keeper_fd >= 0)
         close(box->keeper_fd);
+    if (box->pidfd >= 0)
+        close(box->pidfd);
     if (box->cg != NULL)
         bh_cgroup_free(box->cg);
-    /* The keeper destroys the sandbox on EOF; wait for it (bounded), so a
-     * closed session has nothing left when the answer goes out. */
-    for (int i = 0; i < 1000; i++) {
-        pid_t r = waitpid(box->keeper, NULL, WNOHANG);
-        if (r == box->keeper || (r < 0 && errno == ECHILD))
-            break;
-        if (i == 999) {
-            kill(box->keeper, SIGKILL);
-            waitpid(box->keeper, NULL, 0);
-            /* The keeper could not finish: whatever it built is removed here
-             * (the sentry died with it; its cgroup did not). */
-            if (box->tier != BH_TIER_NONE && box->name[0] != '\0') {
-                char path[128];
-                snprintf(path, sizeof(path), "bulkhead/%s", box->name);
-                struct bh_cgroup *cg = NULL;
-                struct bh_error e = {0};
-                if (bh_cgroup_open(path, &cg, &e) == 0 && bh_cgroup_destroy(cg, &e) < 0)
-                    bhd_log("remove the cgroup of a killed keeper: %s", e.msg);
-            }
-        }
-        usleep(i < 50 ? 1000 : 10000);
-    }
+    pthread_mutex_destroy(&box->tell_lock);
     free(box);
+}
+
+int bhd_box_tell(struct bhd_box *box, char op, json_t *record)
+{
+    char *text = record != NULL ? json_dumps(record, JSON_COMPACT) : NULL;
+    size_t n = text != NULL ? strlen(text) : 0;
+    char *buf = malloc(n + 1);
+    int rc = -1;
+    if (buf != NULL) {
+        buf[0] = op;
+        if (n)
+            memcpy(buf + 1, text, n);
+        pthread_mutex_lock(&box->tell_lock);
+        if (box->keeper_fd >= 0)
+            rc = bh_frame_write(box->keeper_fd, buf, n + 1, NULL);
+        pthread_mutex_unlock(&box->tell_lock);
+    }
+    free(buf);
+    free(text);
+    return rc;
+}
+
+void bhd_box_end_keeper(struct bhd_box *box, char op)
+{
+    bhd_box_tell(box, op, NULL);
+    pthread_mutex_lock(&box->tell_lock);
+    if (box->keeper_fd >= 0)
+        close(box->keeper_fd);
+    box->keeper_fd = -1;
+    pthread_mutex_unlock(&box->tell_lock);
+}
+
+void bhd_box_release(struct bhd_box *box)
+{
+    if (box == NULL)
+        return;
+    /* no 'X': the keeper keeps the sandbox for the next daemon */
+    box_free(box);
+}
+
+void bhd_box_destroy(struct bhd_box *box)
+{
+    if (box == NULL)
+        return;
+    bhd_box_end_keeper(box, 'X');
+    if (box->chan >= 0)
+        close(box->chan);
+    box->chan = -1;
+    /* The keeper destroys the sandbox on 'X'; wait for it (bounded), so a
+     * closed session has nothing left when the answer goes out. */
+    if (!bhd_box_wait_keeper(box, 1000)) {
+        kill(box->keeper, SIGKILL);
+        if (!box->adopted)
+            waitpid(box->keeper, NULL, 0);
+        else
+            bhd_box_wait_keeper(box, 200);
+    }
+    /* A keeper that could not finish (killed, by us or anyone): whatever it
+     * built is removed here (the sentry died with it; its cgroup did not). */
+    bhd_box_remove_remains(box->tier, box->name);
+    box_free(box);
+}
+
+void bhd_box_remove_remains(enum bh_tier tier, const char *name)
+{
+    /* the name may come from a record on disk: only a sandbox name we make
+     * (bhd-PID-HEX) may name a cgroup to remove */
+    unsigned pid;
+    char hex[16];
+    int used = 0;
+    if (tier == BH_TIER_NONE || name == NULL ||
+        sscanf(name, "bhd-%u-%13[0-9a-f]%n", &pid, hex, &used) != 2 || name[used] != '\0' ||
+        strlen(hex) != 12)
+        return;
+    char path[128];
+    snprintf(path, sizeof(path), "bulkhead/%s", name);
+    struct bh_cgroup *cg = NULL;
+    struct bh_error e = {0};
+    if (bh_cgroup_open(path, &cg, &e) < 0)
+        return; /* nothing there */
+    if (bh_cgroup_destroy(cg, &e) < 0)
+        bhd_log("remove the cgroup of a keeper that is gone: %s", e.msg);
+}
+
+/* Why a keeper's hello cannot be adopted, or NULL. */
+static const char *hello_invalid(json_t *h, const char *fp, pid_t peer)
+{
+    json_int_t v = json_integer_value(json_object_get(h, "keeper"));
+    if (!json_is_integer(json_object_get(h, "keeper")) || v != BHD_KEEPER_PROTOCOL)
+        return "it speaks another keeper protocol version";
+    const char *hfp = json_string_value(json_object_get(h, "fp"));
+    if (hfp == NULL || strcmp(hfp, fp) != 0)
+        return "its record names another session";
+    if (json_integer_value(json_object_get(h, "keeper_pid")) != peer)
+        return "its pid is not the one connected";
+    const char *name = json_string_value(json_object_get(h, "sandbox"));
+    if (name == NULL || strlen(name) >= sizeof(((struct bhd_box *)0)->name) || strchr(name, '/') ||
+        strstr(name, ".."))
+        return "its sandbox name is not valid";
+    json_int_t pid1 = json_integer_value(json_object_get(h, "sentry"));
+    if (pid1 <= 0 || pid1 > INT_MAX)
+        return "its sandbox pid is not valid";
+    return NULL;
+}
+
+int bhd_box_adopt(int dirfd, const char *fp, struct bhd_box **out, json_t **record,
+                  struct bh_error *err)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/%s.sock", dirfd, fp);
+    cleanup_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "socket");
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+        return 0; /* no keeper listens: it is gone */
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return bh_error_errno(err, errno, "SO_PEERCRED of a keeper");
+    if (cred.uid != geteuid())
+        return bh_error_set(err, EPERM,
+                            "the keeper socket of session %.12s belongs to uid %u, not to us: "
+                            "not adopted",
+                            fp, (unsigned)cred.uid);
+    int64_t deadline = bh_now_ms() + 5000;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int left = (int)(deadline - bh_now_ms());
+    if (poll(&p, 1, left > 0 ? left : 0) <= 0)
+        return bh_error_set(err, ETIMEDOUT,
+                            "the keeper of session %.12s did not answer (is another daemon "
+                            "holding it?)",
+                            fp);
+    char k;
+    int chan = -1;
+    size_t n_fds = 0;
+    if (bh_recv_fds(fd, &k, 1, &chan, 1, &n_fds, err) != 1 || n_fds != 1 || k != 'K') {
+        if (chan >= 0)
+            close(chan);
+        return bh_error_set(err, EPROTO, "the keeper of session %.12s sent no channel", fp);
+    }
+    void *buf = NULL;
+    size_t len = 0;
+    if (bh_frame_read(fd, 256 * 1024, deadline, &buf, &len, err) != 1) {
+        close(chan);
+        return bh_error_set(err, EPROTO, "the keeper of session %.12s sent no record", fp);
+    }
+    json_t *h = json_loadb(buf, len, 0, NULL);
+    free(buf);
+    const char *why = json_is_object(h) ? hello_invalid(h, fp, cred.pid) : "its record is not JSON";
+    if (why != NULL) {
+        /* refused: the keeper ends its sandbox; the caller rebuilds the
+         * session fresh if it can read the record */
+        bh_frame_write(fd, "X", 1, NULL);
+        close(chan);
+        json_decref(h);
+        return bh_error_set(err, EPROTO, "the keeper of session %.12s is not adopted: %s", fp, why);
+    }
+    struct bhd_box *box = calloc(1, sizeof(*box));
+    pthread_mutex_init(&box->tell_lock, NULL);
+    box->keeper = cred.pid;
+    box->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    box->adopted = true;
+    snprintf(box->name, sizeof(box->name), "%s", json_string_value(json_object_get(h, "sandbox")));
+    box->chan = chan;
+    box->sentry = (pid_t)json_integer_value(json_object_get(h, "sentry"));
+    box->tier = bhd_cfg.tier;
+    box->created_ms = bh_now_ms();
+    if (bh_frame_write(fd, "A", 1, err) < 0) {
+        box->keeper_fd = -1;
+        box_free(box);
+        json_decref(h);
+        return bh_error_prefix(err, "adopt the keeper of session %.12s", fp);
+    }
+    box->keeper_fd = steal_fd(&fd);
+    if (box->tier != BH_TIER_NONE) {
+        char path[96];
+        snprintf(path, sizeof(path), "bulkhead/%s", box->name);
+        struct bh_error e = {0};
+        if (bh_cgroup_open(path, &box->cg, &e) < 0)
+            box->cg = NULL;
+    }
+    *out = box;
+    *record = h;
+    return 1;
 }
 
 /* ---- a cell -------------------------------------------------------------- */

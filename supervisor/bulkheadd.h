@@ -4,6 +4,7 @@
 #ifndef BULKHEADD_H
 #define BULKHEADD_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,6 +19,10 @@ struct bh_cgroup;
 
 #define BHD_VERSION "0.1.0"
 #define BHD_PROTOCOL 1
+/* What a keeper and a daemon say to each other (see box.c): a daemon adopts
+ * only keepers of this version. */
+#define BHD_KEEPER_PROTOCOL 1
+#define BHD_STATE_ROOT "/run/bulkhead/sessions"
 
 struct bhd_config {
     const char *socket_path;
@@ -43,6 +48,11 @@ struct bhd_config {
     int64_t frame_timeout_ms;
     int64_t max_connections;
     int64_t warm;
+    int64_t grace_ms;         /* keepers without a daemon wait this long */
+    int64_t handover_wait_ms; /* a hand-over waits this long for calls */
+    const char *state_dir;    /* keepers' sockets and records, root only */
+    bool keep_sessions;       /* SIGTERM hands sessions over */
+    bool state_dir_default;   /* state_dir is derived from the socket path */
     bool debug;
 };
 
@@ -66,7 +76,10 @@ struct bhd_box {
     int64_t created_ms;
     int64_t create_ms; /* how long creation took */
     bool dead;
-    struct bh_cgroup *cg; /* the sandbox's cgroup, read only; NULL: none */
+    bool adopted;              /* its keeper is another daemon's child */
+    int pidfd;                 /* adopted: the keeper's pidfd; else -1 */
+    pthread_mutex_t tell_lock; /* guards keeper_fd between threads */
+    struct bh_cgroup *cg;      /* the sandbox's cgroup, read only; NULL: none */
 };
 
 /* What a box's cgroup counted so far; a call compares before and after. */
@@ -103,6 +116,21 @@ extern struct bhd_runners bhd_runners;
 int bhd_runners_load(const char *dir, struct bhd_runners *r, struct bh_error *err);
 int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err);
 void bhd_box_destroy(struct bhd_box *box);
+/* Frees our side only: the keeper keeps the sandbox for the next daemon. */
+void bhd_box_release(struct bhd_box *box);
+/* Sends the keeper one frame: op, then record as JSON (NULL: none). */
+int bhd_box_tell(struct bhd_box *box, char op, json_t *record);
+/* Sends op ('X' or 'R') and closes the keeper socket. */
+void bhd_box_end_keeper(struct bhd_box *box, char op);
+/* Adopts the keeper listening at STATE/<fp>.sock (dirfd: STATE): 1 with the
+ * box and the keeper's record, 0 when no keeper listens there, -1 (err)
+ * when it was refused (then told to end its sandbox) or failed. */
+int bhd_box_adopt(int dirfd, const char *fp, struct bhd_box **out, json_t **record,
+                  struct bh_error *err);
+/* Waits (bounded: tries of ~10 ms) for the keeper to end; true when it did. */
+bool bhd_box_wait_keeper(struct bhd_box *box, int tries);
+/* Removes the cgroup a keeper that is gone left behind. */
+void bhd_box_remove_remains(enum bh_tier tier, const char *name);
 /* -1 when the box has no cgroup (tier none) or it cannot be read. */
 int bhd_box_counters(struct bhd_box *box, struct bhd_box_counters *c);
 int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t timeout_ms,
@@ -132,6 +160,15 @@ __attribute__((noreturn)) void bhd_keeper_exec_main(const char *args);
 void bhd_refuse_connection(int fd);
 void *bhd_maintenance_thread(void *arg);
 void bhd_shutdown_sessions(void);
+/* Lets calls in flight finish (--handover-wait), answers what is still
+ * running "may have run", and leaves every session to its keeper. */
+void bhd_handover_sessions(void);
+/* From now on no call starts (they are answered "retry"): the first step of
+ * a hand-over. */
+void bhd_handover_begin(void);
+/* Makes or checks the state directory and adopts every session a previous
+ * daemon left there; -1 when the directory cannot be trusted. */
+int bhd_adopt_sessions(struct bh_error *err);
 void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t bhd_unix_ms(void);
 

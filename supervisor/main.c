@@ -3,7 +3,9 @@
  * (refusing to start when it cannot be proven), proves each language with a
  * trivial cell, binds the control socket and serves one thread per
  * connection until SIGTERM, which closes every session and removes the
- * socket. */
+ * socket, or until a hand-over (SIGUSR2, or SIGTERM with --keep-sessions),
+ * which leaves every session to the next bulkheadd on the same state
+ * directory. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -28,6 +30,7 @@
 #include "frame.h"
 #include "paths.h"
 #include "probe.h"
+#include "sha256.h"
 
 struct bhd_config bhd_cfg;
 struct bhd_runners bhd_runners;
@@ -76,6 +79,14 @@ static struct limit_flag limit_flags[] = {
     {"max-connections", "BULKHEADD_MAX_CONNECTIONS", &bhd_cfg.max_connections, 256, 1, 100000, "",
      "client connections at once; beyond it a new one gets at_capacity and is closed"},
     {"warm", "BULKHEADD_WARM", &bhd_cfg.warm, 2, 0, 64, "", "ready sandboxes kept for OpenSession"},
+    {"adopt-grace", "BULKHEADD_ADOPT_GRACE_MS", &bhd_cfg.grace_ms, 60 * 1000, 100,
+     24LL * 3600 * 1000, "ms",
+     "after the daemon ends without closing them (crash, hand-over), sessions wait this long "
+     "for a new one to adopt them, then end"},
+    {"handover-wait", "BULKHEADD_HANDOVER_WAIT_MS", &bhd_cfg.handover_wait_ms, 30 * 1000, 0,
+     3600LL * 1000, "ms",
+     "a hand-over lets calls in flight finish this long; a cell still running then is "
+     "answered \"may have run\" and its session starts fresh"},
 };
 
 static void usage(FILE *out)
@@ -100,6 +111,12 @@ static void usage(FILE *out)
         "  --prestart LANGS       interpreters each new sandbox starts before its first cell:\n"
         "                         python (default), javascript, both comma-separated, or none\n"
         "                         (env BULKHEADD_PRESTART; each costs memory per session)\n"
+        "  --state-dir DIR        where session keepers wait to be adopted, root only (env\n"
+        "                         BULKHEADD_STATE_DIR; default /run/bulkhead/sessions/ plus\n"
+        "                         a hash of the socket path); a new bulkheadd on the same\n"
+        "                         directory adopts every live session\n"
+        "  --keep-sessions        SIGTERM hands sessions over to the next bulkheadd instead\n"
+        "                         of closing them (SIGUSR2 always does)\n"
         "  --debug                the agent's stderr reaches ours\n"
         "\nlimits (flag, environment variable, default):\n");
     for (size_t i = 0; i < BH_ARRAY_SIZE(limit_flags); i++) {
@@ -145,6 +162,7 @@ static int parse_args(int argc, char **argv)
     bhd_cfg.socket_path = getenv("BULKHEADD_SOCKET");
     bhd_cfg.audit_path = getenv("BULKHEADD_AUDIT");
     bhd_cfg.prestart = getenv("BULKHEADD_PRESTART");
+    bhd_cfg.state_dir = getenv("BULKHEADD_STATE_DIR");
     const char *tier = getenv("BULKHEADD_TIER");
     if (tier == NULL)
         tier = "kernel";
@@ -158,6 +176,8 @@ static int parse_args(int argc, char **argv)
         O_DEBUG,
         O_PRESTART,
         O_KEEPER,
+        O_STATE_DIR,
+        O_KEEP_SESSIONS,
         O_HELP,
         O_LIMIT
     };
@@ -171,6 +191,8 @@ static int parse_args(int argc, char **argv)
         {"debug", no_argument, NULL, O_DEBUG},
         {"prestart", required_argument, NULL, O_PRESTART},
         {"internal-keeper", required_argument, NULL, O_KEEPER},
+        {"state-dir", required_argument, NULL, O_STATE_DIR},
+        {"keep-sessions", no_argument, NULL, O_KEEP_SESSIONS},
         {"help", no_argument, NULL, O_HELP},
     };
     /* Sized from both tables, so a new flag can never overflow it. */
@@ -211,6 +233,12 @@ static int parse_args(int argc, char **argv)
             break;
         case O_KEEPER:
             bhd_keeper_args = optarg;
+            break;
+        case O_STATE_DIR:
+            bhd_cfg.state_dir = optarg;
+            break;
+        case O_KEEP_SESSIONS:
+            bhd_cfg.keep_sessions = true;
             break;
         case O_HELP:
         case 'h':
@@ -264,6 +292,21 @@ static int parse_args(int argc, char **argv)
             if (*p == ',')
                 p++;
         }
+    }
+    if (bhd_cfg.state_dir == NULL) {
+        /* one directory per socket: daemons on other sockets never adopt
+         * each other's sessions */
+        static char dir[128];
+        char h[BH_SHA256_HEX];
+        bh_sha256_hex(bhd_cfg.socket_path, strlen(bhd_cfg.socket_path), h);
+        snprintf(dir, sizeof(dir), "%s/%.16s", BHD_STATE_ROOT, h);
+        bhd_cfg.state_dir = dir;
+        bhd_cfg.state_dir_default = true;
+    }
+    if (bhd_cfg.state_dir[0] != '/') {
+        fprintf(stderr, "bulkheadd: --state-dir `%s` must be an absolute path\n",
+                bhd_cfg.state_dir);
+        return -1;
     }
     if (bhd_cfg.default_timeout_ms > bhd_cfg.max_timeout_ms)
         bhd_cfg.default_timeout_ms = bhd_cfg.max_timeout_ms;
@@ -478,6 +521,7 @@ int main(int argc, char **argv)
             realloc(tier_report.checks, (tier_report.n_checks + 1) * sizeof(void *));
         tier_report.checks[tier_report.n_checks++] = live.checks[i];
     }
+    free(live.checks); /* the checks moved; their array did not */
     tier_report.tier = live.tier;
     tier_report.verified_at_unix_ms = live.verified_at_unix_ms;
     static Bulkhead__Control__Limits limits = BULKHEAD__CONTROL__LIMITS__INIT;
@@ -506,6 +550,12 @@ int main(int argc, char **argv)
     bhd_describe.supports_sessions = true;
     bhd_describe.protocol_version = BHD_PROTOCOL;
 
+    /* Sessions a previous bulkheadd left on this state directory are ours
+     * before the first client can ask for them. */
+    if (bhd_adopt_sessions(&err) < 0) {
+        fprintf(stderr, "bulkheadd: refusing to start: %s\n", err.msg);
+        return 1;
+    }
     int lfd = bind_socket(&err);
     if (lfd < 0) {
         fprintf(stderr, "bulkheadd: %s\n", err.msg);
@@ -515,6 +565,7 @@ int main(int argc, char **argv)
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &mask, NULL); /* threads inherit: only signalfd sees them */
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     pthread_t mt;
@@ -524,6 +575,7 @@ int main(int argc, char **argv)
             n_langs > 1 ? "python javascript"
             : n_langs   ? langs[0]
                         : "");
+    bool hand_over = false;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -534,8 +586,13 @@ int main(int argc, char **argv)
                 continue;
             break;
         }
-        if (p[1].revents)
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                hand_over =
+                    si.ssi_signo == SIGUSR2 || (si.ssi_signo == SIGTERM && bhd_cfg.keep_sessions);
             break;
+        }
         if (p[0].revents) {
             int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (c < 0)
@@ -554,9 +611,40 @@ int main(int argc, char **argv)
             }
         }
     }
+    if (hand_over) {
+        /* No call starts from now on; the path goes first, so a client
+         * either cannot connect (and retries on the next daemon) or was
+         * connected and gets an answer: connections still waiting in the
+         * backlog are served, not reset, which would leave their callers
+         * guessing. */
+        bhd_handover_begin();
+        unlink(bhd_cfg.socket_path);
+        int fl = fcntl(lfd, F_GETFL);
+        fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
+        for (;;) {
+            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                break;
+            atomic_fetch_add(&open_connections, 1);
+            pthread_t t;
+            if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0) {
+                atomic_fetch_sub(&open_connections, 1);
+                close(c);
+            }
+        }
+        close(lfd);
+    } else {
+        close(lfd);
+        unlink(bhd_cfg.socket_path);
+    }
+    if (hand_over) {
+        /* the socket is gone first, so the next bulkheadd can bind it while
+         * this one lets its calls finish */
+        bhd_log("handing sessions over: the next bulkheadd on %s adopts them", bhd_cfg.state_dir);
+        bhd_handover_sessions();
+        return 0;
+    }
     bhd_log("shutting down: closing every session");
-    close(lfd);
-    unlink(bhd_cfg.socket_path);
     bhd_shutdown_sessions();
     pthread_join(mt, NULL);
     return 0;

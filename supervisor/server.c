@@ -9,11 +9,15 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +52,7 @@ struct session {
     int refs;
     bool ended;
     int ended_reason;
+    bool handover_cut; /* its cell was cut by a hand-over: it may have run */
     struct session *next;
 };
 
@@ -76,6 +81,11 @@ static int64_t started_ms;
 static FILE *audit;
 static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool shutting_down;
+/* A hand-over is under way: no new call starts; see bhd_handover_sessions. */
+static bool handing_over;
+static atomic_int active_requests;
+static int state_fd = -1;
+static uint32_t n_adopted, n_adopted_fresh;
 static int n_owner_calls_max = 64;
 struct owner_calls {
     char fp[BH_SHA256_HEX];
@@ -309,6 +319,8 @@ static void session_end_locked(struct session *s, int reason)
                          (json_int_t)s->calls));
 }
 
+static void unlink_record(const char *fp);
+
 static void session_put(struct session *s)
 {
     pthread_mutex_lock(&lock);
@@ -316,22 +328,67 @@ static void session_put(struct session *s)
     pthread_mutex_unlock(&lock);
     if (!last)
         return;
+    bool had_box = s->box != NULL;
+    pthread_mutex_lock(&lock);
+    bool leave = handing_over && !s->ended;
+    pthread_mutex_unlock(&lock);
+    if (leave) {
+        /* a live session in a hand-over: its sandbox stays with its keeper */
+        bhd_box_release(s->box);
+        free(s->conversation);
+        explicit_bzero(s->id, sizeof(s->id));
+        free(s);
+        return;
+    }
     bhd_box_destroy(s->box);
+    /* its keeper has gone: a record it could not remove (it was killed)
+     * must not bring the ended session back in the next daemon */
+    if (state_fd >= 0 && had_box)
+        unlink_record(s->fp);
     free(s->conversation);
     explicit_bzero(s->id, sizeof(s->id));
     free(s);
 }
 
-/* Finds a live session by id for uid (lock held); takes a reference. */
+/* Finds a live session by id for uid (lock held); takes a reference. By
+ * fingerprint: an adopted session's id is known only by its hash. */
 static struct session *session_get_locked(const char *id, uid_t uid)
 {
+    if (strlen(id) != 32)
+        return NULL;
+    char fp[BH_SHA256_HEX];
+    bh_sha256_hex(id, 32, fp);
     for (struct session *s = sessions; s; s = s->next) {
-        if (s->uid == uid && strlen(id) == 32 && memcmp(s->id, id, 32) == 0) {
+        if (s->uid == uid && strcmp(s->fp, fp) == 0) {
             s->refs++;
             return s;
         }
     }
     return NULL;
+}
+
+/* What the keeper holds for the next daemon (lock held): everything but the
+ * id, which is a capability and never leaves this process. */
+static json_t *session_record_locked(const struct session *s, bool busy)
+{
+    return json_pack("{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b, s:b, s:s}",
+                     "fp", s->fp, "owner", s->owner, "owner_fp", s->owner_fp, "uid",
+                     (json_int_t)s->uid, "conversation", s->conversation, "opened_unix",
+                     (json_int_t)s->opened_unix, "opened_ms", (json_int_t)s->opened_ms,
+                     "last_used_ms", (json_int_t)s->last_used_ms, "expires_ms",
+                     (json_int_t)s->expires_ms, "idle_ms", (json_int_t)s->idle_ms, "calls",
+                     (json_int_t)s->calls, "last_digest", s->last_digest, "fresh_pending",
+                     s->fresh_sandbox_pending, "busy", busy, "tier", bh_tier_name(s->tier));
+}
+
+static void session_tell(struct session *s, bool busy)
+{
+    pthread_mutex_lock(&lock);
+    json_t *rec = session_record_locked(s, busy);
+    pthread_mutex_unlock(&lock);
+    if (rec != NULL)
+        bhd_box_tell(s->box, 'S', rec);
+    json_decref(rec);
 }
 
 static struct bhd_box *take_warm_locked(void)
@@ -404,6 +461,13 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         pthread_mutex_unlock(&lock);
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__DISABLED, true, 0,
                   "bulkheadd is shutting down");
+        return;
+    }
+    if (handing_over) {
+        pthread_mutex_unlock(&lock);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd is handing its sessions to a new process: nothing was opened; "
+                  "retry in a moment");
         return;
     }
     int mine = 0, all = 0;
@@ -508,6 +572,7 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     sessions = s;
     stats.opened++;
     pthread_mutex_unlock(&lock);
+    session_tell(s, false); /* binds the keeper: the session can now be handed over */
     audit_line(json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "event", "session_open", "owner", ofp,
                          "session", s->fp, "tier", bh_tier_name(tier), "warm", warm, "open_ms",
                          (json_int_t)r->open_ms));
@@ -666,10 +731,34 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
     int64_t t_start = bh_now_ms();
     bool ended = s->ended;
     int reason = s->ended_reason;
+    /* nothing starts once a hand-over began: the next daemon runs it */
+    bool held_back = !ended && handing_over;
     bool fresh_sandbox = s->fresh_sandbox_pending;
-    s->fresh_sandbox_pending = false;
-    uint64_t cell_no = ++s->calls;
+    uint64_t cell_no = s->calls;
+    if (!held_back) {
+        s->fresh_sandbox_pending = false;
+        cell_no = ++s->calls;
+    }
+    json_t *busy_rec = !ended && !held_back ? session_record_locked(s, true) : NULL;
     pthread_mutex_unlock(&lock);
+    if (held_back) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd is handing its sessions to a new process: nothing ran; retry in a "
+                  "moment (the session is kept)");
+        pthread_mutex_lock(&lock);
+        s->ticket_serving++;
+        s->in_flight--;
+        owner_calls_leave(s->owner_fp, uid);
+        pthread_cond_broadcast(&cond);
+        pthread_mutex_unlock(&lock);
+        session_put(s);
+        return;
+    }
+    /* the keeper knows a cell is out: a daemon that adopts the session after
+     * a crash now cannot trust the channel, and starts it fresh */
+    if (busy_rec != NULL)
+        bhd_box_tell(s->box, 'S', busy_rec);
+    json_decref(busy_rec);
 
     struct bhd_cell_out out = {0};
     struct bh_error err = {0};
@@ -692,10 +781,22 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
         if (used > bhd_cfg.disk_bytes)
             end_reason = BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET;
     }
-    if (!ended && rc < 0)
+    pthread_mutex_lock(&lock);
+    bool cut = s->handover_cut;
+    pthread_mutex_unlock(&lock);
+    if (!ended && rc < 0 && !cut)
         end_reason = BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED;
 
-    if (ended) {
+    if (cut && rc < 0) {
+        /* the hand-over ended the sandbox under this cell: whether it ran
+         * (all, some or none of it) cannot be known */
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, false,
+                  BULKHEAD__CONTROL__ERROR__ENDED__SHUTDOWN,
+                  "bulkheadd handed its sessions to a new process while this cell ran: the cell "
+                  "may have run, in whole or in part; the session goes on with a fresh sandbox "
+                  "(its next call says fresh_sandbox)");
+        cell_no = 0;
+    } else if (ended) {
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
                   "the session ended (%s): open a new one", ended_name(reason));
         cell_no = 0;
@@ -826,6 +927,14 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
     if (!s->ended && s->last_used_ms >= s->expires_ms)
         session_end_locked(s, BULKHEAD__CONTROL__ERROR__ENDED__LIFETIME);
     bool drop_table_ref = !was_ended && s->ended;
+    json_t *rec = !s->ended && !cut ? session_record_locked(s, false) : NULL;
+    pthread_mutex_unlock(&lock);
+    /* before the ticket goes: a hand-over waits for it, so the keeper has the
+     * chain head and LRU stamp of every answered call */
+    if (rec != NULL)
+        bhd_box_tell(s->box, 'S', rec);
+    json_decref(rec);
+    pthread_mutex_lock(&lock);
     s->ticket_serving++;
     s->in_flight--;
     owner_calls_leave(s->owner_fp, uid);
@@ -843,6 +952,15 @@ static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
     struct session *s = session_get_locked(req->session_id, uid);
     if (s == NULL) {
         refuse_missing_unlock(req->session_id, uid, "the session already ended", "", resp);
+        return;
+    }
+    if (handing_over) {
+        /* its box is about to be left to its keeper, not destroyed here */
+        s->refs--;
+        pthread_mutex_unlock(&lock);
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                  "bulkheadd is handing its sessions to a new process: the session is still "
+                  "open; retry in a moment");
         return;
     }
     /* wait for calls in flight: close is ordered after them */
@@ -910,6 +1028,8 @@ static void do_stats(Bulkhead__Control__Response *resp)
     r->timed_out = stats.timed_out;
     r->errors = stats.errors;
     r->uptime_ms = (uint64_t)(bh_now_ms() - started_ms);
+    r->adopted_sessions = n_adopted;
+    r->adopted_fresh = n_adopted_fresh;
     pthread_mutex_unlock(&lock);
     resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_STATS;
     resp->stats = r;
@@ -1063,6 +1183,7 @@ void bhd_serve_connection(int fd)
             break;
         }
         resp.request_id = req->request_id;
+        atomic_fetch_add(&active_requests, 1);
         if (req->version != BHD_PROTOCOL) {
             set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
                       "protocol version %u is not served: this bulkheadd speaks version %d",
@@ -1101,7 +1222,15 @@ void bhd_serve_connection(int fd)
         bulkhead__control__request__free_unpacked(req, NULL);
         rc = send_response(fd, &resp);
         response_free(&resp);
+        atomic_fetch_sub(&active_requests, 1);
         if (rc < 0)
+            break;
+        /* during a hand-over: the client's next request goes to the next
+         * daemon, never into a socket nobody will read */
+        pthread_mutex_lock(&lock);
+        bool leaving = handing_over;
+        pthread_mutex_unlock(&lock);
+        if (leaving)
             break;
     }
     close(fd);
@@ -1189,6 +1318,24 @@ void *bhd_maintenance_thread(void *arg)
     }
 }
 
+/* The table's sessions at the end (their keepers told what to do): frees
+ * ours of them; one a call still holds is that call's to drop. */
+static void sessions_free(struct session *all)
+{
+    for (struct session *s = all, *next; s; s = next) {
+        next = s->next;
+        pthread_mutex_lock(&lock);
+        bool last = --s->refs == 0;
+        pthread_mutex_unlock(&lock);
+        if (!last)
+            continue;
+        bhd_box_release(s->box);
+        free(s->conversation);
+        explicit_bzero(s->id, sizeof(s->id));
+        free(s);
+    }
+}
+
 void bhd_shutdown_sessions(void)
 {
     pthread_mutex_lock(&lock);
@@ -1206,23 +1353,358 @@ void bhd_shutdown_sessions(void)
     pthread_mutex_unlock(&lock);
     /* Boxes go now even if a call holds a reference: closing the channel and
      * the keeper socket ends the sandbox; the caller's thread sees EOF. */
-    for (struct session *s = all; s; s = s->next) {
-        close(s->box->keeper_fd);
-        s->box->keeper_fd = -1;
-    }
+    for (struct session *s = all; s; s = s->next)
+        bhd_box_end_keeper(s->box, 'X');
     while (w) {
         struct warm *n = w->next;
         bhd_box_destroy(w->box);
         free(w);
         w = n;
     }
-    for (struct session *s = all; s; s = s->next) {
-        pid_t k = s->box->keeper;
-        for (int i = 0; i < 500; i++) {
-            pid_t r = waitpid(k, NULL, WNOHANG);
-            if (r == k || (r < 0 && errno == ECHILD))
-                break;
-            usleep(10000);
+    for (struct session *s = all; s; s = s->next)
+        bhd_box_wait_keeper(s->box, 500);
+    sessions_free(all);
+    /* a directory named after the socket goes with the daemon, when empty */
+    if (bhd_cfg.state_dir_default)
+        rmdir(bhd_cfg.state_dir);
+}
+
+/* ---- hand-over and adoption ---------------------------------------------- */
+
+void bhd_handover_begin(void)
+{
+    pthread_mutex_lock(&lock);
+    handing_over = true;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+}
+
+void bhd_handover_sessions(void)
+{
+    pthread_mutex_lock(&lock);
+    int64_t deadline = bh_now_ms() + bhd_cfg.handover_wait_ms;
+    for (;;) {
+        bool busy = false;
+        for (struct session *s = sessions; s && !busy; s = s->next)
+            busy = s->in_flight > 0;
+        if (!busy || bh_now_ms() >= deadline)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&cond, &lock, &ts);
+    }
+    /* Cells still running: their sandbox ends under them ('R': the keeper
+     * keeps the record), their callers hear "may have run", and the next
+     * daemon rebuilds the session fresh. Never run twice: nothing re-sends. */
+    struct bhd_box *cut[256];
+    size_t n_cut = 0;
+    for (struct session *s = sessions; s; s = s->next) {
+        if (s->in_flight > 0 && n_cut < BH_ARRAY_SIZE(cut)) {
+            s->handover_cut = true;
+            cut[n_cut++] = s->box;
         }
     }
+    pthread_mutex_unlock(&lock);
+    for (size_t i = 0; i < n_cut; i++)
+        bhd_box_end_keeper(cut[i], 'R');
+    /* every request taken gets its answer before we go */
+    for (int i = 0; i < 3000 && atomic_load(&active_requests) > 0; i++)
+        usleep(10000);
+    pthread_mutex_lock(&lock);
+    shutting_down = true;
+    struct session *all = sessions;
+    sessions = NULL;
+    struct warm *w = warm_pool;
+    warm_pool = NULL;
+    warm_count = 0;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    size_t kept = 0;
+    for (struct session *s = all; s; s = s->next)
+        if (!s->handover_cut)
+            kept++;
+    /* closing our ends without 'X' leaves each sandbox to its keeper */
+    sessions_free(all);
+    while (w) {
+        struct warm *n = w->next;
+        bhd_box_destroy(w->box);
+        free(w);
+        w = n;
+    }
+    audit_line(json_pack("{s:s, s:I, s:I}", "event", "handover", "sessions", (json_int_t)kept,
+                         "cut", (json_int_t)n_cut));
+}
+
+static bool rec_int(json_t *r, const char *k, int64_t lo, int64_t hi, int64_t *v)
+{
+    json_t *x = json_object_get(r, k);
+    if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
+        return false;
+    *v = json_integer_value(x);
+    return true;
+}
+
+static bool rec_hex64(const char *h)
+{
+    if (h == NULL || strlen(h) != BH_SHA256_HEX - 1)
+        return false;
+    for (const char *p = h; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* A session from a keeper's record, checked like any input from outside;
+ * NULL with why filled. */
+static struct session *session_from_record(json_t *r, const char *fp, const char **why)
+{
+    const char *owner = json_string_value(json_object_get(r, "owner"));
+    const char *conv = json_string_value(json_object_get(r, "conversation"));
+    const char *digest = json_string_value(json_object_get(r, "last_digest"));
+    const char *tier = json_string_value(json_object_get(r, "tier"));
+    const char *rfp = json_string_value(json_object_get(r, "fp"));
+    int64_t uid, opened_unix, opened_ms, last_used, expires, idle, calls;
+    *why = NULL;
+    if (rfp == NULL || strcmp(rfp, fp) != 0)
+        return *why = "the record names another session", NULL;
+    if (owner == NULL || strlen(owner) == 0 || strlen(owner) > MAX_OWNER_BYTES ||
+        !bhd_utf8_valid(owner, strlen(owner)))
+        return *why = "the owner is not valid", NULL;
+    if (conv == NULL || strlen(conv) > 1024 || !bhd_utf8_valid(conv, strlen(conv)))
+        return *why = "the conversation is not valid", NULL;
+    if (digest == NULL || (digest[0] != '\0' && !rec_hex64(digest)))
+        return *why = "the record chain head is not valid", NULL;
+    if (tier == NULL || strcmp(tier, bh_tier_name(bhd_cfg.tier)) != 0)
+        return *why = "it was made at another tier than this daemon serves", NULL;
+    if (!rec_int(r, "uid", 0, UINT32_MAX - 1, &uid) ||
+        !rec_int(r, "opened_unix", 0, INT64_MAX, &opened_unix) ||
+        !rec_int(r, "opened_ms", 0, INT64_MAX, &opened_ms) ||
+        !rec_int(r, "last_used_ms", 0, INT64_MAX, &last_used) ||
+        !rec_int(r, "expires_ms", 0, INT64_MAX, &expires) ||
+        !rec_int(r, "idle_ms", 1, INT64_MAX, &idle) || !rec_int(r, "calls", 0, INT64_MAX, &calls))
+        return *why = "a number in it is missing or out of range", NULL;
+    struct session *s = calloc(1, sizeof(*s));
+    memcpy(s->fp, fp, BH_SHA256_HEX);
+    snprintf(s->owner, sizeof(s->owner), "%s", owner);
+    owner_digest(s->owner, (uid_t)uid, s->owner_fp);
+    s->conversation = strdup(conv);
+    s->uid = (uid_t)uid;
+    s->tier = bhd_cfg.tier;
+    s->refs = 1;
+    s->opened_unix = opened_unix;
+    s->opened_ms = opened_ms;
+    s->last_used_ms = last_used;
+    s->expires_ms = expires;
+    s->idle_ms = idle;
+    s->calls = (uint64_t)calls;
+    snprintf(s->last_digest, sizeof(s->last_digest), "%s", digest);
+    s->fresh_sandbox_pending = json_is_true(json_object_get(r, "fresh_pending"));
+    return s;
+}
+
+/* The record a keeper left in the state directory, or NULL. */
+static json_t *read_record(const char *fp)
+{
+    char name[BH_SHA256_HEX + 8];
+    snprintf(name, sizeof(name), "%s.json", fp);
+    int fd = openat(state_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    return json_loadb(buf, (size_t)n, 0, NULL);
+}
+
+static void unlink_record(const char *fp)
+{
+    char name[BH_SHA256_HEX + 8];
+    snprintf(name, sizeof(name), "%s.sock", fp);
+    unlinkat(state_fd, name, 0);
+    snprintf(name, sizeof(name), "%s.json", fp);
+    unlinkat(state_fd, name, 0);
+}
+
+/* A session whose sandbox is gone (its keeper died, refused, or a cell was
+ * cut) goes on under the same id on a new sandbox: its next call says
+ * fresh_sandbox and fresh_interpreter, the record chain continues. */
+static int session_rebuild(struct session *s)
+{
+    struct bh_error err = {0};
+    struct bhd_box *box = NULL;
+    if (bhd_box_create(bhd_prestart(), &box, &err) < 0) {
+        bhd_log("session %.12s cannot be rebuilt: %s", s->fp, err.msg);
+        return -1;
+    }
+    Bulkhead__Control__TierReport rep;
+    enum bh_tier tier = bhd_box_verify(box, &rep);
+    bhd_tier_report_free(&rep);
+    if (tier < bhd_cfg.tier) {
+        bhd_log("session %.12s cannot be rebuilt: its sandbox verified as `%s`", s->fp,
+                bh_tier_name(tier));
+        bhd_box_destroy(box);
+        return -1;
+    }
+    s->box = box;
+    s->fresh_sandbox_pending = true;
+    return 0;
+}
+
+static void adopt_one(const char *fp)
+{
+    struct bh_error err = {0};
+    struct bhd_box *box = NULL;
+    json_t *rec = NULL;
+    json_t *file_rec = read_record(fp);
+    int rc = bhd_box_adopt(state_fd, fp, &box, &rec, &err);
+    if (rc < 0 && err.code == ETIMEDOUT) {
+        /* held by a live daemon, or hung: not ours to take or end */
+        bhd_log("%s", err.msg);
+        json_decref(file_rec);
+        return;
+    }
+    const char *why = NULL;
+    struct session *s = NULL;
+    if (rc == 1) {
+        s = session_from_record(rec, fp, &why);
+        if (s != NULL && json_is_true(json_object_get(rec, "busy"))) {
+            /* a cell was out when its daemon ended: the channel may hold
+             * half an answer, so the sandbox is not trusted with another */
+            bhd_log("session %.12s had a cell running when its daemon ended: it goes on with a "
+                    "fresh sandbox",
+                    fp);
+            bhd_box_destroy(box);
+            box = NULL;
+        } else if (s == NULL) {
+            bhd_log("session %.12s is not adopted: %s; it ends", fp, why);
+            bhd_box_destroy(box);
+            box = NULL;
+        }
+    } else {
+        if (rc < 0 && err.code != EPROTO) {
+            bhd_log("%s", err.msg);
+            json_decref(file_rec);
+            return;
+        }
+        if (rc < 0) {
+            bhd_log("%s; the session goes on with a fresh sandbox", err.msg);
+            /* the refused keeper removes its files as it ends */
+            char name[BH_SHA256_HEX + 8];
+            snprintf(name, sizeof(name), "%s.sock", fp);
+            for (int i = 0; i < 1000 && faccessat(state_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+                 i++)
+                usleep(10000);
+        }
+        if (file_rec != NULL) {
+            /* its keeper is gone: its sentry died with it (PDEATHSIG), its
+             * cgroup may remain */
+            bhd_box_remove_remains(bhd_cfg.tier,
+                                   json_string_value(json_object_get(file_rec, "sandbox")));
+            s = session_from_record(file_rec, fp, &why);
+            if (s == NULL)
+                bhd_log("session %.12s cannot be rebuilt: %s", fp, why);
+        }
+        unlink_record(fp);
+    }
+    json_decref(rec);
+    json_decref(file_rec);
+    if (s == NULL)
+        return;
+    if (box != NULL) {
+        s->box = box;
+        n_adopted++;
+    } else if (session_rebuild(s) == 0) {
+        n_adopted_fresh++;
+    } else {
+        free(s->conversation);
+        free(s);
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    s->next = sessions;
+    sessions = s;
+    pthread_mutex_unlock(&lock);
+    session_tell(s, false);
+    audit_line(json_pack("{s:s, s:s, s:s, s:b}", "event", "session_adopted", "owner", s->owner_fp,
+                         "session", s->fp, "fresh_sandbox", s->fresh_sandbox_pending));
+}
+
+/* The state directory must be ours alone: anyone else who could write there
+ * could offer a sandbox of their own making as one of our sessions. */
+static int state_dir_open(struct bh_error *err)
+{
+    const char *dir = bhd_cfg.state_dir;
+    if (strncmp(dir, BHD_STATE_ROOT "/", strlen(BHD_STATE_ROOT) + 1) == 0) {
+        mkdir("/run/bulkhead", 0755);
+        mkdir(BHD_STATE_ROOT, 0700);
+    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return bh_error_errno(err, errno, "make the state directory `%s`", dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "open the state directory `%s`", dir);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        close(fd);
+        return bh_error_set(err, EPERM,
+                            "the state directory `%s` must belong to uid %u with mode 0700 (it "
+                            "is uid %u, mode %03o): sessions are not kept in or adopted from a "
+                            "place others can write; fix it or give --state-dir",
+                            dir, (unsigned)geteuid(), (unsigned)st.st_uid,
+                            (unsigned)(st.st_mode & 0777));
+    }
+    return fd;
+}
+
+int bhd_adopt_sessions(struct bh_error *err)
+{
+    state_fd = state_dir_open(err);
+    if (state_fd < 0)
+        return -1;
+    int64_t t0 = bh_now_ms();
+    int dfd = dup(state_fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (d == NULL) {
+        if (dfd >= 0)
+            close(dfd);
+        return bh_error_errno(err, errno, "read the state directory `%s`", bhd_cfg.state_dir);
+    }
+    /* names first: adopting writes new records into the same directory */
+    char(*fps)[BH_SHA256_HEX] = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len != BH_SHA256_HEX - 1 + 5 || strcmp(e->d_name + BH_SHA256_HEX - 1, ".json") != 0)
+            continue;
+        char fp[BH_SHA256_HEX];
+        snprintf(fp, sizeof(fp), "%.*s", BH_SHA256_HEX - 1, e->d_name);
+        if (!rec_hex64(fp))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char(*more)[BH_SHA256_HEX] = realloc(fps, cap * sizeof(*fps));
+            if (more == NULL)
+                break; /* adopt what was listed; the rest waits out its grace */
+            fps = more;
+        }
+        memcpy(fps[n++], fp, BH_SHA256_HEX);
+    }
+    closedir(d);
+    for (size_t i = 0; i < n; i++)
+        adopt_one(fps[i]);
+    free(fps);
+    bhd_describe.adopted_sessions = n_adopted;
+    bhd_describe.adopted_fresh = n_adopted_fresh;
+    if (n > 0)
+        bhd_log("adopted %u sessions (%u on a fresh sandbox) from %s in %lld ms", n_adopted,
+                n_adopted_fresh, bhd_cfg.state_dir, (long long)(bh_now_ms() - t0));
+    return 0;
 }

@@ -814,9 +814,11 @@ static int conn(void)
 static struct daemon fork_daemon(const char *tier, const char *extra)
 {
     char cmd[2048];
+    /* --adopt-grace: a killed daemon's sessions wait this long to be adopted */
     snprintf(cmd, sizeof(cmd),
-             "exec %s --socket %s --tier %s --audit %s/audit.log %s 2>>%s/err.log", bhd, sock_path,
-             tier, tmpdir, extra ? extra : "--warm 0", tmpdir);
+             "exec %s --socket %s --tier %s --adopt-grace 300 --audit %s/audit.log %s "
+             "2>>%s/err.log",
+             bhd, sock_path, tier, tmpdir, extra ? extra : "--warm 0", tmpdir);
     struct daemon d = {.pid = fork()};
     cr_assert_geq(d.pid, 0);
     if (d.pid == 0) {

@@ -795,7 +795,8 @@ static int count_mounts(pid_t daemon)
 
 static void leaves_nothing(int sig)
 {
-    start_daemon("--warm 1");
+    /* after kill -9, sessions wait for a new daemon this long, then go */
+    start_daemon("--warm 1 --adopt-grace 1000");
     pid_t dpid = bhd.pid;
     char *id = open_session("alice");
     Resp *r = run(id, "python",
