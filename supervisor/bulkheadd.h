@@ -17,7 +17,8 @@
 struct bh_cgroup;
 
 #define BHD_VERSION "0.1.0"
-#define BHD_PROTOCOL 1
+/* 2: OpenSession.reuse; version 1 requests are still served */
+#define BHD_PROTOCOL 2
 
 struct bhd_config {
     const char *socket_path;

@@ -1023,3 +1023,158 @@ Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
         stop_daemon();
     }
 }
+
+/* ---- protocol version 2: sessions keyed by owner + conversation --------- */
+
+/* OpenSession for owner + conversation at version (reuse as given); the
+ * answer, on a connection of its own (another client, as far as the daemon
+ * can tell). */
+static Resp *open_keyed(const char *owner, const char *conversation, bool reuse, uint32_t version)
+{
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, owner);
+    o.conversation = (char *)conversation;
+    o.reuse = reuse;
+    req.version = version;
+    return roundtrip(&req);
+}
+
+static char *open_reused(const char *owner, const char *conversation, bool *reused)
+{
+    Resp *r = open_keyed(owner, conversation, true, 2);
+    char *id = h_session_id(r);
+    *reused = r->open_session->reused;
+    FREE(r);
+    return id;
+}
+
+Test(supervisor, reuse_answers_the_open_session_of_a_key_across_clients)
+{
+    start_daemon(NULL);
+    Req dreq = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Describe d = BULKHEAD__CONTROL__DESCRIBE__INIT;
+    dreq.body_case = BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE;
+    dreq.describe = &d;
+    Resp *r = roundtrip(&dreq);
+    cr_assert_eq(r->describe->protocol_version, 2);
+    FREE(r);
+
+    bool reused;
+    char *a = open_reused("alice", "thread-1", &reused);
+    cr_assert_not(reused, "the first open of a key must open a session");
+    r = run(a, "python", "rows = [1, 2, 3]");
+    ok(r);
+    FREE(r);
+    char *again = open_reused("alice", "thread-1", &reused);
+    cr_assert(reused, "the second open of a key must answer the open session");
+    cr_assert_str_eq(again, a);
+    r = run(again, "python", "sum(rows)");
+    cr_assert_str_eq(ok(r)->value, "6");
+    cr_assert_not(ok(r)->fresh_interpreter);
+    FREE(r);
+
+    /* another thread of the owner, and another owner with the same thread */
+    char *other_thread = open_reused("alice", "thread-2", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(other_thread, a);
+    char *other_owner = open_reused("mallory", "thread-1", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(other_owner, a);
+    r = run(other_owner, "python", "'rows' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    FREE(r);
+
+    /* a version 1 client (no reuse field) still gets a session of its own */
+    r = open_keyed("alice", "thread-1", false, 1);
+    char *old = h_session_id(r);
+    cr_assert_not(r->open_session->reused);
+    cr_assert_str_neq(old, a);
+    FREE(r);
+
+    /* refusals: reuse without a conversation, reuse at version 1, version 3 */
+    r = open_keyed("alice", "", true, 2);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    cr_assert(strstr(r->error->message, "conversation") != NULL, "%s", r->error->message);
+    FREE(r);
+    r = open_keyed("alice", "thread-1", true, 1);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    cr_assert(strstr(r->error->message, "version 2") != NULL, "%s", r->error->message);
+    FREE(r);
+    r = open_keyed("alice", "thread-1", false, 3);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    FREE(r);
+
+    /* with a closed, the version 1 client's session is the key's; with
+     * both closed, the key opens afresh */
+    close_session(a);
+    char *v1 = open_reused("alice", "thread-1", &reused);
+    cr_assert(reused);
+    cr_assert_str_eq(v1, old);
+    free(v1);
+    close_session(old);
+    char *after = open_reused("alice", "thread-1", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(after, a);
+    r = run(after, "python", "'rows' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    cr_assert(ok(r)->fresh_sandbox);
+    FREE(r);
+    char *ids[] = {after, other_thread, other_owner};
+    for (size_t i = 0; i < 3; i++) {
+        close_session(ids[i]);
+        free(ids[i]);
+    }
+    free(old);
+    free(a);
+    free(again);
+}
+
+Test(supervisor, reuse_keeps_the_owner_cap_and_a_reopen_counts_as_use)
+{
+    start_daemon("--max-sessions-per-owner 3");
+    bool reused;
+    char *t1 = open_reused("carol", "t1", &reused);
+    char *t2 = open_reused("carol", "t2", &reused);
+    char *t3 = open_reused("carol", "t3", &reused);
+    Resp *r = run(t2, "python", "kept = 2");
+    ok(r);
+    FREE(r);
+    /* reopening t1 and t3 (no cell) makes t2 the least recently used */
+    usleep(20 * 1000);
+    free(open_reused("carol", "t1", &reused));
+    cr_assert(reused);
+    free(open_reused("carol", "t3", &reused));
+    cr_assert(reused);
+    char *t4 = open_reused("carol", "t4", &reused);
+    cr_assert_not(reused);
+    r = run(t2, "python", "kept");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+    FREE(r);
+    /* the evicted key opens afresh, and evicts the next LRU (t1) */
+    char *t2b = open_reused("carol", "t2", &reused);
+    cr_assert_not(reused);
+    r = run(t2b, "python", "'kept' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    cr_assert(ok(r)->fresh_sandbox);
+    FREE(r);
+    r = run(t1, "python", "1");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+    FREE(r);
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+    ls.owner = "carol";
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+    req.list_sessions = &ls;
+    r = roundtrip(&req);
+    cr_assert_eq(r->list_sessions->n_sessions, 3);
+    FREE(r);
+    close_session(t3);
+    close_session(t4);
+    close_session(t2b);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(t4);
+    free(t2b);
+}
