@@ -5,6 +5,7 @@
  * only the kernel tier can make skip with a message). When the host cannot
  * give the tier at all, the tests skip and say why. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1177,4 +1178,93 @@ Test(supervisor, reuse_keeps_the_owner_cap_and_a_reopen_counts_as_use)
     free(t3);
     free(t4);
     free(t2b);
+}
+
+/* ---- charts ------------------------------------------------------------- */
+
+static int b64_digit(char c)
+{
+    const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = c ? strchr(abc, c) : NULL;
+    return p ? (int)(p - abc) : -1;
+}
+
+/* Decodes standard base64 (padding allowed) into a malloc'd buffer. */
+static unsigned char *b64_decode(const char *in, size_t *len)
+{
+    size_t n = strlen(in);
+    unsigned char *out = malloc(n / 4 * 3 + 3);
+    cr_assert_not_null(out);
+    size_t o = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n && in[i] != '='; i++) {
+        int d = b64_digit(in[i]);
+        cr_assert_geq(d, 0, "not base64 at %zu", i);
+        acc = (acc << 6) | (unsigned)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *len = o;
+    return out;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Through the C CLI, as a shell user would: a cell that plots answers one
+ * PNG of the figure's size (4 x 3 inches at 50 dpi). */
+Test(supervisor, matplotlib_figure_comes_back_as_png_through_the_cli)
+{
+    char *bin = h_path("bulkhead"); /* first: its skip would leave a started daemon */
+    start_daemon(NULL);
+    char *open_argv[] = {bin, "session", "open", "--socket", bhd.sock, "--owner", "dana", NULL};
+    struct run_result o = h_run(open_argv, NULL, NULL, 120);
+    cr_assert_eq(o.status, 0, "session open: %s", o.err);
+    json_error_t jerr;
+    json_t *oj = json_loads(o.out, 0, &jerr);
+    cr_assert_not_null(oj, "session open printed no JSON: %s", o.out);
+    const char *sid =
+        json_string_value(json_object_get(json_object_get(oj, "open_session"), "session_id"));
+    cr_assert_not_null(sid, "no session_id in %s", o.out);
+    char *id = strdup(sid);
+    json_decref(oj);
+    h_free(&o);
+
+    char *code = "import matplotlib.pyplot as plt\n"
+                 "fig = plt.figure(figsize=(4, 3), dpi=50)\n"
+                 "plt.plot([1, 2, 3], [3, 1, 2])\n"
+                 "'drawn'";
+    char *run_argv[] = {bin,      "session", "run", "--socket",  bhd.sock, id,  "--lang",
+                        "python", "-c",      code,  "--timeout", "60",     NULL};
+    struct run_result r = h_run(run_argv, NULL, NULL, 120);
+    cr_assert_eq(r.status, 0, "session run: %s %s", r.out, r.err);
+    json_t *rj = json_loads(r.out, 0, &jerr);
+    cr_assert_not_null(rj, "session run printed no JSON: %s", r.out);
+    json_t *cell = json_object_get(rj, "run_cell");
+    cr_assert_str_eq(json_string_value(json_object_get(cell, "value")), "'drawn'", "%s", r.out);
+    json_t *images = json_object_get(cell, "images");
+    cr_assert_eq(json_array_size(images), 1, "one figure, one image: %s", r.out);
+    json_t *im = json_array_get(images, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(im, "mime")), "image/png");
+    size_t len = 0;
+    unsigned char *png = b64_decode(json_string_value(json_object_get(im, "data")), &len);
+    cr_assert_gt(len, 33, "a PNG of %zu bytes", len);
+    cr_assert_eq(memcmp(png, "\x89PNG\r\n\x1a\n", 8), 0, "no PNG signature");
+    cr_assert_eq(memcmp(png + 12, "IHDR", 4), 0, "the first chunk is not IHDR");
+    cr_assert_eq(be32(png + 16), 200, "width %u", be32(png + 16));
+    cr_assert_eq(be32(png + 20), 150, "height %u", be32(png + 20));
+    cr_assert(strstr(json_string_value(json_object_get(cell, "stderr")), "could not be rendered") ==
+              NULL);
+    free(png);
+    json_decref(rj);
+    h_free(&r);
+    close_session(id);
+    free(id);
+    free(bin);
 }
