@@ -196,6 +196,7 @@ static void response_free(Bulkhead__Control__Response *r)
         free_str(r->open_session->session_id);
         free_str(r->open_session->fingerprint);
         free_str(r->open_session->tier);
+        free_str(r->open_session->last_record_digest);
         free(r->open_session);
         break;
     case BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL: {
@@ -391,6 +392,7 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
     r->expires_at_unix_ms = (uint64_t)(s->opened_unix + (s->expires_ms - s->opened_ms));
     r->idle_timeout_ms = (uint64_t)s->idle_ms;
     r->reused = true;
+    r->last_record_digest = strdup(s->last_digest);
     r->open_ms = (uint64_t)(bh_now_ms() - t0);
     resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION;
     resp->open_session = r;
