@@ -1141,12 +1141,15 @@ Test(supervisor, reuse_keeps_the_owner_cap_and_a_reopen_counts_as_use)
     Resp *r = run(t2, "python", "kept = 2");
     ok(r);
     FREE(r);
-    /* reopening t1 and t3 (no cell) makes t2 the least recently used */
+    /* reopening t1 and t3 (no cell) makes t2 the least recently used; the
+     * pauses keep every use in a millisecond of its own (the LRU's clock) */
     usleep(20 * 1000);
     free(open_reused("carol", "t1", &reused));
     cr_assert(reused);
+    usleep(20 * 1000);
     free(open_reused("carol", "t3", &reused));
     cr_assert(reused);
+    usleep(20 * 1000);
     char *t4 = open_reused("carol", "t4", &reused);
     cr_assert_not(reused);
     r = run(t2, "python", "kept");
