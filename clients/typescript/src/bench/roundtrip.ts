@@ -1,15 +1,16 @@
 // The warm-cell round trip through this client against bulkheadd's C
-// clients, in one run against one daemon, the three alternating in rounds:
+// clients, in one run against one daemon, in alternating rounds:
 //   ts     BulkheadClient.runCell (every answer checked: tier, digest, chain)
 //   c      build/bench/sessions cells (the bench's C client, one connection)
 //   cli    `bulkhead session run` (a process per cell, as a shell user runs it)
-// Prints p50/p99 of each and the client's overhead over C at the p50.
+// Prints p50/p99 of each, the client's own CPU per cell, and its overhead
+// over the C client at the p50.
 // Run: npm run bench [-- rounds cells-per-round] (default 40 rounds of 25 cells)
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { BulkheadClient, recordDigest } from "../index.js";
+import { BulkheadClient, recordDigest, type CellOutcome } from "../index.js";
 import { RequestSchema, ResponseSchema } from "../gen/control_pb.js";
 import { buildDir, startDaemon } from "../test/daemon.js";
 
@@ -24,6 +25,42 @@ const pct = (v: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 
+/** A real answer, re-encoded, for the CPU measurement. */
+function encodeAnswer(out: CellOutcome): Uint8Array {
+  const r = out.record;
+  const big = (v: number) => BigInt(v);
+  return toBinary(
+    ResponseSchema,
+    create(ResponseSchema, {
+      requestId: 1n,
+      body: {
+        case: "runCell",
+        value: {
+          value: out.value,
+          hasValue: true,
+          tier: out.tier,
+          stateKept: true,
+          filesPersist: true,
+          record: {
+            ...r,
+            cell: big(r.cell),
+            startedAtUnixMs: big(r.startedAtUnixMs),
+            queueMs: big(r.queueMs),
+            runMs: big(r.runMs),
+            totalMs: big(r.totalMs),
+            timeoutMs: big(r.timeoutMs),
+            memoryBytes: big(r.memoryBytes),
+            pids: big(r.pids),
+            outputBytes: big(r.outputBytes),
+            diskBytes: big(r.diskBytes),
+            diskUsedBytes: big(r.diskUsedBytes),
+          },
+        },
+      },
+    }),
+  );
+}
+
 /** The client's own CPU per cell, without the daemon: encode the request,
  * decode a real answer, recompute its record digest. */
 function clientCpuMicros(answer: Uint8Array): number {
@@ -33,7 +70,10 @@ function clientCpuMicros(answer: Uint8Array): number {
     const req = create(RequestSchema, {
       version: 2,
       requestId: BigInt(i),
-      body: { case: "runCell", value: { sessionId: "0".repeat(32), language: "python", code: "1 + 1" } },
+      body: {
+        case: "runCell",
+        value: { sessionId: "0".repeat(32), language: "python", code: "1 + 1" },
+      },
     });
     toBinary(RequestSchema, req);
     const r = fromBinary(ResponseSchema, answer);
@@ -49,11 +89,11 @@ let answer: Uint8Array | undefined;
 const ts: number[] = [];
 const c: number[] = [];
 const cli: number[] = [];
+const cell = { language: "python" as const, code: "1 + 1" };
 try {
   const cs = await client.openSession({ owner: "bench-cli", minimumIsolation: "kernel" });
-  const cell = { language: "python" as const, code: "1 + 1" };
   await client.runCell(cs.sessionId, cell);
-  for (let r = 0; r < rounds; r++) {
+  const runTs = async () => {
     // a session per round, its first cell not counted: as bench/sessions does
     const s = await client.openSession({ owner: "bench-ts", minimumIsolation: "kernel" });
     await client.runCell(s.sessionId, cell);
@@ -62,31 +102,34 @@ try {
       const out = await client.runCell(s.sessionId, cell);
       ts.push(Number(process.hrtime.bigint() - t0) / 1e6);
       if (out.value !== "2") throw new Error(`unexpected value ${out.value}`);
-      if (!answer) {
-        answer = toBinary(ResponseSchema, create(ResponseSchema, {
-          requestId: 1n,
-          body: { case: "runCell", value: {
-            value: out.value, hasValue: true, tier: out.tier, stateKept: true, filesPersist: true,
-            record: { ...out.record, cell: BigInt(out.record.cell), startedAtUnixMs: BigInt(out.record.startedAtUnixMs),
-              queueMs: BigInt(out.record.queueMs), runMs: BigInt(out.record.runMs), totalMs: BigInt(out.record.totalMs),
-              timeoutMs: BigInt(out.record.timeoutMs), memoryBytes: BigInt(out.record.memoryBytes), pids: BigInt(out.record.pids),
-              outputBytes: BigInt(out.record.outputBytes), diskBytes: BigInt(out.record.diskBytes),
-              diskUsedBytes: BigInt(out.record.diskUsedBytes) },
-          } },
-        }));
-      }
+      answer ??= encodeAnswer(out);
     }
     await client.closeSession(s.sessionId);
+  };
+  const runC = async () => {
     const { stdout } = await run(join(build, "bench/sessions"), [
       "--socket", d.socket, "cells", "--lang", "python", "--reps", String(cells),
     ]);
     c.push(...(JSON.parse(stdout) as { warm_ms: number[] }).warm_ms);
+  };
+  const runCli = async () => {
     for (let i = 0; i < cliCells; i++) {
       const t0 = process.hrtime.bigint();
       await run(join(build, "bulkhead"), [
         "session", "run", "--socket", d.socket, cs.sessionId, "--lang", "python", "-c", "1 + 1",
       ]);
       cli.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  };
+  // the order alternates, so neither client always follows the CLI's process churn
+  for (let r = 0; r < rounds; r++) {
+    await runCli();
+    if (r % 2 === 0) {
+      await runTs();
+      await runC();
+    } else {
+      await runC();
+      await runTs();
     }
   }
   await client.closeSession(cs.sessionId);
