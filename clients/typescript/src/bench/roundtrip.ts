@@ -3,10 +3,13 @@
 //   ts     BulkheadClient.runCell (every answer checked: tier, digest, chain)
 //   c      build/bench/sessions cells (the bench's C client, one connection)
 //   cli    `bulkhead session run` (a process per cell, as a shell user runs it)
+//   paired the client and a bare Node socket (a pre-encoded request, no
+//          checks), cell by cell on two sessions: what the client adds
 // Prints p50/p99 of each, the client's own CPU per cell, and its overhead
-// over the C client at the p50.
+// at the p50.
 // Run: npm run bench [-- rounds cells-per-round] (default 40 rounds of 25 cells)
 import { execFile } from "node:child_process";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -89,6 +92,8 @@ let answer: Uint8Array | undefined;
 const ts: number[] = [];
 const c: number[] = [];
 const cli: number[] = [];
+const tsPaired: number[] = [];
+const rawPaired: number[] = [];
 const cell = { language: "python" as const, code: "1 + 1" };
 try {
   const cs = await client.openSession({ owner: "bench-cli", minimumIsolation: "kernel" });
@@ -121,8 +126,49 @@ try {
       cli.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
   };
+  // Cell by cell against a bare Node socket sending a pre-encoded request
+  // (no client at all) on a second session: what the client itself adds,
+  // with the machine's load the same for both.
+  const runPaired = async () => {
+    const sa = await client.openSession({ owner: "bench-paired-client" });
+    const sb = await client.openSession({ owner: "bench-paired-raw" });
+    await client.runCell(sa.sessionId, cell);
+    await client.runCell(sb.sessionId, cell);
+    const body = toBinary(
+      RequestSchema,
+      create(RequestSchema, {
+        version: 2,
+        requestId: 1n,
+        body: { case: "runCell", value: { sessionId: sb.sessionId, ...cell } },
+      }),
+    );
+    const frame = Buffer.alloc(4 + body.length);
+    frame.writeUInt32BE(body.length, 0);
+    frame.set(body, 4);
+    const sock = connect(d.socket);
+    await new Promise((r) => sock.once("connect", r));
+    let buf = Buffer.alloc(0);
+    let done: () => void = () => undefined;
+    sock.on("data", (x: Buffer) => {
+      buf = Buffer.concat([buf, x]);
+      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
+        buf = Buffer.alloc(0);
+        done();
+      }
+    });
+    for (let i = 0; i < 2 * cells; i++) {
+      const t0 = process.hrtime.bigint();
+      if (i % 2) await new Promise<void>((res) => ((done = res), sock.write(frame)));
+      else await client.runCell(sa.sessionId, cell);
+      (i % 2 ? rawPaired : tsPaired).push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    sock.destroy();
+    await client.closeSession(sa.sessionId);
+    await client.closeSession(sb.sessionId);
+  };
   // the order alternates, so neither client always follows the CLI's process churn
   for (let r = 0; r < rounds; r++) {
+    await runPaired();
     await runCli();
     if (r % 2 === 0) {
       await runTs();
@@ -143,5 +189,8 @@ console.log(`warm Python cell "1 + 1", kernel tier, ${rounds} alternating rounds
 console.log(row("TypeScript BulkheadClient", ts));
 console.log(row("C client (bench/sessions)", c));
 console.log(row("C CLI (bulkhead session run)", cli));
+console.log(row("paired: TypeScript BulkheadClient", tsPaired));
+console.log(row("paired: bare Node socket, no client", rawPaired));
+console.log(`client overhead at p50, paired cell by cell with a bare socket: ${(pct(tsPaired, 50) - pct(rawPaired, 50)).toFixed(3)} ms`);
 console.log(`client CPU per cell (encode, decode, digest; no I/O): ${clientCpuMicros(answer!).toFixed(1)} µs`);
 console.log(`client overhead at p50 vs the C client: ${(pct(ts, 50) - pct(c, 50)).toFixed(3)} ms`);
