@@ -59,6 +59,12 @@ export async function startDaemon(extra: string[] = []): Promise<TestDaemon> {
   const proc = spawn(join(build, "bulkheadd"), args, { stdio: ["ignore", "ignore", errFd] });
   let exited: number | null = null;
   proc.on("exit", (code, sig) => (exited = code ?? (sig ? 128 : 1)));
+  // a test process that dies without stop() (an uncaught error) takes its daemon along
+  const reap = () => {
+    if (exited === null) proc.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once("exit", reap);
   const stop = async () => {
     if (exited === null) {
       proc.kill("SIGTERM");
@@ -67,6 +73,7 @@ export async function startDaemon(extra: string[] = []): Promise<TestDaemon> {
       clearTimeout(t);
     }
     rmSync(dir, { recursive: true, force: true });
+    process.off("exit", reap);
   };
   for (let i = 0; i < 600; i++) {
     if (await canConnect(socket)) return { socket, dir, proc, stop };
