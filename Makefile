@@ -174,7 +174,8 @@ clean:
 
 # Exactly what building and testing need; tests/deps-e2e adds docker and friends.
 DEB_PACKAGES := build-essential pkg-config libseccomp-dev libcap-dev libnl-3-dev libnl-route-3-dev \
-    protobuf-c-compiler libprotobuf-c-dev libcriterion-dev libjansson-dev python3 nodejs iproute2
+    protobuf-c-compiler libprotobuf-c-dev libcriterion-dev libjansson-dev python3 nodejs iproute2 \
+    python3-matplotlib protobuf-compiler
 
 # make fuzz needs clang's libFuzzer as well: `make deps DEPS_EXTRA="clang libclang-rt-14-dev"`.
 DEPS_EXTRA ?=
@@ -186,6 +187,8 @@ deps:
 	    echo "installing: $$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	@# clients/typescript's tests; a nodejs that ships its own npm (NodeSource) conflicts with Debian's
+	@command -v npm >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

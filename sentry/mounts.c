@@ -137,6 +137,8 @@ static const char *const etc_binds[] = {
     "ca-certificates.conf", "services",     "protocols", "python3",
     "python3.11",           "mime.types",   "localtime", /* only when not a symlink (see write_etc)
                                                           */
+    "matplotlibrc",         "fonts", /* matplotlib will not import without the first; fontconfig
+                                        wants the second */
 };
 
 enum mp_kind {

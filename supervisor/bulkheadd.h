@@ -18,7 +18,8 @@
 struct bh_cgroup;
 
 #define BHD_VERSION "0.1.0"
-#define BHD_PROTOCOL 1
+/* 2: OpenSession.reuse; version 1 requests are still served */
+#define BHD_PROTOCOL 2
 /* What a keeper and a daemon say to each other (see box.c): a daemon adopts
  * only keepers of this version. */
 #define BHD_KEEPER_PROTOCOL 1

@@ -206,6 +206,7 @@ static void response_free(Bulkhead__Control__Response *r)
         free_str(r->open_session->session_id);
         free_str(r->open_session->fingerprint);
         free_str(r->open_session->tier);
+        free_str(r->open_session->last_record_digest);
         free(r->open_session);
         break;
     case BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL: {
@@ -419,6 +420,43 @@ static bool lang_ok(const char *l)
 
 Bulkhead__Control__DescribeResult bhd_describe;
 
+/* The live session uid's owner holds for conversation, the most recently
+ * used one when an old client opened several (lock held); NULL if none. */
+static struct session *session_by_key_locked(const char *owner, const char *conversation, uid_t uid)
+{
+    struct session *best = NULL;
+    int64_t now = bh_now_ms();
+    /* one the maintenance thread is about to end is not handed out */
+    for (struct session *s = sessions; s; s = s->next)
+        if (!s->ended && now - s->last_used_ms < s->idle_ms && now < s->expires_ms &&
+            s->uid == uid && strcmp(s->owner, owner) == 0 &&
+            strcmp(s->conversation, conversation) == 0 &&
+            (best == NULL || s->last_used_ms > best->last_used_ms))
+            best = s;
+    return best;
+}
+
+/* Answers OpenSession with s (lock held): reopening a key is a use, so it
+ * moves s to the front of the owner's LRU. */
+static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Control__Response *resp)
+{
+    s->last_used_ms = bh_now_ms();
+    Bulkhead__Control__OpenSessionResult *r = calloc(1, sizeof(*r));
+    bulkhead__control__open_session_result__init(r);
+    r->session_id = strdup(s->id);
+    r->fingerprint = strdup(s->fp);
+    r->tier = strdup(bh_tier_name(s->tier));
+    r->expires_at_unix_ms = (uint64_t)(s->opened_unix + (s->expires_ms - s->opened_ms));
+    r->idle_timeout_ms = (uint64_t)s->idle_ms;
+    r->reused = true;
+    r->last_record_digest = strdup(s->last_digest);
+    r->open_ms = (uint64_t)(bh_now_ms() - t0);
+    resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION;
+    resp->open_session = r;
+    audit_line(json_pack("{s:s, s:s, s:s, s:s}", "event", "session_reuse", "owner", s->owner_fp,
+                         "session", s->fp));
+}
+
 static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
                     Bulkhead__Control__Response *resp)
 {
@@ -451,6 +489,11 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
                   req->minimum_isolation, bh_tier_name(bhd_cfg.tier), req->minimum_isolation);
         return;
     }
+    if (req->reuse && req->conversation[0] == '\0') {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                  "reuse needs a conversation: the session is found by owner + conversation");
+        return;
+    }
     char ofp[BH_SHA256_HEX];
     owner_digest(req->owner, uid, ofp);
 
@@ -468,6 +511,13 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
                   "bulkheadd is handing its sessions to a new process: nothing was opened; "
                   "retry in a moment");
+        return;
+    }
+    struct session *held =
+        req->reuse ? session_by_key_locked(req->owner, req->conversation, uid) : NULL;
+    if (held != NULL) {
+        answer_reused_locked(held, t0, resp);
+        pthread_mutex_unlock(&lock);
         return;
     }
     int mine = 0, all = 0;
@@ -568,6 +618,15 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     resp->open_session = r;
 
     pthread_mutex_lock(&lock);
+    /* another client may have opened the key while this box was made */
+    held = req->reuse ? session_by_key_locked(req->owner, req->conversation, uid) : NULL;
+    if (held != NULL) {
+        response_free(resp);
+        answer_reused_locked(held, t0, resp);
+        pthread_mutex_unlock(&lock);
+        session_put(s);
+        return;
+    }
     s->next = sessions;
     sessions = s;
     stats.opened++;
@@ -1184,10 +1243,15 @@ void bhd_serve_connection(int fd)
         }
         resp.request_id = req->request_id;
         atomic_fetch_add(&active_requests, 1);
-        if (req->version != BHD_PROTOCOL) {
+        if (req->version < 1 || req->version > BHD_PROTOCOL) {
             set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
-                      "protocol version %u is not served: this bulkheadd speaks version %d",
+                      "protocol version %u is not served: this bulkheadd speaks versions 1 to %d",
                       req->version, BHD_PROTOCOL);
+        } else if (req->version < 2 &&
+                   req->body_case == BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION &&
+                   req->open_session->reuse) {
+            set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
+                      "OpenSession.reuse is a version 2 field: send version 2");
         } else if (has_nul) {
             set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
                       "a text field (a file path or content, code, an id) holds a NUL byte: "

@@ -54,6 +54,12 @@ def _figures():
             buf = io.BytesIO()
             plt.figure(num).savefig(buf, format="png")
             images.append(base64.b64encode(buf.getvalue()).decode())
+    except Exception as e:
+        # a figure that cannot be drawn is the cell's problem: say so where
+        # the caller looks, rather than answer with fewer charts and no word
+        print("bulkhead: a matplotlib figure could not be rendered as PNG: %r" % (e,),
+              file=sys.stderr)
+    try:
         plt.close("all")
     except Exception:
         pass
@@ -74,6 +80,9 @@ def _reap():
 
 
 def serve(fd):
+    # no display in a sandbox: draw off-screen from the start instead of
+    # letting matplotlib try Debian's TkAgg default first
+    os.environ.setdefault("MPLBACKEND", "Agg")
     sock = socket.socket(fileno=fd)
     os.set_inheritable(fd, False)
     sys.stdout = io.TextIOWrapper(
@@ -100,12 +109,12 @@ def serve(fd):
         n += 1
         _reap()
         reply = _run(req.get("code", ""), ns, loop, "<cell-%d>" % n)
+        reply["images"] = _figures()
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         except Exception:
             pass
-        reply["images"] = _figures()
         _send(sock, reply)
         if reply.get("exited"):
             os._exit(reply["exit"])

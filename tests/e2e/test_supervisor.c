@@ -5,6 +5,7 @@
  * only the kernel tier can make skip with a message). When the host cannot
  * give the tier at all, the tests skip and say why. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1027,4 +1028,251 @@ Test(supervisor_bench, open_and_cell_latency, .timeout = 600)
         }
         stop_daemon();
     }
+}
+
+/* ---- protocol version 2: sessions keyed by owner + conversation --------- */
+
+/* OpenSession for owner + conversation at version (reuse as given); the
+ * answer, on a connection of its own (another client, as far as the daemon
+ * can tell). */
+static Resp *open_keyed(const char *owner, const char *conversation, bool reuse, uint32_t version)
+{
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, owner);
+    o.conversation = (char *)conversation;
+    o.reuse = reuse;
+    req.version = version;
+    return roundtrip(&req);
+}
+
+static char *open_reused(const char *owner, const char *conversation, bool *reused)
+{
+    Resp *r = open_keyed(owner, conversation, true, 2);
+    char *id = h_session_id(r);
+    *reused = r->open_session->reused;
+    FREE(r);
+    return id;
+}
+
+Test(supervisor, reuse_answers_the_open_session_of_a_key_across_clients)
+{
+    start_daemon(NULL);
+    Req dreq = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Describe d = BULKHEAD__CONTROL__DESCRIBE__INIT;
+    dreq.body_case = BULKHEAD__CONTROL__REQUEST__BODY_DESCRIBE;
+    dreq.describe = &d;
+    Resp *r = roundtrip(&dreq);
+    cr_assert_eq(r->describe->protocol_version, 2);
+    FREE(r);
+
+    bool reused;
+    char *a = open_reused("alice", "thread-1", &reused);
+    cr_assert_not(reused, "the first open of a key must open a session");
+    r = run(a, "python", "rows = [1, 2, 3]");
+    ok(r);
+    FREE(r);
+    char *again = open_reused("alice", "thread-1", &reused);
+    cr_assert(reused, "the second open of a key must answer the open session");
+    cr_assert_str_eq(again, a);
+    r = run(again, "python", "sum(rows)");
+    cr_assert_str_eq(ok(r)->value, "6");
+    cr_assert_not(ok(r)->fresh_interpreter);
+    FREE(r);
+
+    /* another thread of the owner, and another owner with the same thread */
+    char *other_thread = open_reused("alice", "thread-2", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(other_thread, a);
+    char *other_owner = open_reused("mallory", "thread-1", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(other_owner, a);
+    r = run(other_owner, "python", "'rows' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    FREE(r);
+
+    /* a version 1 client (no reuse field) still gets a session of its own */
+    r = open_keyed("alice", "thread-1", false, 1);
+    char *old = h_session_id(r);
+    cr_assert_not(r->open_session->reused);
+    cr_assert_str_neq(old, a);
+    FREE(r);
+
+    /* refusals: reuse without a conversation, reuse at version 1, version 3 */
+    r = open_keyed("alice", "", true, 2);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    cr_assert(strstr(r->error->message, "conversation") != NULL, "%s", r->error->message);
+    FREE(r);
+    r = open_keyed("alice", "thread-1", true, 1);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    cr_assert(strstr(r->error->message, "version 2") != NULL, "%s", r->error->message);
+    FREE(r);
+    r = open_keyed("alice", "thread-1", false, 3);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST);
+    FREE(r);
+
+    /* with a closed, the version 1 client's session is the key's; with
+     * both closed, the key opens afresh */
+    close_session(a);
+    char *v1 = open_reused("alice", "thread-1", &reused);
+    cr_assert(reused);
+    cr_assert_str_eq(v1, old);
+    free(v1);
+    close_session(old);
+    char *after = open_reused("alice", "thread-1", &reused);
+    cr_assert_not(reused);
+    cr_assert_str_neq(after, a);
+    r = run(after, "python", "'rows' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    cr_assert(ok(r)->fresh_sandbox);
+    FREE(r);
+    char *ids[] = {after, other_thread, other_owner};
+    for (size_t i = 0; i < 3; i++) {
+        close_session(ids[i]);
+        free(ids[i]);
+    }
+    free(old);
+    free(a);
+    free(again);
+}
+
+Test(supervisor, reuse_keeps_the_owner_cap_and_a_reopen_counts_as_use)
+{
+    start_daemon("--max-sessions-per-owner 3");
+    bool reused;
+    char *t1 = open_reused("carol", "t1", &reused);
+    char *t2 = open_reused("carol", "t2", &reused);
+    char *t3 = open_reused("carol", "t3", &reused);
+    Resp *r = run(t2, "python", "kept = 2");
+    ok(r);
+    FREE(r);
+    /* reopening t1 and t3 (no cell) makes t2 the least recently used; the
+     * pauses keep every use in a millisecond of its own (the LRU's clock) */
+    usleep(20 * 1000);
+    free(open_reused("carol", "t1", &reused));
+    cr_assert(reused);
+    usleep(20 * 1000);
+    free(open_reused("carol", "t3", &reused));
+    cr_assert(reused);
+    usleep(20 * 1000);
+    char *t4 = open_reused("carol", "t4", &reused);
+    cr_assert_not(reused);
+    r = run(t2, "python", "kept");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+    FREE(r);
+    /* the evicted key opens afresh, and evicts the next LRU (t1) */
+    char *t2b = open_reused("carol", "t2", &reused);
+    cr_assert_not(reused);
+    r = run(t2b, "python", "'kept' in globals()");
+    cr_assert_str_eq(ok(r)->value, "False");
+    cr_assert(ok(r)->fresh_sandbox);
+    FREE(r);
+    r = run(t1, "python", "1");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+    FREE(r);
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+    ls.owner = "carol";
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+    req.list_sessions = &ls;
+    r = roundtrip(&req);
+    cr_assert_eq(r->list_sessions->n_sessions, 3);
+    FREE(r);
+    close_session(t3);
+    close_session(t4);
+    close_session(t2b);
+    free(t1);
+    free(t2);
+    free(t3);
+    free(t4);
+    free(t2b);
+}
+
+/* ---- charts ------------------------------------------------------------- */
+
+static int b64_digit(char c)
+{
+    const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char *p = c ? strchr(abc, c) : NULL;
+    return p ? (int)(p - abc) : -1;
+}
+
+/* Decodes standard base64 (padding allowed) into a malloc'd buffer. */
+static unsigned char *b64_decode(const char *in, size_t *len)
+{
+    size_t n = strlen(in);
+    unsigned char *out = malloc(n / 4 * 3 + 3);
+    cr_assert_not_null(out);
+    size_t o = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n && in[i] != '='; i++) {
+        int d = b64_digit(in[i]);
+        cr_assert_geq(d, 0, "not base64 at %zu", i);
+        acc = (acc << 6) | (unsigned)d;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    *len = o;
+    return out;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Through the C CLI, as a shell user would: a cell that plots answers one
+ * PNG of the figure's size (4 x 3 inches at 50 dpi). */
+Test(supervisor, matplotlib_figure_comes_back_as_png_through_the_cli)
+{
+    char *bin = h_path("bulkhead"); /* first: its skip would leave a started daemon */
+    start_daemon(NULL);
+    char *open_argv[] = {bin, "session", "open", "--socket", bhd.sock, "--owner", "dana", NULL};
+    struct run_result o = h_run(open_argv, NULL, NULL, 120);
+    cr_assert_eq(o.status, 0, "session open: %s", o.err);
+    json_error_t jerr;
+    json_t *oj = json_loads(o.out, 0, &jerr);
+    cr_assert_not_null(oj, "session open printed no JSON: %s", o.out);
+    const char *sid =
+        json_string_value(json_object_get(json_object_get(oj, "open_session"), "session_id"));
+    cr_assert_not_null(sid, "no session_id in %s", o.out);
+    char *id = strdup(sid);
+    json_decref(oj);
+    h_free(&o);
+
+    char *code = "import matplotlib.pyplot as plt\n"
+                 "fig = plt.figure(figsize=(4, 3), dpi=50)\n"
+                 "plt.plot([1, 2, 3], [3, 1, 2])\n"
+                 "'drawn'";
+    char *run_argv[] = {bin,      "session", "run", "--socket",  bhd.sock, id,  "--lang",
+                        "python", "-c",      code,  "--timeout", "60",     NULL};
+    struct run_result r = h_run(run_argv, NULL, NULL, 120);
+    cr_assert_eq(r.status, 0, "session run: %s %s", r.out, r.err);
+    json_t *rj = json_loads(r.out, 0, &jerr);
+    cr_assert_not_null(rj, "session run printed no JSON: %s", r.out);
+    json_t *cell = json_object_get(rj, "run_cell");
+    cr_assert_str_eq(json_string_value(json_object_get(cell, "value")), "'drawn'", "%s", r.out);
+    json_t *images = json_object_get(cell, "images");
+    cr_assert_eq(json_array_size(images), 1, "one figure, one image: %s", r.out);
+    json_t *im = json_array_get(images, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(im, "mime")), "image/png");
+    size_t len = 0;
+    unsigned char *png = b64_decode(json_string_value(json_object_get(im, "data")), &len);
+    cr_assert_gt(len, 33, "a PNG of %zu bytes", len);
+    cr_assert_eq(memcmp(png, "\x89PNG\r\n\x1a\n", 8), 0, "no PNG signature");
+    cr_assert_eq(memcmp(png + 12, "IHDR", 4), 0, "the first chunk is not IHDR");
+    cr_assert_eq(be32(png + 16), 200, "width %u", be32(png + 16));
+    cr_assert_eq(be32(png + 20), 150, "height %u", be32(png + 20));
+    cr_assert(strstr(json_string_value(json_object_get(cell, "stderr")), "could not be rendered") ==
+              NULL);
+    free(png);
+    json_decref(rj);
+    h_free(&r);
+    close_session(id);
+    free(id);
+    free(bin);
 }
