@@ -3,6 +3,7 @@
  * IPC namespaces, and the probe that ExecSync runs inside a container.
  *
  *   podtool pause                 wait for a signal, exit 0
+ *   podtool family                fork a child that waits too, then wait
  *   podtool serve PORT KEY TOKEN  put TOKEN in System V shm KEY, serve TOKEN on 127.0.0.1:PORT
  *   podtool client PORT           connect (retrying), print what came, then pause
  *   podtool shmread KEY           print the shm segment KEY
@@ -103,6 +104,13 @@ int main(int argc, char **argv)
     const char *cmd = argc > 1 ? argv[1] : "pause";
     if (strcmp(cmd, "pause") == 0)
         wait_for_signal();
+    if (strcmp(cmd, "family") == 0) {
+        pid_t c = fork();
+        if (c == 0)
+            for (;;)
+                pause();
+        wait_for_signal();
+    }
     if (strcmp(cmd, "serve") == 0 && argc == 5)
         return serve(argv[2], argv[3], argv[4]);
     if (strcmp(cmd, "client") == 0 && argc == 3)
