@@ -13,7 +13,9 @@
  *   guest process(es): rlimits, ids, caps dropped, no_new_privs, Landlock,
  *   seccomp (tier policy; kernel tier hands its listener to the sentry), exec.
  *
- * The sentry is pid 1, so its death kills every guest (fail closed).
+ * The sentry is pid 1, so its death kills every guest (fail closed). In a
+ * pod's shared pid namespace (ns_paths[BH_NS_PID]) it is not: it is then the
+ * subreaper of its guests, which die with it by PDEATHSIG (sentry/README.md).
  */
 #ifndef BH_SANDBOX_H
 #define BH_SANDBOX_H
