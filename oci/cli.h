@@ -56,6 +56,8 @@ int cmd_events(const struct cli_globals *g, int argc, char **argv);
 int cmd_features(const struct cli_globals *g, int argc, char **argv);
 int cmd_spec(const struct cli_globals *g, int argc, char **argv);
 int cmd_list(const struct cli_globals *g, int argc, char **argv);
+int cmd_checkpoint(const struct cli_globals *g, int argc, char **argv);
+int cmd_restore(const struct cli_globals *g, int argc, char **argv);
 int cmd_session(const struct cli_globals *g, int argc, char **argv);
 int cmd_describe(const struct cli_globals *g, int argc, char **argv);
 

@@ -805,7 +805,7 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
                 if (path[0] != '/')
                     return bh_error_set(err, EINVAL, "config.json: `%s.path` `%s` must be absolute",
                                         where, path);
-                if (ns == BH_NS_USER || ns == BH_NS_MOUNT || ns == BH_NS_PID)
+                if (ns == BH_NS_USER || ns == BH_NS_MOUNT)
                     return bh_error_set(err, ENOTSUP,
                                         "config.json: joining an existing %s namespace (`%s`) "
                                         "is not supported: each bulkhead sandbox has its own",

@@ -23,6 +23,8 @@ static const struct cli_command commands[] = {
     {"features", cmd_features, "print the runtime's features as JSON"},
     {"spec", cmd_spec, "write a default config.json"},
     {"list", cmd_list, "list containers"},
+    {"checkpoint", cmd_checkpoint, "checkpoint a container (refused: names the layer CRIU loses)"},
+    {"restore", cmd_restore, "restore a container from a checkpoint (refused, as checkpoint)"},
     {"session", cmd_session, "open, run, close or list bulkheadd sessions"},
     {"describe", cmd_describe, "print what a bulkheadd serves"},
 };

@@ -619,7 +619,10 @@ int cmd_kill(const struct cli_globals *g, int argc, char **argv)
         return 1;
     int rc = 0;
     const char *status = oci_state_status(&st);
-    if (strcmp(status, "stopped") == 0) {
+    /* --all still reaches a stopped container's cgroup, as runc's does: the
+     * shim sends it when the first process of a container sharing a pid
+     * namespace exits, to end what that process left behind. */
+    if (strcmp(status, "stopped") == 0 && !all) {
         cli_report_error(g, "kill: container not running");
         rc = 1;
     } else if (all) {

@@ -283,6 +283,13 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_errno(&err, errno, "set no_new_privs");
         guest_fail(sock, &err, 125);
     }
+    /* Set after the last id change (which clears it); a sentry already gone
+     * shows as another parent. */
+    if (ctx->death_parent > 0 &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != ctx->death_parent)) {
+        bh_error_errno(&err, errno ? errno : ESRCH, "die with the sentry (PR_SET_PDEATHSIG)");
+        guest_fail(sock, &err, 125);
+    }
     if (bh_guest_landlock(ctx->spec, &err) < 0)
         guest_fail(sock, &err, 125);
     char program[4096];

@@ -43,11 +43,11 @@
  *
  * Decisions worth knowing:
  * - /sys: a fresh sysfs is mounted read-only when the kernel allows it (it
- *   does when the sandbox has its own network namespace, as bulkhead's always
- *   do). When it does not, the base layout leaves /sys empty rather than
- *   exposing the host's device tree; an explicit sysfs mount from the spec
- *   (OCI) falls back to a read-only rbind of the host's /sys, as runc does
- *   for rootless containers.
+ *   does when the sandbox's user namespace owns its network namespace: its
+ *   own, or a pod's). A joined host-owned netns gets the read-only sysfs the
+ *   front end made inside it (spec->sysfs_tree_fd). Otherwise /sys is an
+ *   empty read-only tmpfs: never the host's /sys, which would show the
+ *   host's interfaces (runc's rootless fallback binds it; we do not).
  * - cgroup mounts from the spec are read-only views of the sandbox's own
  *   cgroup namespace: one cgroup2 mount on v2 hosts; on v1 and hybrid hosts a
  *   tmpfs with one mount per v1 hierarchy (plus "unified"), as docker lays it
@@ -161,9 +161,10 @@ struct setup {
     int etc_fds[BH_ARRAY_SIZE(etc_binds)];
     int system_fds[BH_ARRAY_SIZE(system_dirs)];
     char system_links[BH_ARRAY_SIZE(system_dirs)][PATH_MAX];
-    int empty_fd;  /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
-    int dev_tree;  /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
-    bool made_dev; /* the base /dev tmpfs is ours (made read-only at the end) */
+    int empty_fd;         /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
+    int dev_tree;         /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
+    bool made_dev;        /* the base /dev tmpfs is ours (made read-only at the end) */
+    bool sysfs_tree_used; /* spec->sysfs_tree_fd attached (it can be only once) */
 };
 
 static void fd_path(char buf[32], int fd)
@@ -950,20 +951,34 @@ static int populate_dev(struct setup *s, struct bh_error *err)
     return 0;
 }
 
+/* A sysfs on dest, read-only. The kernel allows it only to whoever holds
+ * CAP_SYS_ADMIN over the network namespace's owner: the sandbox's own netns,
+ * or a pod's that it shares the user namespace of. For a joined host-owned
+ * netns the front end made one there (spec->sysfs_tree_fd). Otherwise dest
+ * gets an empty read-only tmpfs: the host's /sys would show the host's
+ * interfaces and devices, so never that. */
+static int mount_sysfs(struct setup *s, const char *dest, unsigned long flags, struct bh_error *err)
+{
+    flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    if (s->spec->has_sysfs_tree_fd && !s->sysfs_tree_used) {
+        s->sysfs_tree_used = true;
+        return attach_tree(s, s->spec->sysfs_tree_fd, "sysfs", dest, MP_DIR, err);
+    }
+    struct bh_error first = {0};
+    if (mount_fs(s, "sysfs", "sysfs", dest, flags, NULL, &first) == 0)
+        return 0;
+    if (first.code != EPERM) {
+        *err = first;
+        return -1;
+    }
+    return mount_fs(s, "tmpfs", "sysfs", dest, flags, "size=4k,nr_inodes=8,mode=0555", err);
+}
+
 static int mount_base_sys(struct setup *s, struct bh_error *err)
 {
     if (spec_mounts_at(s->spec, "/sys"))
         return 0;
-    cleanup_close int target = resolve_target(s->root_fd, "/sys", MP_DIR, err);
-    if (target < 0)
-        return bh_error_prefix(err, "mount sysfs on /sys");
-    char path[32];
-    fd_path(path, target);
-    if (mount("sysfs", path, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
-        errno != EPERM)
-        return bh_error_errno(err, errno, "mount sysfs on /sys");
-    /* EPERM: no network namespace of our own; /sys stays empty. */
-    return 0;
+    return mount_sysfs(s, "/sys", 0, err);
 }
 
 /* ---- the spec's mounts ------------------------------------------------- */
@@ -1082,22 +1097,8 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
             0)
             return -1;
     } else if (strcmp(type, "sysfs") == 0) {
-        struct bh_error first = {0};
-        if (mount_fs(s, "sysfs", "sysfs", m->destination, flags, m->data, &first) < 0) {
-            if (first.code != EPERM) {
-                *err = first;
-                return -1;
-            }
-            /* Not our network namespace: the host's /sys, read-only. */
-            cleanup_close int host_sys = open_host("/sys", O_DIRECTORY);
-            if (host_sys < 0)
-                return bh_error_errno(err, errno, "open the host's /sys (fallback for sysfs)");
-            if (bind_fd(s, host_sys, "/sys", m->destination, true,
-                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                            MOUNT_ATTR_NOEXEC,
-                        0, err) < 0)
-                return -1;
-        }
+        if (mount_sysfs(s, m->destination, flags, err) < 0)
+            return -1;
     } else if (strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) {
         if (mount_cgroup(s, m->destination, flags, err) < 0)
             return -1;

@@ -465,6 +465,42 @@ static size_t find_guests(pid_t sentry, pid_t *out, size_t max)
     return n;
 }
 
+/* A sentry in a pod's shared pid namespace is not pid 1 there: the pod's
+ * first sentry is. Host pid of that pid 1 if it is a sentry, else 0. */
+static pid_t pod_pid1_sentry(pid_t sentry)
+{
+    char path[64];
+    struct stat ns;
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)sentry);
+    if (stat(path, &ns) < 0)
+        return 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return 0;
+    pid_t found = 0;
+    struct dirent *e;
+    while (found == 0 && (e = readdir(d)) != NULL) {
+        pid_t p = (pid_t)atoi(e->d_name);
+        struct stat st;
+        char status[4096], name[64] = "", nspid[64] = "";
+        if (p <= 0 || p == sentry)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)p);
+        if (stat(path, &st) < 0 || st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)p);
+        if (read_file(path, status, sizeof(status)) < 0)
+            continue;
+        status_field(status, "Name", name, sizeof(name));
+        status_field(status, "NSpid", nspid, sizeof(nspid));
+        const char *last = strrchr(nspid, '\t');
+        if (last != NULL && strcmp(last + 1, "1") == 0 && strcmp(name, BH_SENTRY_COMM) == 0)
+            found = p;
+    }
+    closedir(d);
+    return found;
+}
+
 static void check_sentry(struct bh_tier_report *r, pid_t sentry)
 {
     char path[64], status[4096], name[64] = "", state[32] = "", nspid[64] = "";
@@ -483,6 +519,17 @@ static void check_sentry(struct bh_tier_report *r, pid_t sentry)
     bool alive = state[0] != 'Z' && state[0] != 'X' && state[0] != '\0';
     bool pid1 = strcmp(last, "1") == 0 && strchr(nspid, '\t') != NULL;
     bool named = strcmp(name, BH_SENTRY_COMM) == 0;
+    pid_t head = 0;
+    if (!pid1 && strchr(nspid, '\t') != NULL && (head = pod_pid1_sentry(sentry)) > 0) {
+        /* Its guests die with it by PDEATHSIG (it is their subreaper), and
+         * with the pod's pid 1. */
+        bh_tier_report_add(r, "sentry_pid1", alive && named ? BH_CHECK_PASS : BH_CHECK_FAIL,
+                           BH_TIER_KERNEL,
+                           "host pid %d: Name %s, State %s, NSpid %s: in a pod's pid namespace "
+                           "headed by sentry %d",
+                           (int)sentry, name, state, nspid, (int)head);
+        return;
+    }
     bh_tier_report_add(r, "sentry_pid1", alive && pid1 && named ? BH_CHECK_PASS : BH_CHECK_FAIL,
                        BH_TIER_KERNEL, "host pid %d: Name %s, State %s, NSpid %s", (int)sentry,
                        name, state, nspid);

@@ -40,6 +40,21 @@ void bh_id_slot_release(struct bh_id_slot *slot);
 int bh_idmaps_resolve(const struct bh_sandbox_spec *spec, const struct bh_id_slot *slot,
                       struct bh_idmap **uid, size_t *n_uid, struct bh_idmap **gid, size_t *n_gid,
                       struct bh_error *err);
+/* A pod: the user namespace that owns the sandbox's joined namespaces when
+ * that is not the host's (another sandbox's, e.g. the pause container's);
+ * userns_fd -1 when there is none. Refused: namespaces of two sandboxes, one
+ * a non-root user made, an owner not named as /proc/PID/ns/..., maps that
+ * reach host 0, and a slot range whose lock cannot be held. */
+struct bh_pod_userns {
+    int userns_fd;
+    pid_t owner_pid;
+    struct bh_idmap *uid, *gid; /* the owner's maps, as the host sees them */
+    size_t n_uid, n_gid;
+    struct bh_id_slot slot; /* the owner sentry's open lock file, or lock_fd -1 */
+};
+int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns *out,
+                       struct bh_error *err);
+void bh_pod_userns_free(struct bh_pod_userns *p);
 /* Parent half: writes /proc/PID/{uid,gid}_map while the child waits. */
 int bh_idmaps_write(pid_t pid, const struct bh_idmap *uid, size_t n_uid, const struct bh_idmap *gid,
                     size_t n_gid, struct bh_error *err);
@@ -99,6 +114,8 @@ struct bh_sentry_params {
     bool has_console;                /* a connected console socket was sent */
     uint32_t sentry_uid, sentry_gid; /* inside ids the sentry drops to */
     bool made_netns, made_utsns;
+    /* The pid namespace is a pod's, joined: the sentry is not pid 1 there. */
+    bool joined_pidns;
 };
 void bh_sentry_params_free(struct bh_sentry_params *p);
 
@@ -130,6 +147,9 @@ struct bh_guest_ctx {
     struct sock_fprog *prog;       /* tier filter */
     struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
     bool want_listener;            /* kernel tier: hand the listener to the sentry */
+    /* > 0: the sentry is not pid 1 (a pod's shared pid namespace), so the
+     * guest dies with this parent by PDEATHSIG instead. */
+    pid_t death_parent;
 };
 
 struct bh_guest {

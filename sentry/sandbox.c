@@ -19,7 +19,9 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -109,6 +111,9 @@ struct child_args {
     /* Joined by the helper that cloned the child, before the sandbox's user
      * namespace existed (host-owned namespaces need host root to join). */
     bool pre_joined[BH_NS_COUNT];
+    /* A pod's user namespace, joined by the helper after the others (host
+     * root can join host-owned namespaces only from the host's), or -1. */
+    int pod_userns_fd;
     bool owned;
 };
 
@@ -551,7 +556,8 @@ static int bind_control_socket(const char *state_dir, struct bh_error *err)
 }
 
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
-                           int *tree_fds, size_t *n_tree, int *dev_tree, struct bh_error *err)
+                           int sysfs_fd, int *tree_fds, size_t *n_tree, int *dev_tree,
+                           struct bh_error *err)
 {
     json_t *o = bh_spec_to_json(spec);
     json_t *mounts = json_object_get(o, "mounts");
@@ -579,6 +585,16 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
     }
     json_object_set_new(o, "dev_tree_fd_index", json_integer((json_int_t)*n_tree));
     tree_fds[(*n_tree)++] = *dev_tree;
+    if (sysfs_fd >= 0) {
+        if (*n_tree >= MAX_TREE_FDS) {
+            json_decref(o);
+            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
+                                MAX_TREE_FDS);
+        }
+        json_object_set_new(o, "sysfs_tree_fd_index", json_integer((json_int_t)*n_tree));
+        tree_fds[(*n_tree)++] = sysfs_fd;
+    }
+    /* The rootfs stays the last tree: its idmapped copy replaces it. */
     if (spec->has_rootfs_tree_fd) {
         if (*n_tree >= MAX_TREE_FDS) {
             json_decref(o);
@@ -588,12 +604,13 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
         json_object_set_new(o, "rootfs_tree_fd_index", json_integer((json_int_t)*n_tree));
         tree_fds[(*n_tree)++] = spec->rootfs_tree_fd;
     }
-    json_object_set_new(
-        o, "params",
-        json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b}", "detached", p->detached, "state_dir",
-                  p->state_dir, "extra_policy", p->has_extra_policy, "console", p->has_console,
-                  "sentry_uid", (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid,
-                  "made_netns", p->made_netns, "made_utsns", p->made_utsns));
+    json_object_set_new(o, "params",
+                        json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "detached", p->detached,
+                                  "state_dir", p->state_dir, "extra_policy", p->has_extra_policy,
+                                  "console", p->has_console, "sentry_uid",
+                                  (json_int_t)p->sentry_uid, "sentry_gid",
+                                  (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
+                                  "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -678,6 +695,11 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                 reply[1] = i;
             }
         }
+        if (reply[0] == 0 && a->pod_userns_fd >= 0 &&
+            syscall(SYS_setns, a->pod_userns_fd, CLONE_NEWUSER) < 0) {
+            reply[0] = errno;
+            reply[1] = BH_NS_COUNT;
+        }
         pid_t pid = -1;
         if (reply[0] == 0) {
             pid = clone_sentry(flags | (detached ? 0 : CLONE_PARENT), a, &fd);
@@ -710,8 +732,81 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
     if (r == sizeof(u.reply) && u.reply[1] >= 0 && u.reply[1] < BH_NS_COUNT)
         return bh_error_errno(err, u.reply[0], "join namespace `%s`",
                               a->spec->ns_paths[u.reply[1]]);
+    if (r == sizeof(u.reply) && u.reply[1] == BH_NS_COUNT)
+        return bh_error_errno(err, u.reply[0], "join the pod's user namespace");
     return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
                           "clone the sandbox's namespaces");
+}
+
+/* A joined network namespace the host owns (a CRI's pod netns) lets no
+ * sandbox mount sysfs for it (the kernel wants CAP_SYS_ADMIN over the
+ * namespace's owner), and the host's own /sys would show the host's
+ * interfaces. So host root makes the sysfs here, inside that namespace, as
+ * a detached read-only mount that the sentry attaches: the same view a
+ * sandbox with its own netns has. -1 (and no error) when the sandbox can
+ * mount sysfs itself: no joined netns, or one its user namespace owns. */
+#ifndef NS_GET_USERNS
+#define NS_GET_USERNS _IO(0xb7, 0x1)
+#endif
+#ifndef SYS_fsopen
+#define SYS_fsopen 430
+#define SYS_fsconfig 431
+#define SYS_fsmount 432
+#endif
+#ifndef FSCONFIG_CMD_CREATE
+#define FSCONFIG_CMD_CREATE 6
+#endif
+static int joined_netns_sysfs(const char *netns_path, struct bh_error *err)
+{
+    if (netns_path == NULL)
+        return -1;
+    cleanup_close int ns = open(netns_path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0)
+        return bh_error_errno(err, errno, "open namespace `%s`", netns_path);
+    cleanup_close int owner = ioctl(ns, NS_GET_USERNS);
+    struct stat o, h;
+    if (owner < 0 || fstat(owner, &o) < 0 || stat("/proc/self/ns/user", &h) < 0)
+        return bh_error_errno(err, errno, "the user namespace that owns `%s`", netns_path);
+    if (o.st_dev != h.st_dev || o.st_ino != h.st_ino)
+        return -1;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return bh_error_errno(err, errno, "socketpair");
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return bh_error_errno(err, errno, "fork");
+    }
+    if (pid == 0) {
+        /* sysfs takes its network view from the namespace of whoever opens it. */
+        int e = 0, fs = -1, mnt = -1;
+        if (syscall(SYS_setns, ns, CLONE_NEWNET) < 0 ||
+            (fs = (int)syscall(SYS_fsopen, "sysfs", FSOPEN_CLOEXEC)) < 0 ||
+            syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+            (mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                    MOUNT_ATTR_NOEXEC)) < 0)
+            e = errno;
+        if (e != 0)
+            bh_send_fds(sv[1], &e, sizeof(e), NULL, 0, NULL);
+        else
+            bh_send_fds(sv[1], &e, sizeof(e), &mnt, 1, NULL);
+        _exit(0);
+    }
+    close(sv[1]);
+    int e = EPROTO, fd = -1;
+    size_t n = 0;
+    ssize_t r = bh_recv_fds(sv[0], &e, sizeof(e), &fd, 1, &n, err);
+    close(sv[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    if (r == sizeof(e) && e == 0 && n == 1)
+        return fd;
+    if (n == 1)
+        close(fd);
+    return bh_error_errno(err, r == sizeof(e) ? e : EPROTO,
+                          "mount a sysfs for the joined network namespace `%s`", netns_path);
 }
 
 static bool want_idmap(const struct bh_sandbox_spec *spec)
@@ -749,6 +844,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     params.state_dir = (char *)opts->state_dir;
     params.made_netns = spec->ns_paths[BH_NS_NET] == NULL;
     params.made_utsns = spec->ns_paths[BH_NS_UTS] == NULL;
+    params.joined_pidns = spec->ns_paths[BH_NS_PID] != NULL;
 
     cleanup_close int exe_fd = open(sentry_path, O_PATH | O_CLOEXEC);
     if (exe_fd < 0)
@@ -775,12 +871,40 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     cleanup_free struct bh_idmap *gid_maps = NULL;
     size_t n_uid = 0, n_gid = 0;
     bool own_userns = spec->ns_paths[BH_NS_USER] == NULL;
-
-    if (own_userns && spec->n_uid_maps == 0 && bh_id_slot_acquire(&sb->slot, err) < 0)
+    /* A pod's sandbox joins the user namespace owning its joined namespaces
+     * (sentry/README.md, joined namespaces); its ids are the pod's. */
+    __attribute__((cleanup(bh_pod_userns_free))) struct bh_pod_userns pod = {
+        .userns_fd = -1, .slot = {.lock_fd = -1}};
+    cleanup_close int sysfs_fd = -1;
+    if (own_userns && bh_pod_userns_find(spec, &pod, err) < 0)
         goto fail;
-    if (own_userns &&
-        bh_idmaps_resolve(spec, &sb->slot, &uid_maps, &n_uid, &gid_maps, &n_gid, err) < 0)
+    bool in_pod = pod.userns_fd >= 0;
+    if (in_pod) {
+        if (spec->n_uid_maps > 0 || spec->n_gid_maps > 0) {
+            bh_error_set(err, EINVAL,
+                         "id maps were given, but the joined namespaces belong to another "
+                         "sandbox's user namespace, whose maps are fixed: refused");
+            goto fail;
+        }
+        sb->slot = pod.slot;
+        pod.slot.lock_fd = -1;
+        uid_maps = steal_pointer(&pod.uid);
+        gid_maps = steal_pointer(&pod.gid);
+        n_uid = pod.n_uid;
+        n_gid = pod.n_gid;
+    } else {
+        if (own_userns && spec->n_uid_maps == 0 && bh_id_slot_acquire(&sb->slot, err) < 0)
+            goto fail;
+        if (own_userns &&
+            bh_idmaps_resolve(spec, &sb->slot, &uid_maps, &n_uid, &gid_maps, &n_gid, err) < 0)
+            goto fail;
+    }
+    struct bh_error sysfs_err = {0};
+    sysfs_fd = joined_netns_sysfs(spec->ns_paths[BH_NS_NET], &sysfs_err);
+    if (sysfs_fd < 0 && sysfs_err.code != 0) {
+        *err = sysfs_err;
         goto fail;
+    }
     params.sentry_uid = own_userns ? bh_idmaps_sentry_id(uid_maps, n_uid) : 0;
     params.sentry_gid = own_userns ? bh_idmaps_sentry_id(gid_maps, n_gid) : 0;
 
@@ -830,7 +954,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     }
     params.has_console = console_fd >= 0;
     size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0) + (console_fd >= 0 ? 1 : 0);
-    spec_fd = make_spec_memfd(spec, &params, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
+    spec_fd = make_spec_memfd(spec, &params, sysfs_fd, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
     if (spec_fd < 0)
         goto fail;
     msg_fds[0] = spec_fd;
@@ -845,6 +969,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
                            .sync_fd = child_sync,
                            .slot_fd = sb->slot.lock_fd,
                            .exe_fd = exe_fd,
+                           .pod_userns_fd = pod.userns_fd,
                            .owned = !detached};
     unsigned long flags = 0;
     bool any_pre = false;
@@ -852,9 +977,9 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         a.ns_fds[i] = -1;
         a.pre_joined[i] = false;
         if (spec->ns_paths[i] != NULL) {
-            /* With a user namespace of its own, the sandbox can only join
-             * what host root joins for it first: net, ipc, uts, cgroup,
-             * time. user and mount stay the child's (pid is refused). */
+            /* With a user namespace of its own (or a pod's), the sandbox can
+             * only join what host root joins for it first: net, ipc, uts,
+             * pid, cgroup, time. user and mount stay the child's. */
             a.pre_joined[i] = own_userns && i != BH_NS_USER && i != BH_NS_MOUNT;
             any_pre = any_pre || a.pre_joined[i];
             a.ns_fds[i] = open(spec->ns_paths[i], O_RDONLY | O_CLOEXEC);
@@ -865,7 +990,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
                         close(a.ns_fds[j]);
                 goto fail;
             }
-        } else if (i != BH_NS_CGROUP && i != BH_NS_TIME) {
+        } else if (i != BH_NS_CGROUP && i != BH_NS_TIME && !(i == BH_NS_USER && in_pod)) {
             /* cgroup and time are unshared by the child, after the cgroup join */
             flags |= (unsigned long)ns_clone_flag[i];
         }
@@ -888,7 +1013,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     sb->conn.sentry_pid = sb->pid;
 
     /* Parent half: ids and cgroup before the child takes one step. */
-    if (own_userns && bh_idmaps_write(sb->pid, uid_maps, n_uid, gid_maps, n_gid, err) < 0)
+    if (own_userns && !in_pod &&
+        bh_idmaps_write(sb->pid, uid_maps, n_uid, gid_maps, n_gid, err) < 0)
         goto fail_kill;
     if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0) {
         bh_error_prefix(err, "join the sandbox's cgroup");

@@ -13,7 +13,9 @@
  *   guest process(es): rlimits, ids, caps dropped, no_new_privs, Landlock,
  *   seccomp (tier policy; kernel tier hands its listener to the sentry), exec.
  *
- * The sentry is pid 1, so its death kills every guest (fail closed).
+ * The sentry is pid 1, so its death kills every guest (fail closed). In a
+ * pod's shared pid namespace (ns_paths[BH_NS_PID]) it is not: it is then the
+ * subreaper of its guests, which die with it by PDEATHSIG (sentry/README.md).
  */
 #ifndef BH_SANDBOX_H
 #define BH_SANDBOX_H
@@ -136,6 +138,11 @@ struct bh_sandbox_spec {
      * still names it in messages. Not closed by bh_mounts_setup. */
     bool has_rootfs_tree_fd;
     int rootfs_tree_fd;
+    /* Set by the core, not by front ends: a read-only sysfs host root made
+     * inside a joined host-owned network namespace, attached at the first
+     * sysfs mount point (see sentry/README.md, joined namespaces). */
+    bool has_sysfs_tree_fd;
+    int sysfs_tree_fd;
     /* The same for the rootfs tree (see bh_mount.idmap). An overlay mount
      * (docker's rootfs) cannot be idmapped itself: it is mounted afresh
      * from its layers, each idmapped, with a work directory of its own
@@ -161,8 +168,10 @@ struct bh_sandbox_spec {
      * net, ipc, uts, cgroup and time are joined by host root before the
      * sandbox's user namespace is made, so host-owned ones work (a CRI's pod
      * netns); the sandbox then sees that namespace's interfaces, and its
-     * tier report's net_lo_only check fails accordingly. pid is refused
-     * (the sentry must be pid 1); user and mount are joined by the child. */
+     * tier report's net_lo_only check fails accordingly. Namespaces owned by
+     * another sandbox's user namespace (a pod's) make the sandbox join that
+     * user namespace too; pid can be joined only then (the sentry is then
+     * not pid 1). user and mount are joined by the child. */
     char *ns_paths[BH_NS_COUNT];
 
     struct bh_process process;

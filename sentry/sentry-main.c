@@ -7,6 +7,7 @@
  * reaps every process, forwards signals to the first guest, answers the
  * control channel, and when the first guest ends it kills what is left and
  * exits with the guest's status. See sentry/README.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -140,10 +141,11 @@ static int read_spec(struct bh_error *err)
     json_t *p = json_object_get(o, "params");
     const char *state_dir = NULL;
     json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0, extra = 0, console = 0;
-    if (json_unpack(p, "{s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b}", "detached", &det, "state_dir",
+    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0;
+    if (json_unpack(p, "{s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "detached", &det, "state_dir",
                     &state_dir, "extra_policy", &extra, "console", &console, "sentry_uid", &su,
-                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu) < 0) {
+                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu, "joined_pidns",
+                    &jp) < 0) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
@@ -216,12 +218,23 @@ static int read_spec(struct bh_error *err)
         }
         S.dev_tree = fds[k + 1 + n_pre];
     }
+    json_t *sidx = json_object_get(o, "sysfs_tree_fd_index");
+    if (sidx != NULL) {
+        json_int_t k = json_integer_value(sidx);
+        if (!json_is_integer(sidx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+            json_decref(o);
+            return bh_error_set(err, EPROTO, "/sys names a prepared tree that was not sent");
+        }
+        S.spec.has_sysfs_tree_fd = true;
+        S.spec.sysfs_tree_fd = fds[k + 1 + n_pre];
+    }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
     S.params.sentry_uid = (uint32_t)su;
     S.params.sentry_gid = (uint32_t)sg;
     S.params.made_netns = mn;
     S.params.made_utsns = mu;
+    S.params.joined_pidns = jp;
     json_decref(o);
     S.detached = det;
     return 0;
@@ -315,12 +328,44 @@ static void drop_conn(int fd)
 
 /* ---- the end ------------------------------------------------------------- */
 
+/* Not pid 1 (a pod's pid namespace): kill(-1) would reach the pod's other
+ * containers, so kill our children only. Their orphans re-parent to us (we
+ * are their subreaper) and are killed on the next round, until none is left. */
+static void kill_descendants(void)
+{
+    for (;;) {
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *t;
+        while (d != NULL && (t = readdir(d)) != NULL) {
+            if (t->d_name[0] == '.')
+                continue;
+            char path[300];
+            snprintf(path, sizeof(path), "/proc/self/task/%s/children", t->d_name);
+            cleanup_fclose FILE *f = fopen(path, "re");
+            int pid;
+            while (f != NULL && fscanf(f, "%d", &pid) == 1)
+                kill(pid, SIGKILL);
+        }
+        if (d != NULL)
+            closedir(d);
+        pid_t r;
+        while ((r = waitpid(-1, NULL, 0)) < 0 && errno == EINTR)
+            ;
+        if (r < 0)
+            return; /* ECHILD: none left */
+    }
+}
+
 static __attribute__((noreturn)) void finish(int status)
 {
-    /* pid 1 signalling -1 reaches every other process of the namespace. */
-    kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-        ;
+    if (S.params.joined_pidns) {
+        kill_descendants();
+    } else {
+        /* pid 1 signalling -1 reaches every other process of the namespace. */
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+            ;
+    }
     if (S.sync_fd >= 0) {
         json_t *m = json_pack("{s:s,s:i}", "ev", "exit", "status", status);
         bh_msg_send(S.sync_fd, m, NULL, 0, NULL);
@@ -630,7 +675,7 @@ int main(int argc, char **argv)
         else if (strncmp(argv[i], "--slot-fd=", 10) == 0)
             slot_fd = atoi(argv[i] + 10);
     }
-    if (S.sync_fd < 3 || getpid() != 1) {
+    if (S.sync_fd < 3) {
         fprintf(stderr, "bulkhead-sentry: started by the sandbox core only (bulkhead do, "
                         "bulkheadd, bulkhead create)\n");
         return 125;
@@ -649,6 +694,16 @@ int main(int argc, char **argv)
     }
     if (read_spec(&err) < 0)
         die(&err);
+    /* pid 1, whose death kills every guest; or, in a pod's pid namespace,
+     * the subreaper of its guests, which die with it by PDEATHSIG. */
+    if (getpid() != 1 && !S.params.joined_pidns) {
+        bh_error_set(&err, EPERM, "the sentry is not pid 1 of its pid namespace: refused");
+        die(&err);
+    }
+    if (S.params.joined_pidns && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) {
+        bh_error_errno(&err, errno, "become the subreaper of the guests");
+        die(&err);
+    }
     int console_fd = S.console_fd;
     if (write_sysctls(&err) < 0)
         die(&err);
@@ -672,11 +727,12 @@ int main(int argc, char **argv)
     S.ctx = (struct bh_guest_ctx){.spec = &S.spec,
                                   .prog = &S.prog,
                                   .extra_prog = S.have_extra ? &S.extra_prog : NULL,
-                                  .want_listener = S.spec.tier == BH_TIER_KERNEL};
+                                  .want_listener = S.spec.tier == BH_TIER_KERNEL,
+                                  .death_parent = S.params.joined_pidns ? getpid() : 0};
     if (S.spec.tier == BH_TIER_KERNEL) {
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,
-                                       .sentry_pid = 1,
+                                       .sentry_pid = getpid(),
                                        .root_fd = -1};
         if (bh_broker_new(&cfg, &S.broker, &err) < 0 || bh_broker_start(S.broker, &err) < 0) {
             bh_error_prefix(&err, "the kernel tier's syscall broker");

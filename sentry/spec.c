@@ -545,11 +545,6 @@ int bh_spec_validate(const struct bh_sandbox_spec *s, struct bh_error *err)
                           strcmp(s->id, ".") == 0 || strcmp(s->id, "..") == 0))
         return bh_error_set(err, EINVAL, "sandbox id `%s` must be a non-empty name without `/`",
                             s->id);
-    if (s->ns_paths[BH_NS_PID] != NULL)
-        return bh_error_set(err, EINVAL,
-                            "joining an existing pid namespace (%s) is refused: the sentry must "
-                            "be pid 1 of its own pid namespace so its death ends every guest",
-                            s->ns_paths[BH_NS_PID]);
     for (size_t i = 0; i < s->n_sysctls; i++)
         if (strchr(s->sysctls[i].key, '/') != NULL || strstr(s->sysctls[i].key, "..") != NULL)
             return bh_error_set(err, EINVAL, "sysctl `%s` is not a sysctl name", s->sysctls[i].key);

@@ -10,11 +10,14 @@
  * lowest first, so a file left by a sandbox that died unreleased is reused. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -186,4 +189,190 @@ uint32_t bh_idmaps_sentry_id(const struct bh_idmap *m, size_t n)
             best = top;
     }
     return best;
+}
+
+/* ---- pods: joining the user namespace that owns joined namespaces ---------
+ * A pod's containers join the ipc, uts (and perhaps pid) namespaces of its
+ * first sandbox (the pause container), which that sandbox's user namespace
+ * owns. Only a process with CAP_SYS_ADMIN over that user namespace may mount
+ * mqueue for the ipc namespace or proc for the pid namespace, so a sandbox
+ * that joins them must live in that same user namespace: it joins it instead
+ * of making its own, shares the pod's id range, and holds the range's lock
+ * (the owner sentry's open lock file, taken with pidfd_getfd) so the range
+ * stays reserved until the last sandbox of the pod is gone. */
+#ifndef NS_GET_USERNS
+#define NS_GET_USERNS _IO(0xb7, 0x1)
+#endif
+#ifndef NS_GET_OWNER_UID
+#define NS_GET_OWNER_UID _IO(0xb7, 0x4)
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+/* Where the sentry keeps its id slot's lock (sandbox.c's SENTRY_SLOT_FD). */
+#define POD_OWNER_SLOT_FD 4
+
+static int read_proc_map(pid_t pid, const char *file, struct bh_idmap **out, size_t *n,
+                         struct bh_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+    cleanup_fclose FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return bh_error_errno(err, errno, "read `%s`", path);
+    struct bh_idmap m[340];
+    size_t k = 0;
+    unsigned a, b, c;
+    while (k < BH_ARRAY_SIZE(m) && fscanf(f, "%u %u %u", &a, &b, &c) == 3)
+        m[k++] = (struct bh_idmap){a, b, c};
+    if (k == 0)
+        return bh_error_set(err, EINVAL, "`%s` maps no id", path);
+    if (dup_maps(m, k, out, n) < 0)
+        return bh_error_errno(err, ENOMEM, "id maps");
+    return 0;
+}
+
+/* PID of a /proc/PID/ns/NAME path (how CRI and docker name another
+ * container's namespaces), or -1. */
+static pid_t proc_ns_path_pid(const char *path)
+{
+    if (strncmp(path, "/proc/", 6) != 0)
+        return -1;
+    char *end = NULL;
+    long pid = strtol(path + 6, &end, 10);
+    if (end == path + 6 || pid <= 0 || pid > INT32_MAX || strncmp(end, "/ns/", 4) != 0)
+        return -1;
+    return (pid_t)pid;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+void bh_pod_userns_free(struct bh_pod_userns *p)
+{
+    if (p->userns_fd >= 0)
+        close(p->userns_fd);
+    p->userns_fd = -1;
+    if (p->slot.lock_fd >= 0)
+        close(p->slot.lock_fd);
+    p->slot.lock_fd = -1;
+    free(p->uid);
+    free(p->gid);
+    p->uid = p->gid = NULL;
+}
+
+int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns *out,
+                       struct bh_error *err)
+{
+    *out = (struct bh_pod_userns){.userns_fd = -1, .slot = {.lock_fd = -1}, .owner_pid = -1};
+    struct stat host_user, owner = {0};
+    if (stat("/proc/self/ns/user", &host_user) < 0)
+        return bh_error_errno(err, errno, "stat `/proc/self/ns/user`");
+    const char *owner_path = NULL;
+    pid_t pid = -1;
+    for (int i = 0; i < BH_NS_COUNT; i++) {
+        const char *path = spec->ns_paths[i];
+        if (path == NULL || i == BH_NS_USER || i == BH_NS_MOUNT)
+            continue;
+        cleanup_close int ns = open(path, O_RDONLY | O_CLOEXEC);
+        if (ns < 0)
+            return bh_error_errno(err, errno, "open namespace `%s`", path);
+        cleanup_close int user = ioctl(ns, NS_GET_USERNS);
+        struct stat st;
+        if (user < 0 || fstat(user, &st) < 0)
+            return bh_error_errno(err, errno, "the user namespace that owns `%s`", path);
+        if (same_file(&st, &host_user))
+            continue; /* host-owned (a CRI's pod netns): host root joins it */
+        if (owner_path != NULL && !same_file(&st, &owner))
+            return bh_error_set(err, EINVAL,
+                                "namespaces `%s` and `%s` belong to two different sandboxes: "
+                                "refused, a sandbox can join the namespaces of one pod only",
+                                owner_path, path);
+        if (owner_path == NULL) {
+            uid_t creator = (uid_t)-1;
+            if (ioctl(user, NS_GET_OWNER_UID, &creator) < 0)
+                return bh_error_errno(err, errno, "the creator of the user namespace of `%s`",
+                                      path);
+            if (creator != 0)
+                return bh_error_set(err, EPERM,
+                                    "namespace `%s` belongs to a user namespace that host uid "
+                                    "%u made, not a runtime: refused, joining it would run the "
+                                    "sandbox as that user's ids",
+                                    path, (unsigned)creator);
+            owner = st;
+            owner_path = path;
+            out->userns_fd = steal_fd(&user);
+        }
+        if (pid < 0)
+            pid = proc_ns_path_pid(path);
+    }
+    if (owner_path == NULL) {
+        if (spec->ns_paths[BH_NS_PID] != NULL)
+            return bh_error_set(err, EINVAL,
+                                "joining pid namespace `%s` is refused: only a pod's pid "
+                                "namespace (one a bulkhead sandbox made) can be joined, so that "
+                                "the sandbox can mount its /proc",
+                                spec->ns_paths[BH_NS_PID]);
+        return 0;
+    }
+    int rc = -1;
+    cleanup_close int pidfd = -1;
+    if (pid < 0) {
+        bh_error_set(err, EINVAL,
+                     "namespace `%s` belongs to another sandbox's user namespace: name it as "
+                     "/proc/PID/ns/... of that sandbox's process, so its id range can be held",
+                     owner_path);
+        goto out;
+    }
+    /* The owner's sentry: the pid's user namespace must be the owner, checked
+     * again after the pidfd pins it (the pid cannot be reused under us). */
+    char upath[64];
+    snprintf(upath, sizeof(upath), "/proc/%d/ns/user", pid);
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    struct stat ust;
+    if (pidfd < 0 || stat(upath, &ust) < 0 || !same_file(&ust, &owner)) {
+        bh_error_set(err, ESRCH,
+                     "process %d, named by `%s`, is gone or is not in the namespace's owning "
+                     "user namespace: refused",
+                     pid, owner_path);
+        goto out;
+    }
+    out->owner_pid = pid;
+    if (read_proc_map(pid, "uid_map", &out->uid, &out->n_uid, err) < 0 ||
+        read_proc_map(pid, "gid_map", &out->gid, &out->n_gid, err) < 0 ||
+        check_maps("uid", out->uid, out->n_uid, err) < 0 ||
+        check_maps("gid", out->gid, out->n_gid, err) < 0) {
+        bh_error_prefix(err, "the pod's user namespace (of `%s`)", owner_path);
+        goto out;
+    }
+    /* A slot's range: hold the owner's lock, so the range outlives neither
+     * the owner's sentry nor ours. */
+    const struct bh_idmap *u = &out->uid[0];
+    if (out->n_uid == 1 && u->count == BH_IDS_SLOT_SIZE && u->outside >= BH_IDS_BASE &&
+        (u->outside - BH_IDS_BASE) % BH_IDS_SLOT_SIZE == 0) {
+        unsigned slot = (u->outside - BH_IDS_BASE) / BH_IDS_SLOT_SIZE;
+        snprintf(out->slot.path, sizeof(out->slot.path), BH_IDS_DIR "/%u", slot);
+        out->slot.slot = slot;
+        out->slot.lock_fd = (int)syscall(SYS_pidfd_getfd, pidfd, POD_OWNER_SLOT_FD, 0);
+        struct stat a, b;
+        if (out->slot.lock_fd < 0 || fstat(out->slot.lock_fd, &a) < 0 ||
+            stat(out->slot.path, &b) < 0 || !same_file(&a, &b)) {
+            bh_error_set(err, EPERM,
+                         "could not hold the pod's id range (`%s`, held by process %d): "
+                         "refused, the range could otherwise be reused while this sandbox "
+                         "lives",
+                         out->slot.path, pid);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (rc < 0)
+        bh_pod_userns_free(out);
+    return rc;
 }

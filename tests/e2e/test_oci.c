@@ -1253,10 +1253,12 @@ Test(oci_lifecycle, joins_a_host_owned_netns)
               "refusal does not name net_lo_only and the interface: %s", err);
 }
 
+/* Only a pod's pid namespace (one a bulkhead sandbox's user namespace owns)
+ * can be joined: bulkhead's own, the host's, is not one. */
 Test(oci_config, pid_namespace_join_refused)
 {
     write_config(
         "1.0.2", GOOD_ROOT, GOOD_PROC,
-        "\"linux\": {\"namespaces\": [{\"type\": \"pid\", \"path\": \"/proc/1/ns/pid\"}]}");
-    expect_refused("c1", "pid namespace");
+        "\"linux\": {\"namespaces\": [{\"type\": \"pid\", \"path\": \"/proc/self/ns/pid\"}]}");
+    expect_refused("c1", "only a pod's pid namespace");
 }

@@ -1,0 +1,155 @@
+/* `bulkhead checkpoint` and `bulkhead restore`: runc's command lines (what
+ * containerd's shim and `docker checkpoint` send), answered with a refusal
+ * that names the layer CRIU would lose, at either tier. The container is
+ * left exactly as it was (running, or paused), and restore makes nothing.
+ *
+ * Why no checkpoint is taken:
+ * - kernel tier: the guests' seccomp filters send their syscalls to the
+ *   sentry through notification listeners (SECCOMP_RET_USER_NOTIF). CRIU
+ *   can neither dump a listener nor re-create one bound to a restored
+ *   filter, so restored guests would have no broker: every brokered syscall
+ *   would fail, or the filter would have to be dropped.
+ * - container tier: every guest runs in a Landlock domain (part of the
+ *   tier, see the README's table). The kernel offers no way to read a
+ *   process's Landlock rules, so CRIU cannot restore them, and a restored
+ *   guest would silently run without that layer. A restore that loses a
+ *   layer is a restore to a lower tier, which bulkhead never does without
+ *   saying so; it refuses instead (fail closed).
+ * The CRIU in Debian bookworm (3.17.1) does not start on kernels whose vDSO
+ * layout it does not know (6.18 here: "Unexpected rt vDSO area bounds"), so
+ * nothing beyond the refusal could be verified on such a host either. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "cli.h"
+#include "oci-internal.h"
+
+static const char *const lost_layer[] = {
+    [BH_TIER_CONTAINER] = "its guests' Landlock domains (the kernel cannot report a process's "
+                          "Landlock rules, so CRIU cannot restore them and the restored guests "
+                          "would run without that layer of the container tier)",
+    [BH_TIER_KERNEL] = "the sentry's seccomp notification listeners (CRIU can neither dump nor "
+                       "re-create them, so the restored guests would have no syscall broker)",
+};
+
+static const char *why(enum bh_tier t)
+{
+    if ((t == BH_TIER_CONTAINER || t == BH_TIER_KERNEL) && lost_layer[t] != NULL)
+        return lost_layer[t];
+    return "a layer of its tier";
+}
+
+int cmd_checkpoint(const struct cli_globals *g, int argc, char **argv)
+{
+    const char *image = NULL, *work = NULL, *parent = NULL, *status_fd = NULL, *page_server = NULL,
+               *cg_mode = NULL;
+    bool leave = false, tcp = false, ext_unix = false, shell = false, lazy = false, locks = false,
+         pre_dump = false, auto_dedup = false;
+    struct oci_list empty_ns = {0};
+    const struct oci_opt opts[] = {
+        {"image-path", 0, OCI_OPT_STRING, &image},
+        {"work-path", 0, OCI_OPT_STRING, &work},
+        {"parent-path", 0, OCI_OPT_STRING, &parent},
+        {"leave-running", 0, OCI_OPT_BOOL, &leave},
+        {"tcp-established", 0, OCI_OPT_BOOL, &tcp},
+        {"ext-unix-sk", 0, OCI_OPT_BOOL, &ext_unix},
+        {"shell-job", 0, OCI_OPT_BOOL, &shell},
+        {"lazy-pages", 0, OCI_OPT_BOOL, &lazy},
+        {"status-fd", 0, OCI_OPT_STRING, &status_fd},
+        {"page-server", 0, OCI_OPT_STRING, &page_server},
+        {"file-locks", 0, OCI_OPT_BOOL, &locks},
+        {"pre-dump", 0, OCI_OPT_BOOL, &pre_dump},
+        {"manage-cgroups-mode", 0, OCI_OPT_STRING, &cg_mode},
+        {"empty-ns", 0, OCI_OPT_LIST, &empty_ns},
+        {"auto-dedup", 0, OCI_OPT_BOOL, &auto_dedup},
+    };
+    bool help = false;
+    struct bh_error err = {0};
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
+    oci_list_free(&empty_ns);
+    if (pos < 0) {
+        cli_report_error(g, "checkpoint: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (help) {
+        printf("usage: bulkhead checkpoint [--image-path DIR] [--work-path DIR] "
+               "[--leave-running] [runc's other checkpoint flags] ID\n\n"
+               "Refused at both tiers, naming the layer a CRIU checkpoint would lose; the\n"
+               "container is left as it was.\n");
+        return 0;
+    }
+    const char *id;
+    if (oci_need_id(g, "checkpoint", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    cleanup_close int dirfd = -1;
+    struct oci_state st;
+    if (oci_open(g, "checkpoint", id, &dirfd, &st) < 0)
+        return 1;
+    const char *status = oci_state_status(&st);
+    if (strcmp(status, "running") != 0 && strcmp(status, "paused") != 0)
+        cli_report_error(g,
+                         "checkpoint: container `%s` is %s: only a running container can be "
+                         "checkpointed",
+                         id, status);
+    else
+        cli_report_error(g,
+                         "checkpoint: container `%s` runs at the %s tier: refused, a CRIU "
+                         "checkpoint would lose %s; the container keeps running as it was",
+                         id, bh_tier_name(st.tier), why(st.tier));
+    oci_state_free(&st);
+    return CLI_EXIT_REFUSED;
+}
+
+int cmd_restore(const struct cli_globals *g, int argc, char **argv)
+{
+    const char *image = NULL, *work = NULL, *bundle = NULL, *pid_file = NULL, *console = NULL,
+               *cg_mode = NULL, *lsm = NULL, *lsm_mount = NULL;
+    bool tcp = false, ext_unix = false, shell = false, locks = false, detach = false,
+         no_subreaper = false, no_pivot = false, auto_dedup = false, lazy = false;
+    struct oci_list empty_ns = {0};
+    const struct oci_opt opts[] = {
+        {"image-path", 0, OCI_OPT_STRING, &image},
+        {"work-path", 0, OCI_OPT_STRING, &work},
+        {"bundle", 'b', OCI_OPT_STRING, &bundle},
+        {"pid-file", 0, OCI_OPT_STRING, &pid_file},
+        {"console-socket", 0, OCI_OPT_STRING, &console},
+        {"detach", 'd', OCI_OPT_BOOL, &detach},
+        {"tcp-established", 0, OCI_OPT_BOOL, &tcp},
+        {"ext-unix-sk", 0, OCI_OPT_BOOL, &ext_unix},
+        {"shell-job", 0, OCI_OPT_BOOL, &shell},
+        {"file-locks", 0, OCI_OPT_BOOL, &locks},
+        {"manage-cgroups-mode", 0, OCI_OPT_STRING, &cg_mode},
+        {"no-subreaper", 0, OCI_OPT_BOOL, &no_subreaper},
+        {"no-pivot", 0, OCI_OPT_BOOL, &no_pivot},
+        {"empty-ns", 0, OCI_OPT_LIST, &empty_ns},
+        {"auto-dedup", 0, OCI_OPT_BOOL, &auto_dedup},
+        {"lazy-pages", 0, OCI_OPT_BOOL, &lazy},
+        {"lsm-profile", 0, OCI_OPT_STRING, &lsm},
+        {"lsm-mount-context", 0, OCI_OPT_STRING, &lsm_mount},
+    };
+    bool help = false;
+    struct bh_error err = {0};
+    int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
+    oci_list_free(&empty_ns);
+    if (pos < 0) {
+        cli_report_error(g, "restore: %s", err.msg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (help) {
+        printf("usage: bulkhead restore [--image-path DIR] [--bundle DIR] [--detach] "
+               "[runc's other restore flags] ID\n\n"
+               "Refused: bulkhead takes no CRIU checkpoint (see `bulkhead checkpoint --help`),\n"
+               "and a CRIU image restored by bulkhead would lack the same layers.\n");
+        return 0;
+    }
+    const char *id;
+    if (oci_need_id(g, "restore", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    cli_report_error(g,
+                     "restore: container `%s` from `%s`: refused, nothing was created: CRIU "
+                     "cannot restore %s at the kernel tier, nor %s at the container tier",
+                     id, image ? image : "(no --image-path)", why(BH_TIER_KERNEL),
+                     why(BH_TIER_CONTAINER));
+    return CLI_EXIT_REFUSED;
+}

@@ -1,0 +1,295 @@
+/* A pod made with `bulkhead create` the way containerd's CRI makes one: a
+ * pause container in a network namespace the host owns, and a container
+ * that joins the pause container's network, ipc, uts and pid namespaces by
+ * /proc/PID/ns paths. (tests/e2e/cri/run does the same through containerd.)
+ * Checks: the joiner starts at the kernel tier with the mqueue and sysfs
+ * mounts a CRI config has, shares the pause sandbox's user namespace, sees
+ * no host interface in /sys, dies with its sentry (which is not pid 1), and
+ * delete leaves nothing. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char tmp[256];
+static char ids[2][64];
+static int n_ids;
+static pid_t netns_holder = -1;
+
+static void bh(const char *const *args, int timeout_s, struct run_result *r)
+{
+    char root[300], log[300];
+    snprintf(root, sizeof(root), "%s/root", tmp);
+    snprintf(log, sizeof(log), "%s/log.json", tmp);
+    char *argv[32] = {h_path("bulkhead"), "--root", root, "--log", log};
+    int n = 5;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    *r = h_run(argv, NULL, NULL, timeout_s);
+    free(argv[0]);
+}
+
+static void setup(void)
+{
+    h_build();
+    h_require_kernel_tier();
+    snprintf(tmp, sizeof(tmp), "/tmp/bh-pods-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    chmod(tmp, 0711);
+    const char *dirs[] = {"bundle",
+                          "bundle/rootfs",
+                          "bundle/rootfs/usr",
+                          "bundle/rootfs/proc",
+                          "bundle/rootfs/dev",
+                          "bundle/rootfs/tmp",
+                          "bundle/rootfs/etc",
+                          "bundle/rootfs/sys"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
+        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+    }
+    const char *links[] = {"bin", "lib", "lib64"};
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        char p[512], t[64];
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
+        snprintf(t, sizeof(t), "usr/%s", links[i]);
+        cr_assert_eq(symlink(t, p), 0);
+    }
+    n_ids = 0;
+}
+
+static void teardown(void)
+{
+    for (int i = n_ids - 1; i >= 0; i--) {
+        struct run_result r;
+        bh((const char *const[]){"delete", "--force", ids[i], NULL}, 30, &r);
+        h_free(&r);
+    }
+    if (netns_holder > 0) {
+        kill(netns_holder, SIGKILL);
+        waitpid(netns_holder, NULL, 0);
+        netns_holder = -1;
+    }
+    h_remove_tree(tmp);
+}
+
+TestSuite(pods, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The pod's network namespace, owned by the host (as containerd's CNI netns
+ * is): held by a child of ours that only waits. Only lo in it. */
+static void make_pod_netns(char *path, size_t len)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    netns_holder = fork();
+    cr_assert_geq(netns_holder, 0);
+    if (netns_holder == 0) {
+        close(p[0]);
+        char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+        if (write(p[1], &ok, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    char ok = 0;
+    cr_assert_eq(read(p[0], &ok, 1), 1);
+    close(p[0]);
+    cr_assert_eq(ok, 'y', "unshare(CLONE_NEWNET)");
+    snprintf(path, len, "/proc/%d/ns/net", (int)netns_holder);
+}
+
+/* A config as a CRI writes it (mqueue, sysfs, proc mounts), running args,
+ * with namespaces given as JSON. */
+static void config(const char *args, const char *namespaces)
+{
+    char cfg[6144];
+    snprintf(cfg, sizeof(cfg),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true},"
+             " \"annotations\": {\"dev.bulkhead.tier\": \"kernel\"},"
+             " \"process\": {\"args\": %s, \"cwd\": \"/\", \"user\": {\"uid\": 0, \"gid\": 0},"
+             " \"env\": [\"PATH=/usr/bin\"]},"
+             " \"mounts\": [{\"destination\": \"/usr\", \"type\": \"bind\", \"source\": \"/usr\","
+             " \"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/proc\", \"type\": \"proc\","
+             " \"source\": \"proc\"}, {\"destination\": \"/tmp\", \"type\": \"tmpfs\", \"source\":"
+             " \"tmpfs\"}, {\"destination\": \"/dev/mqueue\", \"type\": \"mqueue\", \"source\":"
+             " \"mqueue\", \"options\": [\"nosuid\", \"noexec\", \"nodev\"]}, {\"destination\":"
+             " \"/sys\", \"type\": \"sysfs\", \"source\": \"sysfs\", \"options\": [\"nosuid\","
+             " \"noexec\", \"nodev\", \"ro\"]}], \"linux\": {\"namespaces\": %s}}",
+             args, namespaces);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs(cfg, f);
+    fclose(f);
+}
+
+static pid_t run_container(const char *name)
+{
+    snprintf(ids[n_ids], sizeof(ids[0]), "%s-%d", name, (int)getpid());
+    const char *id = ids[n_ids++];
+    char bundle[300];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    bh((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "create %s: %s", name, r.err);
+    h_free(&r);
+    bh((const char *const[]){"start", id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start %s: %s", name, r.err);
+    h_free(&r);
+    bh((const char *const[]){"state", id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    const char *p = strstr(r.out, "\"pid\":");
+    cr_assert_not_null(p, "%s", r.out);
+    pid_t pid = (pid_t)atoi(p + 6 + strspn(p + 6, " "));
+    h_free(&r);
+    return pid;
+}
+
+/* The sentry's first child: the container's process, host pid. */
+static pid_t guest_of(pid_t sentry)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)sentry, (int)sentry);
+    for (int i = 0; i < 200; i++) {
+        FILE *f = fopen(p, "r");
+        int g = 0;
+        if (f != NULL) {
+            if (fscanf(f, "%d", &g) != 1)
+                g = 0;
+            fclose(f);
+        }
+        if (g > 0)
+            return g;
+        usleep(10000);
+    }
+    cr_assert_fail("sentry %d has no guest", (int)sentry);
+    return -1;
+}
+
+static void ns_of(pid_t pid, const char *ns, char *out, size_t len)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pid, ns);
+    ssize_t n = readlink(p, out, len - 1);
+    cr_assert_gt(n, 0, "readlink %s: %s", p, strerror(errno));
+    out[n] = '\0';
+}
+
+static bool gone(pid_t pid)
+{
+    char p[64], buf[4096];
+    snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (f == NULL)
+        return true;
+    bool zombie = false;
+    while (fgets(buf, sizeof(buf), f) != NULL)
+        if (strncmp(buf, "State:", 6) == 0 && strchr(buf, 'Z') != NULL)
+            zombie = true;
+    fclose(f);
+    return zombie;
+}
+
+Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
+{
+    char netns[64], ns[1][400];
+    make_pod_netns(netns, sizeof(netns));
+    snprintf(ns[0], sizeof(ns[0]),
+             "[{\"type\": \"pid\"}, {\"type\": \"mount\"}, {\"type\": \"network\", \"path\": "
+             "\"%s\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]",
+             netns);
+    config("[\"/usr/bin/sleep\", \"1000\"]", ns[0]);
+    pid_t pause_sentry = run_container("pause");
+    pid_t pause = guest_of(pause_sentry);
+
+    char join[1024];
+    snprintf(join, sizeof(join),
+             "[{\"type\": \"pid\", \"path\": \"/proc/%d/ns/pid\"}, {\"type\": \"mount\"},"
+             " {\"type\": \"network\", \"path\": \"%s\"}, {\"type\": \"ipc\", \"path\":"
+             " \"/proc/%d/ns/ipc\"}, {\"type\": \"uts\", \"path\": \"/proc/%d/ns/uts\"}]",
+             (int)pause_sentry, netns, (int)pause_sentry, (int)pause_sentry);
+    config("[\"/usr/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000\"]", join);
+    pid_t sentry = run_container("joiner");
+    pid_t guest = guest_of(sentry);
+
+    /* One user namespace for the pod, not the host's; shared net, ipc, uts, pid. */
+    const char *names[] = {"user", "net", "ipc", "uts", "pid"};
+    for (size_t i = 0; i < 5; i++) {
+        char a[128], b[128];
+        ns_of(guest, names[i], a, sizeof(a));
+        ns_of(pause, names[i], b, sizeof(b));
+        cr_expect_str_eq(a, b, "%s namespace not shared with the pause sandbox", names[i]);
+    }
+    char host_user[128], user[128];
+    ns_of(getpid(), "user", host_user, sizeof(host_user));
+    ns_of(guest, "user", user, sizeof(user));
+    cr_expect_str_neq(user, host_user);
+
+    /* /sys is the pod netns's sysfs: lo, none of the host's interfaces. */
+    struct run_result r;
+    bh((const char *const[]){"exec", ids[1], "/usr/bin/ls", "/sys/class/net", NULL}, 30, &r);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "lo\n", "/sys/class/net in the joiner: %s", r.out);
+    h_free(&r);
+
+    /* The live check accepts the joiner's sentry (not pid 1) at the kernel tier. */
+    bh((const char *const[]){"tier", "--container", ids[1], NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "tier: %s%s", r.out, r.err);
+    h_free(&r);
+
+    /* The sentry is not pid 1: its guest and the guest's child still die with it. */
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)guest, (int)guest);
+    int grandchild = 0;
+    for (int i = 0; i < 200 && grandchild == 0; i++) {
+        FILE *f = fopen(p, "r");
+        if (f != NULL) {
+            if (fscanf(f, "%d", &grandchild) != 1)
+                grandchild = 0;
+            fclose(f);
+        }
+        if (grandchild == 0)
+            usleep(10000);
+    }
+    cr_assert_gt(grandchild, 0, "the guest has no child");
+    cr_assert_eq(kill(sentry, SIGKILL), 0);
+    for (int i = 0; i < 200 && !gone(guest); i++)
+        usleep(10000);
+    cr_expect(gone(guest), "guest %d outlived its sentry %d", (int)guest, (int)sentry);
+    /* What the shim does when that container's first process is gone. */
+    bh((const char *const[]){"kill", "--all", ids[1], "KILL", NULL}, 30, &r);
+    cr_expect_eq(r.status, 0, "kill --all of the stopped joiner: %s", r.err);
+    h_free(&r);
+    for (int i = 0; i < 200 && !gone(grandchild); i++)
+        usleep(10000);
+    cr_expect(gone(grandchild), "the guest's child %d outlived the sentry", grandchild);
+    cr_expect(!gone(pause), "the pause sandbox died with the joiner");
+}
+
+Test(pods, host_pid_namespace_refused)
+{
+    config("[\"/usr/bin/true\"]",
+           "[{\"type\": \"pid\", \"path\": \"/proc/self/ns/pid\"}, {\"type\": \"mount\"}]");
+    snprintf(ids[n_ids], sizeof(ids[0]), "nopid-%d", (int)getpid());
+    const char *id = ids[n_ids++];
+    char bundle[300];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    bh((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_expect_neq(r.status, 0);
+    cr_expect(strstr(r.err, "only a pod's pid namespace") != NULL, "%s", r.err);
+    h_free(&r);
+}
