@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
@@ -109,6 +110,12 @@ struct child_args {
      * namespace existed (host-owned namespaces need host root to join). */
     bool pre_joined[BH_NS_COUNT];
     bool owned;
+    /* The helper becomes this host uid/gid (and takes these rlimits) before
+     * it clones, so the sandbox's user namespace is owned by the slot's
+     * unprivileged id and its ucounts are charged there, not to host root. */
+    bool as_owner;
+    uint32_t owner_uid, owner_gid;
+    struct bh_userns_rlimit rlimits[BH_USERNS_N_RLIMITS];
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -637,13 +644,35 @@ static void cleanup_cgroup(struct bh_sandbox *sb)
     sb->cg = NULL;
 }
 
-/* Detached sandboxes, and sandboxes that join host-owned namespaces: an
- * intermediate process (host root, single-threaded) joins those
- * namespaces, so the sandbox's user namespace is made inside them, then
- * clones the sentry. Detached, it exits and the sentry is re-parented to
- * the caller's subreaper, so no process of the runtime stays its parent;
- * otherwise it clones with CLONE_PARENT, so the sentry is the caller's
- * child as with a direct clone. The pidfd comes back over a socketpair. */
+/* The helper's last steps before it clones (raw syscalls: it is the fork of
+ * a possibly multi-threaded caller). The rlimits first, while it is still
+ * host root and may raise a hard limit; then the owner's ids. Returns 0 or
+ * an errno. */
+static int become_owner(const struct child_args *a)
+{
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit rl = {a->rlimits[i].soft, a->rlimits[i].hard};
+        if (syscall(SYS_prlimit64, 0, a->rlimits[i].resource, &rl, NULL) < 0)
+            return errno;
+    }
+    if (!a->as_owner)
+        return 0;
+    gid_t none[1];
+    if (syscall(SYS_setgroups, 0, none) < 0 ||
+        syscall(SYS_setresgid, a->owner_gid, a->owner_gid, a->owner_gid) < 0 ||
+        syscall(SYS_setresuid, a->owner_uid, a->owner_uid, a->owner_uid) < 0)
+        return errno;
+    return 0;
+}
+
+/* Every sandbox with a user namespace of its own, and sandboxes that join
+ * host-owned namespaces: an intermediate process joins those namespaces as
+ * host root (so the sandbox's user namespace is made inside them), becomes
+ * the slot's unprivileged host id (become_owner), then clones the sentry.
+ * Detached, it exits and the sentry is re-parented to the caller's
+ * subreaper, so no process of the runtime stays its parent; otherwise it
+ * clones with CLONE_PARENT, so the sentry is the caller's child as with a
+ * direct clone. The pidfd comes back over a socketpair. */
 static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool detached, int *pidfd,
                               struct bh_error *err)
 {
@@ -666,6 +695,8 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                 reply[1] = i;
             }
         }
+        if (reply[0] == 0 && (reply[0] = become_owner(a)) != 0)
+            reply[1] = -2;
         pid_t pid = -1;
         if (reply[0] == 0) {
             pid = clone_sentry(flags | (detached ? 0 : CLONE_PARENT), a, &fd);
@@ -698,6 +729,11 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
     if (r == sizeof(u.reply) && u.reply[1] >= 0 && u.reply[1] < BH_NS_COUNT)
         return bh_error_errno(err, u.reply[0], "join namespace `%s`",
                               a->spec->ns_paths[u.reply[1]]);
+    if (r == sizeof(u.reply) && u.reply[1] == -2)
+        return bh_error_errno(err, u.reply[0],
+                              "become host id %u (the owner of the sandbox's user namespace, "
+                              "charged with its per-user kernel counters) with its rlimits",
+                              a->owner_uid);
     return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
                           "clone the sandbox's namespaces");
 }
@@ -857,7 +893,13 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
             flags |= (unsigned long)ns_clone_flag[i];
         }
     }
-    if (detached || any_pre)
+    bh_userns_rlimits(spec, a.rlimits);
+    if (own_userns && geteuid() == 0) {
+        a.as_owner = true;
+        a.owner_uid = bh_idmaps_owner(uid_maps, n_uid);
+        a.owner_gid = bh_idmaps_owner(gid_maps, n_gid);
+    }
+    if (detached || any_pre || a.as_owner)
         sb->pid = clone_via_helper(flags, &a, detached, &sb->pidfd, err);
     else {
         sb->pid = clone_sentry(flags, &a, &sb->pidfd);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,4 +187,33 @@ uint32_t bh_idmaps_sentry_id(const struct bh_idmap *m, size_t n)
             best = top;
     }
     return best;
+}
+
+uint32_t bh_idmaps_owner(const struct bh_idmap *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].inside == 0)
+            return m[i].outside;
+    return n > 0 ? m[0].outside : 0;
+}
+
+void bh_userns_rlimits(const struct bh_sandbox_spec *spec,
+                       struct bh_userns_rlimit out[BH_USERNS_N_RLIMITS])
+{
+    static const struct bh_userns_rlimit defaults[BH_USERNS_N_RLIMITS] = {
+        {RLIMIT_SIGPENDING, BH_USERNS_SIGPENDING, BH_USERNS_SIGPENDING},
+        {RLIMIT_MSGQUEUE, BH_USERNS_MSGQUEUE, BH_USERNS_MSGQUEUE},
+        {RLIMIT_MEMLOCK, BH_USERNS_MEMLOCK, BH_USERNS_MEMLOCK},
+    };
+    memcpy(out, defaults, sizeof(defaults));
+    /* The caller's explicit rlimits are set by the sentry inside the user
+     * namespace, which cannot raise a hard limit: lift the ceiling to them. */
+    for (size_t i = 0; i < spec->process.n_rlimits; i++)
+        for (int j = 0; j < BH_USERNS_N_RLIMITS; j++)
+            if (spec->process.rlimits[i].resource == out[j].resource) {
+                if (spec->process.rlimits[i].hard > out[j].hard)
+                    out[j].hard = spec->process.rlimits[i].hard;
+                if (spec->process.rlimits[i].soft > out[j].soft)
+                    out[j].soft = spec->process.rlimits[i].soft;
+            }
 }
