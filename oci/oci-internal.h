@@ -15,6 +15,8 @@
 
 #define OCI_VERSION "1.2.0"
 #define OCI_ANNOTATION_TIER "dev.bulkhead.tier"
+/* Set by bulkhead: the default limits applied where config.json set none. */
+#define OCI_ANNOTATION_DEFAULT_LIMITS "dev.bulkhead.default-limits"
 #define OCI_ANNOTATION_REPORT_SOCKET "dev.bulkhead.report-socket"
 
 /* ---- config.json (oci/config.c) ----------------------------------------- */
