@@ -1136,6 +1136,20 @@ static int apply_default_limits(struct oci_config *cfg, struct bh_error *err)
     return 0;
 }
 
+void oci_limits_as_created(json_t *annotations, struct bh_limits *l)
+{
+    /* The defaults of the create that made the container, which may have had
+     * other --default-* flags than the command reading the config now. */
+    const char *a = json_string_value(json_object_get(annotations, OCI_ANNOTATION_DEFAULT_LIMITS));
+    for (const char *p = a; p != NULL && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        long long v = 0;
+        if (sscanf(p, "memory=%lld", &v) == 1 && v > 0)
+            l->memory_bytes = l->memory_swap_bytes = v;
+        else if (sscanf(p, "pids=%lld", &v) == 1 && v > 0)
+            l->pids = v;
+    }
+}
+
 static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
 {
     json_t *doc = cfg->doc;

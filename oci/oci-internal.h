@@ -53,6 +53,9 @@ int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error 
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
                      struct bh_error *err);
 void oci_config_free(struct oci_config *cfg);
+/* Puts back into l the default limits a container was created with (from
+ * its state's OCI_ANNOTATION_DEFAULT_LIMITS). */
+void oci_limits_as_created(json_t *annotations, struct bh_limits *l);
 
 /* An OCI Process object (exec --process) into p (strings malloc'd). */
 int oci_process_parse(json_t *obj, const char *where, struct bh_process *p, bool *nnp,

@@ -108,6 +108,8 @@ static int check_container(const char *root, const char *id, enum bh_tier *want,
     struct oci_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     bool have_cfg = st.bundle && oci_config_load(st.bundle, &cfg, NULL) == 0;
+    if (have_cfg)
+        oci_limits_as_created(st.annotations, &cfg.spec.limits);
     struct bh_live_target target = {
         .sentry_pid = st.pid,
         .tier = st.tier,

@@ -55,6 +55,8 @@
 #endif
 
 #define CREATE_TIMEOUT_MS 60000
+#define BH_FLOOR_MEMORY_BYTES (1LL << 30)
+#define BH_FLOOR_PIDS 512
 #define SENTRY_SYNC_FD 3
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
@@ -817,7 +819,14 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         snprintf(cg_default, sizeof(cg_default), "bulkhead/%s", spec->id);
         cg_path = cg_default;
     }
-    if (bh_cgroup_create(cg_path, &spec->limits, &sb->cg, err) < 0) {
+    /* The core's own floor, whatever the front end: a caller that names no
+     * memory or pids limit still cannot take the host's (invariant 5). */
+    struct bh_limits limits = spec->limits;
+    if (limits.memory_bytes == 0)
+        limits.memory_bytes = BH_FLOOR_MEMORY_BYTES;
+    if (limits.pids == 0)
+        limits.pids = BH_FLOOR_PIDS;
+    if (bh_cgroup_create(cg_path, &limits, &sb->cg, err) < 0) {
         bh_error_prefix(err, "cgroup `%s`", cg_path);
         goto fail;
     }
