@@ -574,6 +574,9 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     const char *detail = NULL;
     cr_assert_str_eq(check_of(doc, "cgroup_limits", &detail), "pass");
     cr_assert(strstr(detail, "= 300") != NULL, "pids limit not reported: %s", detail);
+    cr_assert_str_eq(check_of(doc, "default_limits", &detail), "pass");
+    cr_assert(strstr(detail, "pids=300") != NULL, "the report does not state the defaults: %s",
+              detail);
     cr_assert_str_eq(check_of(doc, "userns_owner", NULL), "pass");
     cr_assert_str_eq(check_of(doc, "guest_rlimits", NULL), "pass");
     cr_assert_str_eq(json_string_value(json_object_get(doc, "tier")), "kernel");
