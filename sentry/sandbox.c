@@ -117,6 +117,7 @@ struct child_args {
      * unprivileged id and its ucounts are charged there, not to host root. */
     bool as_owner;
     uint32_t owner_uid, owner_gid;
+    char comm[16]; /* the front end's name, which the helper gives up */
     struct bh_userns_rlimit rlimits[BH_USERNS_N_RLIMITS];
 };
 
@@ -161,6 +162,10 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
      * sync socket (so its death reads as EOF here and this child exits),
      * its lock on an OCI state directory, the id-slot lock of another
      * sandbox, fds it did not mean to pass on. */
+    /* Named as its creator, not as the helper that cloned it: whoever
+     * watches the process tree sees the front end's child as before. */
+    if (a->comm[0] != '\0')
+        syscall(SYS_prctl, PR_SET_NAME, a->comm, 0, 0, 0);
     int keep[9 + BH_NS_COUNT] = {
         0,          1,          2,        a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
         a->sync_fd, a->slot_fd, a->exe_fd};
@@ -681,7 +686,14 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return bh_error_errno(err, errno, "socketpair");
+    /* The helper is born with a name of its own (this thread's, changed
+     * around the fork): a process-tree watcher (a test, a supervisor) must
+     * never mistake the short-lived helper for the sentry. */
+    prctl(PR_GET_NAME, a->comm, 0, 0, 0);
+    prctl(PR_SET_NAME, "bulkhead-userns", 0, 0, 0);
     pid_t mid = fork();
+    if (mid != 0)
+        prctl(PR_SET_NAME, a->comm, 0, 0, 0);
     if (mid < 0) {
         close(sv[0]);
         close(sv[1]);
@@ -903,6 +915,15 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         }
     }
     bh_userns_rlimits(spec, a.rlimits);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS && geteuid() != 0; i++) {
+        /* Not root: no hard limit can rise, so the ceilings are at most ours. */
+        struct rlimit cur;
+        if (getrlimit(a.rlimits[i].resource, &cur) == 0 && cur.rlim_max < a.rlimits[i].hard) {
+            a.rlimits[i].hard = cur.rlim_max;
+            if (a.rlimits[i].soft > cur.rlim_max)
+                a.rlimits[i].soft = cur.rlim_max;
+        }
+    }
     if (own_userns && geteuid() == 0) {
         a.as_owner = true;
         a.owner_uid = bh_idmaps_owner(uid_maps, n_uid);
