@@ -65,7 +65,7 @@ static const struct check_rule rules[] = {
     {"guests", BH_TIER_CONTAINER, false},
     {"cgroup_limits", BH_TIER_CONTAINER, false},
     {"userns_owner", BH_TIER_KERNEL, false},
-    {"guest_rlimits", BH_TIER_KERNEL, false},
+    {"guest_rlimits", BH_TIER_NONE, false},
     {"probe_complete", BH_TIER_CONTAINER, false},
 };
 
@@ -709,9 +709,11 @@ static void check_userns_owner(struct bh_tier_report *r, pid_t sentry)
                                         "root, which a guest could exhaust");
 }
 
-/* Per-user counters the kernel checks against rlimits: each must be
- * finite in every guest ("unlimited" lets one guest queue or pin without
- * bound, charged to the sandbox's owner). */
+/* Per-user counters the kernel checks against rlimits, shown for each
+ * guest; "unlimited" fails. Information, not a requirement of the tier: an
+ * OCI config may ask for it (docker --ulimit), and with the user namespace
+ * owned by the slot's uid (userns_owner) and kernel memory charged to the
+ * sandbox's cgroup, what it then takes is the sandbox's own loss. */
 static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
 {
     static const char *const names[] = {"Max open files", "Max pending signals",
@@ -719,7 +721,7 @@ static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
     char path[64], buf[4096], detail[512] = "";
     snprintf(path, sizeof(path), "/proc/%d/limits", (int)guest);
     if (read_file(path, buf, sizeof(buf)) <= 0) {
-        bh_tier_report_add(r, "guest_rlimits", BH_CHECK_FAIL, BH_TIER_KERNEL,
+        bh_tier_report_add(r, "guest_rlimits", BH_CHECK_FAIL, BH_TIER_NONE,
                            "guest %d: cannot read its limits", (int)guest);
         return;
     }
@@ -734,7 +736,7 @@ static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
         used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s %s/%s", i ? ", " : "",
                                  names[i] + 4, soft, hard);
     }
-    bh_tier_report_add(r, "guest_rlimits", ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_KERNEL,
+    bh_tier_report_add(r, "guest_rlimits", ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_NONE,
                        "guest %d: %s%s", (int)guest, detail,
                        ok ? "" : " (every one must be finite)");
 }

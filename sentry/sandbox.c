@@ -158,14 +158,14 @@ static void close_all_but(int *keep, size_t n)
 
 static __attribute__((noreturn)) void child_main(struct child_args *a)
 {
-    /* Hold nothing of the creator's while waiting for it: its end of the
-     * sync socket (so its death reads as EOF here and this child exits),
-     * its lock on an OCI state directory, the id-slot lock of another
-     * sandbox, fds it did not mean to pass on. */
     /* Named as its creator, not as the helper that cloned it: whoever
      * watches the process tree sees the front end's child as before. */
     if (a->comm[0] != '\0')
         syscall(SYS_prctl, PR_SET_NAME, a->comm, 0, 0, 0);
+    /* Hold nothing of the creator's while waiting for it: its end of the
+     * sync socket (so its death reads as EOF here and this child exits),
+     * its lock on an OCI state directory, the id-slot lock of another
+     * sandbox, fds it did not mean to pass on. */
     int keep[9 + BH_NS_COUNT] = {
         0,          1,          2,        a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
         a->sync_fd, a->slot_fd, a->exe_fd};
