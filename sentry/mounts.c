@@ -94,6 +94,9 @@
 #define MOUNTS_DEFAULT_TMPFS_BYTES (64LL << 20)
 #define MOUNTS_DEFAULT_WORKDIR "/work"
 #define MOUNTS_MAX_SYMLINKS 40
+/* ptys one sandbox may hold at once (devpts max=): the non-host instances
+ * share kernel.pty.max - kernel.pty.reserve (3072 by default). */
+#define BH_PTY_MAX "64"
 /* Where the staging root is attached before pivot_root; only this mount
  * namespace ever sees it. */
 #define MOUNTS_STAGING "/tmp"
@@ -401,10 +404,6 @@ static int bind_fd(struct setup *s, int src_fd, const char *what, const char *de
     }
     return attach_tree(s, tree, what, dest, S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
 }
-
-/* ptys one sandbox may hold at once (devpts max=): the non-host instances
- * share kernel.pty.max - kernel.pty.reserve (3072 by default). */
-#define BH_PTY_MAX "64"
 
 static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
                     unsigned long flags, const char *data, struct bh_error *err)
