@@ -39,7 +39,9 @@ int cli_parse_globals(int argc, char **argv, struct cli_globals *g, struct bh_er
             continue;
         }
         if (FLAG_IS("--root") || FLAG_IS("--log") || FLAG_IS("--log-format") || FLAG_IS("--criu") ||
-            FLAG_IS("--rootless") || FLAG_IS("--default-tier")) {
+            FLAG_IS("--rootless") || FLAG_IS("--default-tier") || FLAG_IS("--default-memory") ||
+            FLAG_IS("--default-pids") || FLAG_IS("--default-nofile") ||
+            FLAG_IS("--default-file-size")) {
             if (value == NULL) {
                 if (i + 1 >= argc)
                     return bh_error_set(err, EINVAL, "flag `%s` needs a value", a);
@@ -66,6 +68,13 @@ int cli_parse_globals(int argc, char **argv, struct cli_globals *g, struct bh_er
                                         "--default-tier `%s` is not known: use kernel or container",
                                         value);
                 setenv("BULKHEAD_DEFAULT_TIER", value, 1);
+            } else if (strncmp(a, "--default-", 10) == 0) {
+                /* Floors for containers whose config sets none; checked
+                 * where they are applied (oci/config.c). */
+                char env[64] = "BULKHEAD_DEFAULT_";
+                for (size_t k = 10, e = strlen(env); k < name_len && e < sizeof(env) - 1; k++)
+                    env[e++] = a[k] == '-' ? '_' : (char)(a[k] - 'a' + 'A');
+                setenv(env, value, 1);
             }
             /* --criu and --rootless are runc flags bulkhead accepts and ignores:
              * there is no checkpointing, and the sandbox is always in a user namespace. */

@@ -1020,6 +1020,136 @@ void oci_config_free(struct oci_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
 }
 
+/* ---- default limits ----------------------------------------------------------
+ * A container whose config.json sets no memory, pids, open-files or file-size
+ * limit gets these (issue 10, finding 8: with none, one container could take
+ * the host's memory, every pid, and its disk). The runtime's global flags
+ * --default-memory, --default-pids, --default-nofile and --default-file-size
+ * (usable in daemon.json runtimeArgs; cli.c hands them over in the
+ * environment, as --default-tier) replace the values, never remove the
+ * floor. Each one applied is listed in annotation dev.bulkhead.default-limits,
+ * which `bulkhead state` shows. */
+#define OCI_DEFAULT_MEMORY (2LL << 30)
+#define OCI_DEFAULT_PIDS 1024
+#define OCI_DEFAULT_NOFILE 4096 /* hard; soft stays 1024, as select() needs */
+#define OCI_DEFAULT_FSIZE (2LL << 30)
+
+static int default_value(const char *env, const char *flag, bool size, long long min, long long def,
+                         long long *out, struct bh_error *err)
+{
+    const char *v = getenv(env);
+    *out = def;
+    if (v == NULL || *v == '\0')
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    long long mult = 1;
+    if (size && end != NULL && *end != '\0' && end[1] == '\0') {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            mult = 1LL << 10;
+            end++;
+            break;
+        case 'm':
+        case 'M':
+            mult = 1LL << 20;
+            end++;
+            break;
+        case 'g':
+        case 'G':
+            mult = 1LL << 30;
+            end++;
+            break;
+        case 't':
+        case 'T':
+            mult = 1LL << 40;
+            end++;
+            break;
+        }
+    }
+    if (end == v || *end != '\0' || errno != 0 || n < 1 || n > LLONG_MAX / mult || n * mult < min)
+        return bh_error_set(err, EINVAL,
+                            "%s `%s` (%s) is not a valid default: give a %s of at least %lld; "
+                            "there is no way to turn the floor off, a container that needs more "
+                            "sets its own limit",
+                            flag, v, env, size ? "size (bytes, or with k, m, g, t)" : "number",
+                            min);
+    *out = n * mult;
+    return 0;
+}
+
+static int apply_default_limits(struct oci_config *cfg, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    long long mem, pids, nofile, fsize;
+    if (default_value("BULKHEAD_DEFAULT_MEMORY", "--default-memory", true, 32LL << 20,
+                      OCI_DEFAULT_MEMORY, &mem, err) < 0 ||
+        default_value("BULKHEAD_DEFAULT_PIDS", "--default-pids", false, 16, OCI_DEFAULT_PIDS, &pids,
+                      err) < 0 ||
+        default_value("BULKHEAD_DEFAULT_NOFILE", "--default-nofile", false, 64, OCI_DEFAULT_NOFILE,
+                      &nofile, err) < 0 ||
+        default_value("BULKHEAD_DEFAULT_FILE_SIZE", "--default-file-size", true, 1LL << 20,
+                      OCI_DEFAULT_FSIZE, &fsize, err) < 0)
+        return -1;
+    char applied[256] = "";
+    size_t used = 0;
+    if (spec->limits.memory_bytes <= 0) {
+        spec->limits.memory_bytes = mem;
+        /* No swap either: with memory capped and swap not, a bomb swaps. */
+        if (spec->limits.memory_swap_bytes <= 0)
+            spec->limits.memory_swap_bytes = mem;
+        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "memory=%lld", mem);
+    }
+    if (spec->limits.pids <= 0) {
+        spec->limits.pids = pids;
+        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "%spids=%lld",
+                                 used ? "," : "", pids);
+    }
+    struct bh_process *p = &spec->process;
+    bool have_nofile = false, have_fsize = false;
+    for (size_t i = 0; i < p->n_rlimits; i++) {
+        have_nofile = have_nofile || p->rlimits[i].resource == RLIMIT_NOFILE;
+        have_fsize = have_fsize || p->rlimits[i].resource == RLIMIT_FSIZE;
+    }
+    if (!have_nofile || !have_fsize) {
+        struct bh_rlimit *rl = realloc(p->rlimits, (p->n_rlimits + 2) * sizeof(*rl));
+        if (rl == NULL)
+            return bh_error_errno(err, ENOMEM, "default rlimits");
+        p->rlimits = rl;
+    }
+    if (!have_nofile) {
+        uint64_t soft = nofile < 1024 ? (uint64_t)nofile : 1024;
+        p->rlimits[p->n_rlimits++] = (struct bh_rlimit){RLIMIT_NOFILE, soft, (uint64_t)nofile};
+        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "%snofile=%llu:%lld",
+                                 used ? "," : "", (unsigned long long)soft, nofile);
+    }
+    if (!have_fsize) {
+        p->rlimits[p->n_rlimits++] =
+            (struct bh_rlimit){RLIMIT_FSIZE, (uint64_t)fsize, (uint64_t)fsize};
+        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "%sfile-size=%lld",
+                                 used ? "," : "", fsize);
+    }
+    if (used > 0)
+        json_object_set_new(cfg->annotations, OCI_ANNOTATION_DEFAULT_LIMITS, json_string(applied));
+    return 0;
+}
+
+void oci_limits_as_created(json_t *annotations, struct bh_limits *l)
+{
+    /* The defaults of the create that made the container, which may have had
+     * other --default-* flags than the command reading the config now. */
+    const char *a = json_string_value(json_object_get(annotations, OCI_ANNOTATION_DEFAULT_LIMITS));
+    for (const char *p = a; p != NULL && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        long long v = 0;
+        if (sscanf(p, "memory=%lld", &v) == 1 && v > 0)
+            l->memory_bytes = l->memory_swap_bytes = v;
+        else if (sscanf(p, "pids=%lld", &v) == 1 && v > 0)
+            l->pids = v;
+    }
+}
+
 static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
 {
     json_t *doc = cfg->doc;
@@ -1185,7 +1315,7 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
             return bh_error_prefix(err, "config.json: `linux.seccomp` as a bulkhead policy");
         bh_policy_free(pol);
     }
-    return 0;
+    return apply_default_limits(cfg, err);
 }
 
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,

@@ -26,6 +26,10 @@
 #define DO_EXIT_TIMEOUT 124
 #define DO_GUEST_UID 1000
 #define DO_MAX_ENV 256
+/* Floors a sandbox gets when its caller names none (issue 10, finding 8):
+ * enough for CPython, node and a compiler, far from what starves the host. */
+#define DO_DEFAULT_MEMORY (1024LL * 1024 * 1024)
+#define DO_DEFAULT_PIDS 512
 
 struct do_args {
     bool help;
@@ -62,11 +66,13 @@ static void do_usage(FILE *out)
             "                           cannot be provided\n"
             "  --rootfs DIR             use DIR (read-only) as the root instead of the host's\n"
             "                           system directories; /tmp is a private tmpfs\n"
-            "  --memory SIZE            memory limit (bytes, or with k, m, g suffix; >= 4m)\n"
+            "  --memory SIZE            memory limit (bytes, or with k, m, g suffix; >= 4m;\n"
+            "                           default 1g, no swap)\n"
             "  --tmp-size SIZE          size of each private tmpfs, /tmp and the working\n"
             "                           directory (default 64m; tmpfs pages count against\n"
             "                           --memory)\n"
-            "  --pids N                 most processes and threads at once (>= 1)\n"
+            "  --pids N                 most processes and threads at once (>= 1; default\n"
+            "                           512)\n"
             "  --cpus N                 CPU share, e.g. 0.5 or 2 (at most the host's CPUs)\n"
             "  --timeout SECONDS        kill the sandbox after SECONDS and exit 124\n"
             "  --workdir DIR            working directory inside (default /work; a private\n"
@@ -142,6 +148,8 @@ int do_parse_args(int argc, char **argv, struct do_args *a, struct bh_error *err
 {
     memset(a, 0, sizeof(*a));
     a->tier = BH_TIER_KERNEL;
+    a->memory = DO_DEFAULT_MEMORY;
+    a->pids = DO_DEFAULT_PIDS;
     int i = 1;
     for (; i < argc; i++) {
         const char *arg = argv[i];

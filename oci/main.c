@@ -32,8 +32,14 @@ static const struct cli_command commands[] = {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: bulkhead [--root DIR] [--log FILE] [--log-format text|json] [--debug]\n"
-                 "                [--systemd-cgroup] [--default-tier kernel|container] COMMAND "
-                 "[ARGS...]\n\ncommands:\n");
+                 "                [--systemd-cgroup] [--default-tier kernel|container]\n"
+                 "                [--default-memory SIZE] [--default-pids N] [--default-nofile N]\n"
+                 "                [--default-file-size SIZE] COMMAND [ARGS...]\n"
+                 "\n"
+                 "--default-*: limits for containers whose config.json sets none (defaults:\n"
+                 "memory 2g without swap, pids 1024, nofile 1024/4096, file size 2g); usable\n"
+                 "in daemon.json runtimeArgs, and listed in the state's annotation\n"
+                 "dev.bulkhead.default-limits\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n`bulkhead COMMAND --help` describes one command.\n");

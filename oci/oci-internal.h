@@ -15,6 +15,8 @@
 
 #define OCI_VERSION "1.2.0"
 #define OCI_ANNOTATION_TIER "dev.bulkhead.tier"
+/* Set by bulkhead: the default limits applied where config.json set none. */
+#define OCI_ANNOTATION_DEFAULT_LIMITS "dev.bulkhead.default-limits"
 #define OCI_ANNOTATION_REPORT_SOCKET "dev.bulkhead.report-socket"
 
 /* ---- config.json (oci/config.c) ----------------------------------------- */
@@ -51,6 +53,9 @@ int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error 
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
                      struct bh_error *err);
 void oci_config_free(struct oci_config *cfg);
+/* Puts back into l the default limits a container was created with (from
+ * its state's OCI_ANNOTATION_DEFAULT_LIMITS). */
+void oci_limits_as_created(json_t *annotations, struct bh_limits *l);
 
 /* An OCI Process object (exec --process) into p (strings malloc'd). */
 int oci_process_parse(json_t *obj, const char *where, struct bh_process *p, bool *nnp,

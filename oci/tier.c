@@ -108,6 +108,8 @@ static int check_container(const char *root, const char *id, enum bh_tier *want,
     struct oci_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     bool have_cfg = st.bundle && oci_config_load(st.bundle, &cfg, NULL) == 0;
+    if (have_cfg)
+        oci_limits_as_created(st.annotations, &cfg.spec.limits);
     struct bh_live_target target = {
         .sentry_pid = st.pid,
         .tier = st.tier,
@@ -119,6 +121,13 @@ static int check_container(const char *root, const char *id, enum bh_tier *want,
     };
     struct bh_tier_report *r = bh_tier_report_new(id, st.tier);
     int rc = bh_probe_check_live(&target, &r, err);
+    const char *defaults =
+        json_string_value(json_object_get(st.annotations, OCI_ANNOTATION_DEFAULT_LIMITS));
+    if (rc == 0) /* information only: cgroup_limits and guest_rlimits check the values */
+        bh_tier_report_add(r, "default_limits", BH_CHECK_PASS, BH_TIER_NONE, "%s%s",
+                           defaults ? "runtime defaults applied where config.json set none: "
+                                    : "config.json sets every limit bulkhead defaults",
+                           defaults ? defaults : "");
     if (have_cfg)
         oci_config_free(&cfg);
     oci_state_free(&st);

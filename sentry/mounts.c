@@ -100,6 +100,9 @@
 #define MOUNTS_DEFAULT_TMPFS_BYTES (64LL << 20)
 #define MOUNTS_DEFAULT_WORKDIR "/work"
 #define MOUNTS_MAX_SYMLINKS 40
+/* ptys one sandbox may hold at once (devpts max=): the non-host instances
+ * share kernel.pty.max - kernel.pty.reserve (3072 by default). */
+#define BH_PTY_MAX "64"
 /* Where the staging root is attached before pivot_root; only this mount
  * namespace ever sees it. */
 #define MOUNTS_STAGING "/tmp"
@@ -928,7 +931,7 @@ static int populate_dev(struct setup *s, struct bh_error *err)
     }
     if (!spec_mounts_at(s->spec, "/dev/pts") &&
         mount_fs(s, "devpts", "devpts", "/dev/pts", MS_NOSUID | MS_NOEXEC,
-                 "newinstance,ptmxmode=0666,mode=0620", err) < 0)
+                 "newinstance,ptmxmode=0666,mode=0620,max=" BH_PTY_MAX, err) < 0)
         return -1;
     if (dev_symlink(s, "pts/ptmx", "ptmx", err) < 0)
         return -1;
@@ -1093,8 +1096,18 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
     unsigned long flags = m->flags & ~(MS_BIND | MS_REC | MS_REMOUNT | prop_mask);
     if (strcmp(type, "tmpfs") == 0 || strcmp(type, "proc") == 0 || strcmp(type, "devpts") == 0 ||
         strcmp(type, "mqueue") == 0) {
-        if (mount_fs(s, type, m->source ? m->source : type, m->destination, flags, m->data, err) <
-            0)
+        /* Every devpts instance but the host's draws from one pool
+         * (kernel.pty.max - pty.reserve): without max= one sandbox takes it all. */
+        char pts_data[1024];
+        const char *data = m->data;
+        if (strcmp(type, "devpts") == 0 && (data == NULL || strstr(data, "max=") == NULL)) {
+            if (snprintf(pts_data, sizeof(pts_data), "%s%smax=" BH_PTY_MAX, data ? data : "",
+                         data && *data ? "," : "") >= (int)sizeof(pts_data))
+                return bh_error_set(err, E2BIG, "devpts options on `%s` are too long",
+                                    m->destination);
+            data = pts_data;
+        }
+        if (mount_fs(s, type, m->source ? m->source : type, m->destination, flags, data, err) < 0)
             return -1;
     } else if (strcmp(type, "sysfs") == 0) {
         if (mount_sysfs(s, m->destination, flags, err) < 0)

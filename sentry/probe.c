@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/nsfs.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -62,6 +64,8 @@ static const struct check_rule rules[] = {
     {"sentry_pid1", BH_TIER_KERNEL, false},
     {"guests", BH_TIER_CONTAINER, false},
     {"cgroup_limits", BH_TIER_CONTAINER, false},
+    {"userns_owner", BH_TIER_KERNEL, false},
+    {"guest_rlimits", BH_TIER_NONE, false},
     {"probe_complete", BH_TIER_CONTAINER, false},
 };
 
@@ -693,6 +697,18 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
         used += (size_t)snprintf(detail + used, sizeof(detail) - used, ", no pids limit file");
         pids = -2;
     }
+    /* No limit is no floor: "max" (v2), the v1 "unlimited" (a huge page
+     * multiple) and a missing file all fail, whatever the caller asked. */
+    if (mem < 0 || mem >= (INT64_C(1) << 62)) {
+        ok = false;
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used,
+                                 "; no memory limit: one sandbox could take the host's memory");
+    }
+    if (pids < 0) {
+        ok = false;
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used,
+                                 "; no pids limit: one sandbox could take every pid");
+    }
     if (want != NULL && want->memory_bytes > 0) {
         /* The kernel keeps whole pages. */
         int64_t page = sysconf(_SC_PAGESIZE);
@@ -710,6 +726,66 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
     }
     bh_tier_report_add(r, "cgroup_limits", ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
                        "guest %d: %s", (int)guest, detail);
+}
+
+/* The host uid that owns the sandbox's user namespace is the one the kernel
+ * charges every per-user counter (ucounts) of the sandbox to: host root
+ * would mean one guest can exhaust root's inotify instances or queued
+ * signals (sentry/README.md, "Shared kernel state"). */
+static void check_userns_owner(struct bh_tier_report *r, pid_t sentry)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sentry);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uid_t owner = 0;
+    int e = 0;
+    if (fd < 0 || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0)
+        e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (e != 0)
+        bh_tier_report_add(r, "userns_owner", BH_CHECK_FAIL, BH_TIER_KERNEL,
+                           "sentry %d: cannot read its user namespace's owner: %s", (int)sentry,
+                           strerror(e));
+    else
+        bh_tier_report_add(r, "userns_owner", owner != 0 ? BH_CHECK_PASS : BH_CHECK_FAIL,
+                           BH_TIER_KERNEL, "sentry %d: user namespace owned by host uid %u%s",
+                           (int)sentry, (unsigned)owner,
+                           owner != 0 ? " (per-user kernel counters are charged to it)"
+                                      : ": its per-user kernel counters are charged to host "
+                                        "root, which a guest could exhaust");
+}
+
+/* Per-user counters the kernel checks against rlimits, shown for each
+ * guest; "unlimited" fails. Information, not a requirement of the tier: an
+ * OCI config may ask for it (docker --ulimit), and with the user namespace
+ * owned by the slot's uid (userns_owner) and kernel memory charged to the
+ * sandbox's cgroup, what it then takes is the sandbox's own loss. */
+static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
+{
+    static const char *const names[] = {"Max open files", "Max pending signals",
+                                        "Max msgqueue size", "Max locked memory"};
+    char path[64], buf[4096], detail[512] = "";
+    snprintf(path, sizeof(path), "/proc/%d/limits", (int)guest);
+    if (read_file(path, buf, sizeof(buf)) <= 0) {
+        bh_tier_report_add(r, "guest_rlimits", BH_CHECK_FAIL, BH_TIER_NONE,
+                           "guest %d: cannot read its limits", (int)guest);
+        return;
+    }
+    bool ok = true;
+    size_t used = 0;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(names); i++) {
+        const char *line = strstr(buf, names[i]);
+        char soft[32] = "?", hard[32] = "?";
+        if (line == NULL || sscanf(line + strlen(names[i]), "%31s %31s", soft, hard) != 2 ||
+            strcmp(hard, "unlimited") == 0)
+            ok = false;
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s %s/%s", i ? ", " : "",
+                                 names[i] + 4, soft, hard);
+    }
+    bh_tier_report_add(r, "guest_rlimits", ok ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_NONE,
+                       "guest %d: %s%s", (int)guest, detail,
+                       ok ? "" : " (every one must be finite)");
 }
 
 /* What the sandbox's network namespace holds, read from the host through
@@ -763,6 +839,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
 
     check_sentry(rep, target->sentry_pid);
     check_net(rep, target->sentry_pid);
+    check_userns_owner(rep, target->sentry_pid);
     pid_t guests[64];
     size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));
     if (n == 0) {
@@ -777,6 +854,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
         check_guest_status(rep, guests[i], target->caps);
         check_guest_ns(rep, guests[i], target->sentry_pid);
         check_guest_cgroup(rep, guests[i], target->limits);
+        check_guest_rlimits(rep, guests[i]);
     }
     bh_tier_report_compute(rep);
     return 0;

@@ -51,6 +51,7 @@ struct bh_pod_userns {
     struct bh_idmap *uid, *gid; /* the owner's maps, as the host sees them */
     size_t n_uid, n_gid;
     struct bh_id_slot slot; /* the owner sentry's open lock file, or lock_fd -1 */
+    uid_t creator; /* host uid that made the user namespace (its ucounts owner) */
 };
 int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns *out,
                        struct bh_error *err);
@@ -61,6 +62,28 @@ int bh_idmaps_write(pid_t pid, const struct bh_idmap *uid, size_t n_uid, const s
 /* The inside id the sentry drops to: BH_SENTRY_ID when mapped, else the
  * highest mapped inside id. */
 uint32_t bh_idmaps_sentry_id(const struct bh_idmap *maps, size_t n);
+/* The host id that inside id 0 maps to (else the first map's host id): the
+ * sandbox's user namespace is created by a process with this host euid/egid,
+ * so the kernel charges the sandbox's per-user counters (ucounts) to it, not
+ * to host root (see sentry/README.md, "Shared kernel state"). */
+uint32_t bh_idmaps_owner(const struct bh_idmap *maps, size_t n);
+
+/* Per-sandbox caps on what the kernel counts per user through the user
+ * namespace chain. Set on the process that creates the sandbox's user
+ * namespace, they become the namespace's ceiling for its whole tree at the
+ * host level (create_user_ns copies the creator's rlimits), and the sentry
+ * and guests inherit them as their own per-uid limits. A spec asking for
+ * more (OCI process.rlimits) raises the ceiling to what it asks. */
+#define BH_USERNS_SIGPENDING 1024ULL
+#define BH_USERNS_MSGQUEUE 819200ULL /* bytes; the kernel's own default */
+#define BH_USERNS_MEMLOCK (8ULL << 20)
+#define BH_USERNS_N_RLIMITS 3
+struct bh_userns_rlimit {
+    int resource;
+    uint64_t soft, hard;
+};
+void bh_userns_rlimits(const struct bh_sandbox_spec *spec,
+                       struct bh_userns_rlimit out[BH_USERNS_N_RLIMITS]);
 
 /* ---- idmapped trees (idmap.c) -------------------------------------------
  * The sandbox's user namespace from its first process (pidfd, else /proc

@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
@@ -57,6 +58,8 @@
 #endif
 
 #define CREATE_TIMEOUT_MS 60000
+#define BH_FLOOR_MEMORY_BYTES (1LL << 30)
+#define BH_FLOOR_PIDS 512
 #define SENTRY_SYNC_FD 3
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
@@ -115,6 +118,13 @@ struct child_args {
      * root can join host-owned namespaces only from the host's), or -1. */
     int pod_userns_fd;
     bool owned;
+    /* The helper becomes this host uid/gid (and takes these rlimits) before
+     * it clones, so the sandbox's user namespace is owned by the slot's
+     * unprivileged id and its ucounts are charged there, not to host root. */
+    bool as_owner;
+    uint32_t owner_uid, owner_gid;
+    char comm[16]; /* the front end's name, which the helper gives up */
+    struct bh_userns_rlimit rlimits[BH_USERNS_N_RLIMITS];
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -154,6 +164,10 @@ static void close_all_but(int *keep, size_t n)
 
 static __attribute__((noreturn)) void child_main(struct child_args *a)
 {
+    /* Named as its creator, not as the helper that cloned it: whoever
+     * watches the process tree sees the front end's child as before. */
+    if (a->comm[0] != '\0')
+        syscall(SYS_prctl, PR_SET_NAME, a->comm, 0, 0, 0);
     /* Hold nothing of the creator's while waiting for it: its end of the
      * sync socket (so its death reads as EOF here and this child exits),
      * its lock on an OCI state directory, the id-slot lock of another
@@ -666,20 +680,49 @@ static void cleanup_cgroup(struct bh_sandbox *sb)
     sb->cg = NULL;
 }
 
-/* Detached sandboxes, and sandboxes that join host-owned namespaces: an
- * intermediate process (host root, single-threaded) joins those
- * namespaces, so the sandbox's user namespace is made inside them, then
- * clones the sentry. Detached, it exits and the sentry is re-parented to
- * the caller's subreaper, so no process of the runtime stays its parent;
- * otherwise it clones with CLONE_PARENT, so the sentry is the caller's
- * child as with a direct clone. The pidfd comes back over a socketpair. */
+/* The helper's last steps before it clones (raw syscalls: it is the fork of
+ * a possibly multi-threaded caller). The rlimits first, while it is still
+ * host root and may raise a hard limit; then the owner's ids. Returns 0 or
+ * an errno. */
+static int become_owner(const struct child_args *a)
+{
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit rl = {a->rlimits[i].soft, a->rlimits[i].hard};
+        if (syscall(SYS_prlimit64, 0, a->rlimits[i].resource, &rl, NULL) < 0)
+            return errno;
+    }
+    if (!a->as_owner)
+        return 0;
+    gid_t none[1];
+    if (syscall(SYS_setgroups, 0, none) < 0 ||
+        syscall(SYS_setresgid, a->owner_gid, a->owner_gid, a->owner_gid) < 0 ||
+        syscall(SYS_setresuid, a->owner_uid, a->owner_uid, a->owner_uid) < 0)
+        return errno;
+    return 0;
+}
+
+/* Every sandbox with a user namespace of its own, and sandboxes that join
+ * host-owned namespaces: an intermediate process joins those namespaces as
+ * host root (so the sandbox's user namespace is made inside them), becomes
+ * the slot's unprivileged host id (become_owner), then clones the sentry.
+ * Detached, it exits and the sentry is re-parented to the caller's
+ * subreaper, so no process of the runtime stays its parent; otherwise it
+ * clones with CLONE_PARENT, so the sentry is the caller's child as with a
+ * direct clone. The pidfd comes back over a socketpair. */
 static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool detached, int *pidfd,
                               struct bh_error *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return bh_error_errno(err, errno, "socketpair");
+    /* The helper is born with a name of its own (this thread's, changed
+     * around the fork): a process-tree watcher (a test, a supervisor) must
+     * never mistake the short-lived helper for the sentry. */
+    prctl(PR_GET_NAME, a->comm, 0, 0, 0);
+    prctl(PR_SET_NAME, "bulkhead-userns", 0, 0, 0);
     pid_t mid = fork();
+    if (mid != 0)
+        prctl(PR_SET_NAME, a->comm, 0, 0, 0);
     if (mid < 0) {
         close(sv[0]);
         close(sv[1]);
@@ -695,6 +738,8 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                 reply[1] = i;
             }
         }
+        if (reply[0] == 0 && (reply[0] = become_owner(a)) != 0)
+            reply[1] = -2;
         if (reply[0] == 0 && a->pod_userns_fd >= 0 &&
             syscall(SYS_setns, a->pod_userns_fd, CLONE_NEWUSER) < 0) {
             reply[0] = errno;
@@ -734,6 +779,11 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                               a->spec->ns_paths[u.reply[1]]);
     if (r == sizeof(u.reply) && u.reply[1] == BH_NS_COUNT)
         return bh_error_errno(err, u.reply[0], "join the pod's user namespace");
+    if (r == sizeof(u.reply) && u.reply[1] == -2)
+        return bh_error_errno(err, u.reply[0],
+                              "become host id %u (the owner of the sandbox's user namespace, "
+                              "charged with its per-user kernel counters) with its rlimits",
+                              a->owner_uid);
     return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
                           "clone the sandbox's namespaces");
 }
@@ -918,7 +968,14 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         snprintf(cg_default, sizeof(cg_default), "bulkhead/%s", spec->id);
         cg_path = cg_default;
     }
-    if (bh_cgroup_create(cg_path, &spec->limits, &sb->cg, err) < 0) {
+    /* The core's own floor, whatever the front end: a caller that names no
+     * memory or pids limit still cannot take the host's (invariant 5). */
+    struct bh_limits limits = spec->limits;
+    if (limits.memory_bytes == 0)
+        limits.memory_bytes = BH_FLOOR_MEMORY_BYTES;
+    if (limits.pids == 0)
+        limits.pids = BH_FLOOR_PIDS;
+    if (bh_cgroup_create(cg_path, &limits, &sb->cg, err) < 0) {
         bh_error_prefix(err, "cgroup `%s`", cg_path);
         goto fail;
     }
@@ -995,7 +1052,24 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
             flags |= (unsigned long)ns_clone_flag[i];
         }
     }
-    if (detached || any_pre)
+    bh_userns_rlimits(spec, a.rlimits);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS && geteuid() != 0; i++) {
+        /* Not root: no hard limit can rise, so the ceilings are at most ours. */
+        struct rlimit cur;
+        if (getrlimit(a.rlimits[i].resource, &cur) == 0 && cur.rlim_max < a.rlimits[i].hard) {
+            a.rlimits[i].hard = cur.rlim_max;
+            if (a.rlimits[i].soft > cur.rlim_max)
+                a.rlimits[i].soft = cur.rlim_max;
+        }
+    }
+    /* A pod's sandboxes live in the pause sandbox's user namespace: only a
+     * namespace of the sandbox's own gets an owner. */
+    if (own_userns && !in_pod && geteuid() == 0) {
+        a.as_owner = true;
+        a.owner_uid = bh_idmaps_owner(uid_maps, n_uid);
+        a.owner_gid = bh_idmaps_owner(gid_maps, n_gid);
+    }
+    if (detached || any_pre || a.as_owner)
         sb->pid = clone_via_helper(flags, &a, detached, &sb->pidfd, err);
     else {
         sb->pid = clone_sentry(flags, &a, &sb->pidfd);

@@ -240,6 +240,53 @@ static int read_spec(struct bh_error *err)
     return 0;
 }
 
+/* Caps on what the kernel counts per user inside the sandbox's own user
+ * namespace, and on its own ipc namespace's pools (sentry/README.md, "Shared
+ * kernel state"). The namespaces start at INT_MAX or the kernel's large
+ * defaults; the host-level caps charge the slot's uid, these bound each
+ * guest uid below them whatever the host's sysctls say. Written as root of
+ * the user namespace, before the sentry drops CAP_SYS_RESOURCE; the spec's
+ * own sysctls come after and win. */
+static int write_default_caps(struct bh_error *err)
+{
+    long long shm = S.spec.limits.memory_bytes > 0 ? S.spec.limits.memory_bytes : 512LL << 20;
+    char shmmax[32], shmall[32];
+    snprintf(shmmax, sizeof(shmmax), "%lld", shm);
+    snprintf(shmall, sizeof(shmall), "%lld", shm / 4096);
+    static const char *const user_caps[][2] = {
+        {"user/max_inotify_instances", "128"}, {"user/max_inotify_watches", "8192"},
+        {"user/max_fanotify_groups", "16"},    {"user/max_fanotify_marks", "8192"},
+        {"user/max_user_namespaces", "64"},    {"user/max_mnt_namespaces", "64"},
+        {"user/max_pid_namespaces", "64"},     {"user/max_net_namespaces", "64"},
+        {"user/max_ipc_namespaces", "64"},     {"user/max_uts_namespaces", "64"},
+        {"user/max_cgroup_namespaces", "64"},  {"user/max_time_namespaces", "64"},
+    };
+    const char *const ipc_caps[][2] = {
+        {"kernel/msgmni", "64"},           {"kernel/msgmnb", "65536"},
+        {"kernel/shmmni", "64"},           {"kernel/shmmax", shmmax},
+        {"kernel/shmall", shmall},         {"kernel/sem", "250 8192 32 64"},
+        {"fs/mqueue/queues_max", "16"},    {"fs/mqueue/msg_max", "10"},
+        {"fs/mqueue/msgsize_max", "8192"},
+    };
+    bool own_ipc = S.spec.ns_paths[BH_NS_IPC] == NULL;
+    size_t n_user = BH_ARRAY_SIZE(user_caps), n = n_user + (own_ipc ? BH_ARRAY_SIZE(ipc_caps) : 0);
+    for (size_t i = 0; i < n; i++) {
+        const char *key = i < n_user ? user_caps[i][0] : ipc_caps[i - n_user][0];
+        const char *v = i < n_user ? user_caps[i][1] : ipc_caps[i - n_user][1];
+        char path[128];
+        snprintf(path, sizeof(path), "/proc/sys/%s", key);
+        cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT && strncmp(key, "user/max_fanotify", 17) == 0)
+            continue; /* a kernel without fanotify has no such counter to cap */
+        if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
+            return bh_error_errno(err, errno,
+                                  "cap the sandbox's share of a shared kernel pool: write %s to "
+                                  "%s",
+                                  v, path);
+    }
+    return 0;
+}
+
 static int write_sysctls(struct bh_error *err)
 {
     for (size_t i = 0; i < S.spec.n_sysctls; i++) {
@@ -705,7 +752,7 @@ int main(int argc, char **argv)
         die(&err);
     }
     int console_fd = S.console_fd;
-    if (write_sysctls(&err) < 0)
+    if (write_default_caps(&err) < 0 || write_sysctls(&err) < 0)
         die(&err);
     if (bh_mounts_setup_with_dev(&S.spec, S.dev_tree, &err) < 0) {
         bh_error_prefix(&err, "filesystem");

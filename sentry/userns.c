@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -298,12 +299,17 @@ int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns 
             if (ioctl(user, NS_GET_OWNER_UID, &creator) < 0)
                 return bh_error_errno(err, errno, "the creator of the user namespace of `%s`",
                                       path);
-            if (creator != 0)
+            /* A sandbox's user namespace is made by its slot's base id (the
+             * owner its ucounts are charged to); host root made older ones. */
+            bool slot_owner = creator >= BH_IDS_BASE &&
+                              (creator - BH_IDS_BASE) % BH_IDS_SLOT_SIZE == 0;
+            if (creator != 0 && !slot_owner)
                 return bh_error_set(err, EPERM,
                                     "namespace `%s` belongs to a user namespace that host uid "
                                     "%u made, not a runtime: refused, joining it would run the "
                                     "sandbox as that user's ids",
                                     path, (unsigned)creator);
+            out->creator = creator;
             owner = st;
             owner_path = path;
             out->userns_fd = steal_fd(&user);
@@ -350,6 +356,13 @@ int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns 
         bh_error_prefix(err, "the pod's user namespace (of `%s`)", owner_path);
         goto out;
     }
+    if (out->creator != 0 && bh_idmaps_owner(out->uid, out->n_uid) != out->creator) {
+        bh_error_set(err, EPERM,
+                     "the user namespace of `%s` was made by host uid %u, which is not its own "
+                     "root: refused, it is no sandbox's namespace",
+                     owner_path, (unsigned)out->creator);
+        goto out;
+    }
     /* A slot's range: hold the owner's lock, so the range outlives neither
      * the owner's sentry nor ours. */
     const struct bh_idmap *u = &out->uid[0];
@@ -375,4 +388,33 @@ out:
     if (rc < 0)
         bh_pod_userns_free(out);
     return rc;
+}
+
+uint32_t bh_idmaps_owner(const struct bh_idmap *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].inside == 0)
+            return m[i].outside;
+    return n > 0 ? m[0].outside : 0;
+}
+
+void bh_userns_rlimits(const struct bh_sandbox_spec *spec,
+                       struct bh_userns_rlimit out[BH_USERNS_N_RLIMITS])
+{
+    static const struct bh_userns_rlimit defaults[BH_USERNS_N_RLIMITS] = {
+        {RLIMIT_SIGPENDING, BH_USERNS_SIGPENDING, BH_USERNS_SIGPENDING},
+        {RLIMIT_MSGQUEUE, BH_USERNS_MSGQUEUE, BH_USERNS_MSGQUEUE},
+        {RLIMIT_MEMLOCK, BH_USERNS_MEMLOCK, BH_USERNS_MEMLOCK},
+    };
+    memcpy(out, defaults, sizeof(defaults));
+    /* The caller's explicit rlimits are set by the sentry inside the user
+     * namespace, which cannot raise a hard limit: lift the ceiling to them. */
+    for (size_t i = 0; i < spec->process.n_rlimits; i++)
+        for (int j = 0; j < BH_USERNS_N_RLIMITS; j++)
+            if (spec->process.rlimits[i].resource == out[j].resource) {
+                if (spec->process.rlimits[i].hard > out[j].hard)
+                    out[j].hard = spec->process.rlimits[i].hard;
+                if (spec->process.rlimits[i].soft > out[j].soft)
+                    out[j].soft = spec->process.rlimits[i].soft;
+            }
 }

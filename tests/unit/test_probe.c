@@ -345,3 +345,85 @@ Test(probe, capabilities_may_hold_only_what_is_configured)
     bh_tier_report_free(none);
     bh_tier_report_free(all);
 }
+
+/* ---- cgroup_limits against a fake cgroup tree (BULKHEAD_CGROUP_ROOT) -------- */
+
+/* Mirrors this process's cgroups under root with the given limit values, in
+ * the layout /proc/self/cgroup shows (v1 controllers, or v2 when only the
+ * unified line exists). */
+static void fake_limits(const char *root, const char *mem, const char *pids)
+{
+    char line[512];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    cr_assert_not_null(f);
+    bool v1 = false;
+    char v2path[512] = "";
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1, *path = c2 + 1;
+        const char *what = NULL, *file = NULL, *value = NULL;
+        if (strcmp(ctrls, "memory") == 0)
+            what = "memory", file = "memory.limit_in_bytes", value = mem;
+        else if (strcmp(ctrls, "pids") == 0)
+            what = "pids", file = "pids.max", value = pids;
+        else if (*ctrls == '\0')
+            snprintf(v2path, sizeof(v2path), "%s", path);
+        if (what == NULL)
+            continue;
+        v1 = true;
+        char cmd[1400];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s/%s%s' && printf '%%s\\n' '%s' > '%s/%s%s/%s'",
+                 root, what, path, value, root, what, path, file);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+    }
+    fclose(f);
+    if (!v1) {
+        char cmd[2000];
+        snprintf(cmd, sizeof(cmd),
+                 "mkdir -p '%s%s' && touch '%s/cgroup.controllers' && printf '%%s\\n' '%s' > "
+                 "'%s%s/memory.max' && printf '%%s\\n' '%s' > '%s%s/pids.max'",
+                 root, v2path, root, strcmp(mem, "9223372036854771712") == 0 ? "max" : mem, root,
+                 v2path, pids, root, v2path);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+    }
+}
+
+static const char *limits_result(const char *mem, const char *pids, const char **detail)
+{
+    char root[] = "/tmp/bh-unit-cg-XXXXXX";
+    cr_assert_not_null(mkdtemp(root));
+    fake_limits(root, mem, pids);
+    setenv("BULKHEAD_CGROUP_ROOT", root, 1);
+    unsetenv("BULKHEAD_TEST_BREAK");
+    pid_t child = spawn_child(false);
+    struct bh_tier_report *r = NULL;
+    struct bh_live_target t = {.sentry_pid = getpid(), .tier = BH_TIER_KERNEL};
+    cr_assert_eq(bh_probe_check_live(&t, &r, NULL), 0);
+    reap(child);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    cr_assert_eq(system(cmd), 0);
+    unsetenv("BULKHEAD_CGROUP_ROOT");
+    const struct bh_check *c = bh_tier_report_find(r, "cgroup_limits");
+    cr_assert_not_null(c);
+    static char saved[1024];
+    snprintf(saved, sizeof(saved), "%s", c->detail);
+    *detail = saved;
+    const char *res = bh_check_result_name(c->result);
+    bh_tier_report_free(r);
+    return res;
+}
+
+Test(probe, cgroup_limits_fails_when_a_limit_is_max)
+{
+    const char *d = NULL;
+    cr_assert_str_eq(limits_result("268435456", "64", &d), "pass", "%s", d);
+    cr_assert_str_eq(limits_result("9223372036854771712", "64", &d), "fail", "%s", d);
+    cr_assert(strstr(d, "no memory limit") != NULL, "%s", d);
+    cr_assert_str_eq(limits_result("268435456", "max", &d), "fail", "%s", d);
+    cr_assert(strstr(d, "no pids limit") != NULL, "%s", d);
+}

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "sandbox-internal.h"
@@ -221,4 +222,40 @@ Test(msg, compiled_programs_are_checked_before_use)
     cr_assert_eq(write(fd, "x", 1), 1);
     cr_assert_eq(bh_bpf_blob_read(fd, &notify, &prog, &err), -1);
     close(fd);
+}
+
+Test(ids, the_user_namespace_owner_is_the_host_id_of_inside_root)
+{
+    struct bh_idmap slot[] = {{0, (1u << 30) + 65537, 65537}};
+    cr_assert_eq(bh_idmaps_owner(slot, 1), (1u << 30) + 65537);
+    struct bh_idmap two[] = {{1000, 200000, 10}, {0, 100000, 1}};
+    cr_assert_eq(bh_idmaps_owner(two, 2), 100000u);
+    struct bh_idmap no_root[] = {{1000, 300000, 10}};
+    cr_assert_eq(bh_idmaps_owner(no_root, 1), 300000u);
+}
+
+Test(ids, userns_rlimit_ceilings_default_and_rise_to_what_the_spec_asks)
+{
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    struct bh_userns_rlimit rl[BH_USERNS_N_RLIMITS];
+    bh_userns_rlimits(&s, rl);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        if (rl[i].resource == RLIMIT_SIGPENDING)
+            cr_assert_eq(rl[i].hard, BH_USERNS_SIGPENDING);
+        cr_assert(rl[i].hard > 0 && rl[i].soft <= rl[i].hard);
+    }
+    struct bh_rlimit asked[] = {{RLIMIT_SIGPENDING, 5000, 6000}, {RLIMIT_MSGQUEUE, 10, 20}};
+    s.process.rlimits = asked;
+    s.process.n_rlimits = 2;
+    bh_userns_rlimits(&s, rl);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        if (rl[i].resource == RLIMIT_SIGPENDING)
+            cr_assert(rl[i].soft == 5000 && rl[i].hard == 6000);
+        if (rl[i].resource == RLIMIT_MSGQUEUE) /* asking less lowers nothing here */
+            cr_assert_eq(rl[i].hard, BH_USERNS_MSGQUEUE);
+    }
+    s.process.rlimits = NULL;
+    s.process.n_rlimits = 0;
+    bh_sandbox_spec_free(&s);
 }

@@ -1,0 +1,618 @@
+/* Shared kernel state, end to end (issue 10: quotas, pools, default limits).
+ * Each test is an attack: a guest takes all it can of a per-user counter or
+ * a global pool, and the host side checks that host root, and the next
+ * sandbox, still get their share; or a guest run with no limit flags at all
+ * tries a fork or memory bomb, and the host side checks it was contained.
+ * These tests are about the kernel tier: one that cannot get it fails. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+
+#include <jansson.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+
+#include "attacks/harness.h"
+#include "control.pb-c.h"
+
+#define PY "/usr/bin/python3"
+
+typedef Bulkhead__Control__Request Req;
+typedef Bulkhead__Control__Response Resp;
+
+/* A kernel-tier test that cannot get the kernel tier fails: a skip here
+ * would hide exactly the regressions these tests exist for. */
+static void need_kernel_tier(void)
+{
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 120);
+    free(bh);
+    cr_assert_eq(r.status, 0, "the kernel tier does not run here, so this test cannot run: %.300s",
+                 r.err);
+    h_free(&r);
+}
+
+/* bulkhead do --tier TIER -- args..., no limit flags. */
+static struct run_result do_noflags(const char *tier, int timeout_s, ...)
+{
+    va_list ap;
+    va_start(ap, timeout_s);
+    struct run_result r = h_do_va(tier, NULL, timeout_s, NULL, ap);
+    va_end(ap);
+    return r;
+}
+
+/* ---- a guest that holds what it took ----------------------------------------
+ * The guest's stdin is a FIFO we hold open: it takes its maximum, prints
+ * "held N ERRNO", and keeps everything until we close our end. */
+
+struct holder {
+    char dir[64];
+    char fifo[96];
+    int wfd;
+    struct h_job job;
+    long held;
+    int guest_errno;
+};
+
+static void holder_start(struct holder *h, const char *script)
+{
+    snprintf(h->dir, sizeof(h->dir), "/tmp/bh-shared-XXXXXX");
+    cr_assert_not_null(mkdtemp(h->dir));
+    snprintf(h->fifo, sizeof(h->fifo), "%s/in", h->dir);
+    cr_assert_eq(mkfifo(h->fifo, 0600), 0);
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", PY, "-c", (char *)script, NULL};
+    h->job = h_spawn(argv, NULL, h->fifo, NULL);
+    free(bh);
+    /* Blocks until the child opened its end (at once, before exec). */
+    h->wfd = open(h->fifo, O_WRONLY | O_CLOEXEC);
+    cr_assert_geq(h->wfd, 0);
+    char buf[512];
+    for (double end = h_now() + 90;;) {
+        ssize_t n = pread(h->job.out, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        if (sscanf(buf, "held %ld %d", &h->held, &h->guest_errno) == 2)
+            return;
+        int st;
+        if (waitpid(h->job.pid, &st, WNOHANG) == h->job.pid) {
+            char *err = h_read_fd(h->job.err);
+            h->job.pid = -1;
+            cr_assert_fail("the guest ended before it held anything: status %d\n%s\n%s", st, buf,
+                           err);
+        }
+        cr_assert_lt(h_now(), end, "the guest never said what it holds: %s", buf);
+        usleep(20000);
+    }
+}
+
+/* Lets the guest go and waits for it; its status. */
+static int holder_release(struct holder *h)
+{
+    if (h->wfd >= 0)
+        close(h->wfd);
+    h->wfd = -1;
+    int rc = -1;
+    if (h->job.pid > 0) {
+        char *out = NULL, *err = NULL;
+        rc = h_finish(&h->job, 60, &out, &err);
+        free(out);
+        free(err);
+        h->job.pid = -1;
+    }
+    unlink(h->fifo);
+    rmdir(h->dir);
+    return rc;
+}
+
+static struct holder held = {.wfd = -1, .job = {.pid = -1}};
+
+/* Also when an assertion failed: closing our end ends the guest. */
+static void release_held(void)
+{
+    if (held.dir[0])
+        holder_release(&held);
+}
+
+/* ---- finding 1: per-user counters are not charged to host root ------------- */
+
+Test(shared_state, host_root_and_the_next_sandbox_still_get_inotify_while_a_guest_holds_all_it_can,
+     .fini = release_held, .timeout = 240)
+{
+    need_kernel_tier();
+    holder_start(&held, "import ctypes, sys\n"
+                        "libc = ctypes.CDLL(None, use_errno=True)\n"
+                        "n = 0\n"
+                        "while n < 100000 and libc.inotify_init1(0o2000000) >= 0:\n"
+                        "    n += 1\n"
+                        "print('held', n, ctypes.get_errno(), flush=True)\n"
+                        "sys.stdin.read()\n");
+    cr_assert_gt(held.held, 0, "the guest got no inotify instance at all (errno %d)",
+                 held.guest_errno);
+    cr_assert_eq(held.guest_errno, EMFILE, "the guest stopped for another reason: errno %d",
+                 held.guest_errno);
+    /* Host root (this test runs as root) still makes an instance. */
+    int fd = inotify_init1(IN_CLOEXEC);
+    int e = errno;
+    cr_assert_geq(fd, 0,
+                  "host root's inotify_init1 failed (%s) while a guest holds %ld instances: the "
+                  "guest's instances are charged to host root",
+                  strerror(e), held.held);
+    close(fd);
+    /* So does the next sandbox. */
+    struct run_result r = do_noflags("kernel", 60, "--", PY, "-c",
+                                     "import ctypes\n"
+                                     "libc = ctypes.CDLL(None, use_errno=True)\n"
+                                     "fd = libc.inotify_init1(0)\n"
+                                     "print(fd if fd >= 0 else -ctypes.get_errno())\n",
+                                     NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_geq(atoi(r.out), 0, "the next sandbox's inotify_init1 failed: errno %d",
+                  -atoi(r.out));
+    h_free(&r);
+    cr_assert_eq(holder_release(&held), 0);
+}
+
+Test(shared_state, host_root_can_still_queue_a_signal_while_a_guest_holds_its_maximum,
+     .fini = release_held, .timeout = 240)
+{
+    need_kernel_tier();
+    holder_start(&held, "import ctypes, os, signal, sys\n"
+                        "libc = ctypes.CDLL(None, use_errno=True)\n"
+                        "class V(ctypes.Union):\n"
+                        "    _fields_ = [('i', ctypes.c_int), ('p', ctypes.c_void_p)]\n"
+                        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])\n"
+                        "n = 0\n"
+                        "while n < 200000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, V(1)) "
+                        "== 0:\n"
+                        "    n += 1\n"
+                        "print('held', n, ctypes.get_errno(), flush=True)\n"
+                        "sys.stdin.read()\n");
+    cr_assert_gt(held.held, 0, "the guest queued nothing (errno %d)", held.guest_errno);
+    cr_assert_eq(held.guest_errno, EAGAIN, "the guest stopped for another reason: errno %d",
+                 held.guest_errno);
+    sigset_t rt;
+    sigemptyset(&rt);
+    sigaddset(&rt, SIGRTMIN);
+    cr_assert_eq(sigprocmask(SIG_BLOCK, &rt, NULL), 0);
+    union sigval v = {.sival_int = 7};
+    int rc = sigqueue(getpid(), SIGRTMIN, v);
+    int e = errno;
+    cr_assert_eq(rc, 0,
+                 "host root's sigqueue failed (%s) while a guest holds %ld queued signals: the "
+                 "guest's signals are charged to host root",
+                 strerror(e), held.held);
+    siginfo_t si;
+    struct timespec now = {0, 0};
+    cr_assert_eq(sigtimedwait(&rt, &si, &now), SIGRTMIN);
+    cr_assert_eq(si.si_value.sival_int, 7);
+    cr_assert_eq(holder_release(&held), 0);
+}
+
+/* ---- finding 2: global pools have a per-sandbox cap ------------------------- */
+
+Test(shared_state, a_second_sandbox_still_gets_a_pty_while_the_first_holds_all_it_can,
+     .fini = release_held, .timeout = 240)
+{
+    need_kernel_tier();
+    holder_start(&held, "import os, resource, sys\n"
+                        "s, h = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+                        "resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))\n"
+                        "fds, err = [], 0\n"
+                        "while len(fds) < 5000:\n"
+                        "    try:\n"
+                        "        fds.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))\n"
+                        "    except OSError as e:\n"
+                        "        err = e.errno\n"
+                        "        break\n"
+                        "print('held', len(fds), err, flush=True)\n"
+                        "sys.stdin.read()\n");
+    cr_assert_gt(held.held, 0, "the guest got no pty at all (errno %d)", held.guest_errno);
+    cr_assert_eq(held.guest_errno, ENOSPC, "the guest stopped for another reason: errno %d",
+                 held.guest_errno);
+    struct run_result r = do_noflags("kernel", 60, "--", PY, "-c",
+                                     "import os\n"
+                                     "try:\n"
+                                     "    os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)\n"
+                                     "    print('pty')\n"
+                                     "except OSError as e:\n"
+                                     "    print(e)\n",
+                                     NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "pty\n", "the second sandbox got no pty while the first holds %ld: %s",
+                     held.held, r.out);
+    h_free(&r);
+    /* A container runtime's own devpts (docker run -t) draws from the same
+     * pool as every sandbox's: it must still have room. */
+    cr_assert_lt(held.held, 1024, "one sandbox held %ld ptys", held.held);
+    cr_assert_eq(holder_release(&held), 0);
+}
+
+static void ipc_caps(const char *tier)
+{
+    struct run_result r =
+        do_noflags(tier, 60, "--", PY, "-c",
+                   "import ctypes, os\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "rt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+                   "shm = 0\n"
+                   "while shm < 5000 and libc.shmget(0, 4096, 0o1600) >= 0:\n"
+                   "    shm += 1\n"
+                   "e1 = ctypes.get_errno()\n"
+                   "msg = 0\n"
+                   "while msg < 5000 and libc.msgget(0, 0o1600) >= 0:\n"
+                   "    msg += 1\n"
+                   "e2 = ctypes.get_errno()\n"
+                   "mq = 0\n"
+                   "while mq < 5000 and rt.mq_open(b'/q%d' % mq, os.O_CREAT | os.O_RDWR, 0o600, "
+                   "None) >= 0:\n"
+                   "    mq += 1\n"
+                   "e3 = ctypes.get_errno()\n"
+                   "print(shm, msg, mq, e1, e2, e3)\n",
+                   NULL);
+    cr_assert_eq(r.status, 0, "[%s] %s\n%s", tier, r.out, r.err);
+    int shm = -1, msg = -1, mq = -1, e1 = 0, e2 = 0, e3 = 0;
+    cr_assert_eq(sscanf(r.out, "%d %d %d %d %d %d", &shm, &msg, &mq, &e1, &e2, &e3), 6, "%s",
+                 r.out);
+    /* Each a few dozen: enough for a program, far below the namespace's
+     * kernel defaults (4096 segments, 32000 queues, 256 mqueues). */
+    cr_assert(shm > 0 && shm <= 64 && e1 == ENOSPC, "SysV shm segments: %d (errno %d)", shm, e1);
+    cr_assert(msg > 0 && msg <= 64 && e2 == ENOSPC, "SysV message queues: %d (errno %d)", msg, e2);
+    /* POSIX queues: refused outright at the kernel tier (mq_open is not in
+     * its policy) and by Landlock at the container tier (a file created
+     * outside the writable trees); were they let through, capped by
+     * fs.mqueue.queues_max. */
+    cr_assert((mq == 0 && (e3 == ENOSYS || e3 == EPERM || e3 == EACCES)) ||
+                  (mq > 0 && mq <= 16 && e3 == ENOSPC),
+              "POSIX message queues: %d (errno %d)", mq, e3);
+    h_free(&r);
+}
+
+Test(shared_state, sysv_and_posix_ipc_are_capped_in_the_sandbox_ipc_namespace_kernel,
+     .timeout = 120)
+{
+    need_kernel_tier();
+    ipc_caps("kernel");
+}
+
+Test(shared_state, sysv_and_posix_ipc_are_capped_in_the_sandbox_ipc_namespace_container,
+     .timeout = 120)
+{
+    ipc_caps("container");
+}
+
+/* ---- finding 8: floors with no flags at all --------------------------------- */
+
+/* Tries 700 forks whose children live a few seconds; prints how many worked. */
+#define FORK_BOMB                                                                                  \
+    "import os, time\n"                                                                            \
+    "n = 0\n"                                                                                      \
+    "for i in range(700):\n"                                                                       \
+    "    try:\n"                                                                                   \
+    "        if os.fork() == 0:\n"                                                                 \
+    "            time.sleep(4); os._exit(0)\n"                                                     \
+    "        n += 1\n"                                                                             \
+    "    except OSError:\n"                                                                        \
+    "        break\n"
+
+/* Touches 1.5 GiB in 32 MiB steps, saying how far it got. */
+#define MEMORY_BOMB                                                                                \
+    "import sys\n"                                                                                 \
+    "keep = []\n"                                                                                  \
+    "for i in range(48):\n"                                                                        \
+    "    keep.append(b'\\1' * (32 << 20))\n"                                                       \
+    "    sys.stdout.write('%d\\n' % (len(keep) * 32)); sys.stdout.flush()\n"
+
+static void fork_bomb_under_do(const char *tier)
+{
+    struct run_result r = do_noflags(tier, 120, "--", PY, "-c", FORK_BOMB "print(n)\n", NULL);
+    cr_assert_eq(r.status, 0, "[%s] %s", tier, r.err);
+    int n = atoi(r.out);
+    cr_assert_gt(n, 0, "[%s] no fork worked: %s", tier, r.out);
+    cr_assert_lt(n, 700, "[%s] a fork bomb with no flags made all 700 processes: no pids floor",
+                 tier);
+    h_free(&r);
+}
+
+static long last_line(const char *out)
+{
+    long last = 0;
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        last = strtol(p, NULL, 10) > 0 ? strtol(p, NULL, 10) : last;
+    return last;
+}
+
+static void memory_bomb_under_do(const char *tier)
+{
+    struct run_result r = do_noflags(tier, 120, "--", PY, "-c", MEMORY_BOMB, NULL);
+    long mib = last_line(r.out);
+    cr_assert_neq(r.status, 0, "[%s] a memory bomb with no flags touched %ld MiB and exited 0",
+                  tier, mib);
+    cr_assert_lt(mib, 1536, "[%s] the memory bomb touched %ld MiB", tier, mib);
+    cr_assert_gt(mib, 0, "[%s] the bomb never ran: exit %d %s", tier, r.status, r.err);
+    h_free(&r);
+}
+
+Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_kernel, .timeout = 240)
+{
+    need_kernel_tier();
+    fork_bomb_under_do("kernel");
+}
+
+Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_container, .timeout = 240)
+{
+    fork_bomb_under_do("container");
+}
+
+Test(shared_state, memory_bomb_is_contained_under_do_with_no_flags_kernel, .timeout = 240)
+{
+    need_kernel_tier();
+    memory_bomb_under_do("kernel");
+}
+
+Test(shared_state, memory_bomb_is_contained_under_do_with_no_flags_container, .timeout = 240)
+{
+    memory_bomb_under_do("container");
+}
+
+/* bulkheadd with no limit flags at all (only --warm 0, which limits nothing). */
+static struct h_daemon bhd = H_DAEMON_INIT(10000);
+
+static void stop_daemon(void)
+{
+    h_daemon_stop(&bhd);
+}
+
+static Resp *cell(int fd, const char *id, const char *code)
+{
+    Req req;
+    Bulkhead__Control__RunCell c;
+    h_cell_req(&req, &c, id, "python", code, 60000, NULL, 0);
+    cr_assert_eq(h_send(fd, &req), 0);
+    struct bh_error err = {0};
+    Resp *r = h_recv(fd, 120000, &err);
+    cr_assert_not_null(r, "no answer: %s", err.msg);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL, "not a result: %s",
+                 r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
+    return r;
+}
+
+Test(shared_state, bombs_are_contained_under_bulkheadd_with_no_flags, .fini = stop_daemon,
+     .timeout = 300)
+{
+    char msg[1024] = "";
+    int rc =
+        h_daemon_launch(&bhd, "/tmp/bhd-shared-XXXXXX", "kernel", "--warm 0", msg, sizeof(msg));
+    cr_assert_eq(rc, 0, "bulkheadd refused the kernel tier: %s", msg);
+    int fd = h_connect(bhd.sock);
+    cr_assert_geq(fd, 0);
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, "mallory");
+    cr_assert_eq(h_send(fd, &req), 0);
+    Resp *r = h_recv(fd, 120000, NULL);
+    cr_assert_not_null(r);
+    char *id = h_session_id(r);
+    bulkhead__control__response__free_unpacked(r, NULL);
+
+    r = cell(fd, id, FORK_BOMB "n");
+    int n = atoi(r->run_cell->value);
+    cr_assert_gt(n, 0, "no fork worked: %s %s", r->run_cell->value, r->run_cell->stderr);
+    cr_assert_lt(n, 700, "a fork bomb in a session made all 700 processes: no pids floor");
+    bulkhead__control__response__free_unpacked(r, NULL);
+
+    r = cell(fd, id, MEMORY_BOMB "len(keep)");
+    long mib = last_line(r->run_cell->stdout);
+    cr_assert_neq(r->run_cell->exit_code, 0, "a memory bomb in a session touched %ld MiB", mib);
+    cr_assert_lt(mib, 1536, "the memory bomb touched %ld MiB", mib);
+    bulkhead__control__response__free_unpacked(r, NULL);
+    close(fd);
+    free(id);
+}
+
+/* ---- finding 8: the tier check cannot pass without limits ------------------- */
+
+static char oci_bundle[64], oci_root[64], oci_cid[64];
+
+static void oci_cleanup(void)
+{
+    if (oci_cid[0]) {
+        char *bh = h_path("bulkhead");
+        char *argv[] = {bh, "--root", oci_root, "delete", "--force", oci_cid, NULL};
+        struct run_result r = h_run(argv, NULL, NULL, 60);
+        h_free(&r);
+        free(bh);
+    }
+    if (oci_bundle[0])
+        h_remove_tree(oci_bundle);
+    if (oci_root[0])
+        h_remove_tree(oci_root);
+}
+
+/* The cgroup directory (v1 controller dir, or the v2 unified one) of pid
+ * for a controller, from /proc/PID/cgroup. */
+static bool cgroup_dir_of(pid_t pid, const char *controller, char *out, size_t size)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = '\0';
+        const char *ctrls = c1 + 1;
+        if (*ctrls == '\0' && access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0) {
+            snprintf(out, size, "/sys/fs/cgroup%s", c2 + 1);
+            found = true;
+        } else {
+            char list[128];
+            snprintf(list, sizeof(list), ",%s,", ctrls);
+            char want[64];
+            snprintf(want, sizeof(want), ",%s,", controller);
+            if (strstr(list, want) != NULL) {
+                snprintf(out, size, "/sys/fs/cgroup/%s%s", controller, c2 + 1);
+                found = true;
+            }
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void write_limit(const char *dir, const char *file, const char *value)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    FILE *f = fopen(path, "we");
+    cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+    fputs(value, f);
+    cr_assert_eq(fclose(f), 0, "write %s to %s: %s", value, path, strerror(errno));
+}
+
+static json_t *tier_json(char *const argv[], int want_status)
+{
+    struct run_result r = h_run(argv, NULL, NULL, 60);
+    cr_assert_eq(r.status, want_status, "exit %d\n%s\n%s", r.status, r.out, r.err);
+    json_error_t je;
+    json_t *doc = json_loads(r.out, 0, &je);
+    cr_assert_not_null(doc, "not JSON: %s", r.out);
+    h_free(&r);
+    return doc;
+}
+
+static const char *check_of(json_t *doc, const char *name, const char **detail)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "checks"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0) {
+            if (detail)
+                *detail = json_string_value(json_object_get(c, "detail"));
+            return json_string_value(json_object_get(c, "result"));
+        }
+    }
+    return "absent";
+}
+
+Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_check_fails_on_max,
+     .fini = oci_cleanup, .timeout = 240)
+{
+    need_kernel_tier();
+    char *bh = h_path("bulkhead");
+    snprintf(oci_bundle, sizeof(oci_bundle), "/tmp/bh-shared-bundle-XXXXXX");
+    snprintf(oci_root, sizeof(oci_root), "/run/bh-shared-root-XXXXXX");
+    cr_assert_not_null(mkdtemp(oci_bundle));
+    cr_assert_not_null(mkdtemp(oci_root));
+    chmod(oci_root, 0711);
+    snprintf(oci_cid, sizeof(oci_cid), "shared-limits-%d", (int)getpid());
+    char src[128], rootfs[128], sleeper[160], cfg[128];
+    snprintf(src, sizeof(src), "%s/sleep.c", oci_bundle);
+    snprintf(rootfs, sizeof(rootfs), "%s/rootfs", oci_bundle);
+    snprintf(sleeper, sizeof(sleeper), "%s/sleep", rootfs);
+    snprintf(cfg, sizeof(cfg), "%s/config.json", oci_bundle);
+    cr_assert_eq(mkdir(rootfs, 0755), 0);
+    FILE *f = fopen(src, "we");
+    cr_assert_not_null(f);
+    fputs("#include <unistd.h>\nint main(void) { sleep(120); return 0; }\n", f);
+    fclose(f);
+    char *cc[] = {"/usr/bin/cc", "-static", "-O2", "-o", sleeper, src, NULL};
+    struct run_result c = h_run(cc, NULL, NULL, 120);
+    cr_assert_eq(c.status, 0, "cc: %s", c.err);
+    h_free(&c);
+    /* No linux.resources, no rlimits: what a pod with no limits sends. */
+    f = fopen(cfg, "we");
+    cr_assert_not_null(f);
+    fprintf(f,
+            "{\"ociVersion\":\"1.2.0\",\"root\":{\"path\":\"rootfs\",\"readonly\":true},"
+            "\"process\":{\"args\":[\"/sleep\"],\"cwd\":\"/\","
+            "\"env\":[\"PATH=/usr/bin:/bin\"],\"user\":{\"uid\":0,\"gid\":0}},"
+            "\"hostname\":\"t\",\"linux\":{\"namespaces\":[{\"type\":\"pid\"},"
+            "{\"type\":\"mount\"},{\"type\":\"network\"},{\"type\":\"ipc\"},{\"type\":\"uts\"}]},"
+            "\"annotations\":{\"dev.bulkhead.tier\":\"kernel\"}}\n");
+    fclose(f);
+
+    /* A default that would lift the floor is refused, named. */
+    char *bad[] = {bh,         "--root", oci_root, "--default-memory=0", "create", "--bundle",
+                   oci_bundle, oci_cid,  NULL};
+    struct run_result r = h_run(bad, NULL, NULL, 60);
+    cr_assert_neq(r.status, 0);
+    cr_assert(strstr(r.err, "--default-memory") != NULL, "%s", r.err);
+    h_free(&r);
+
+    char *create[] = {bh,       "--root",   oci_root,   "--default-pids", "300",
+                      "create", "--bundle", oci_bundle, oci_cid,          NULL};
+    r = h_run(create, NULL, NULL, 60);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    char *start[] = {bh, "--root", oci_root, "start", oci_cid, NULL};
+    r = h_run(start, NULL, NULL, 60);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+
+    /* The defaults are in the state, and the live check passes with them. */
+    char *state[] = {bh, "--root", oci_root, "state", oci_cid, NULL};
+    json_t *st = tier_json(state, 0);
+    const char *applied = json_string_value(
+        json_object_get(json_object_get(st, "annotations"), "dev.bulkhead.default-limits"));
+    cr_assert_not_null(applied, "no dev.bulkhead.default-limits annotation in the state");
+    cr_assert(strstr(applied, "memory=2147483648") && strstr(applied, "pids=300") &&
+                  strstr(applied, "nofile=") && strstr(applied, "file-size="),
+              "%s", applied);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    cr_assert_gt(sentry, 0);
+
+    char *tier[] = {bh, "--root", oci_root, "tier", "--container", oci_cid, "--json", NULL};
+    json_t *doc = tier_json(tier, 0);
+    const char *detail = NULL;
+    cr_assert_str_eq(check_of(doc, "cgroup_limits", &detail), "pass");
+    cr_assert(strstr(detail, "= 300") != NULL, "pids limit not reported: %s", detail);
+    cr_assert_str_eq(check_of(doc, "default_limits", &detail), "pass");
+    cr_assert(strstr(detail, "pids=300") != NULL, "the report does not state the defaults: %s",
+              detail);
+    cr_assert_str_eq(check_of(doc, "userns_owner", NULL), "pass");
+    cr_assert_str_eq(check_of(doc, "guest_rlimits", NULL), "pass");
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "tier")), "kernel");
+    json_decref(doc);
+
+    /* Someone lifts the limits (a pod whose memory and pids are `max`):
+     * the check fails and the container no longer verifies. */
+    pid_t guest = 0;
+    char children[64], buf[64] = "";
+    snprintf(children, sizeof(children), "/proc/%d/task/%d/children", (int)sentry, (int)sentry);
+    FILE *cf = fopen(children, "re");
+    cr_assert_not_null(cf);
+    cr_assert_not_null(fgets(buf, sizeof(buf), cf));
+    fclose(cf);
+    guest = (pid_t)atoi(buf);
+    cr_assert_gt(guest, 0);
+    char mem[512], pids[512];
+    cr_assert(cgroup_dir_of(guest, "memory", mem, sizeof(mem)));
+    cr_assert(cgroup_dir_of(guest, "pids", pids, sizeof(pids)));
+    bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+    write_limit(pids, "pids.max", "max");
+    doc = tier_json(tier, 1);
+    cr_assert_str_eq(check_of(doc, "cgroup_limits", &detail), "fail", "pids.max = max passed: %s",
+                     detail);
+    json_decref(doc);
+    write_limit(pids, "pids.max", "300");
+    if (v2) {
+        write_limit(mem, "memory.max", "max");
+    } else {
+        write_limit(mem, "memory.memsw.limit_in_bytes", "-1");
+        write_limit(mem, "memory.limit_in_bytes", "-1");
+    }
+    doc = tier_json(tier, 1);
+    cr_assert_str_eq(check_of(doc, "cgroup_limits", &detail), "fail", "memory unlimited passed: %s",
+                     detail);
+    cr_assert(strstr(detail, "no memory limit") != NULL, "%s", detail);
+    json_decref(doc);
+    free(bh);
+}
