@@ -43,7 +43,7 @@ static void *wait_thread(void *arg)
 /* Waits for pid while forwarding signals (all blocked by the caller) to it.
  * Returns 0 with *status, or -1. */
 static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, pid_t pid,
-                           int *status, struct bh_error *err)
+                           struct oci_tty *tty, int *status, struct bh_error *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
@@ -62,7 +62,9 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
         struct timespec ts = {0, 50 * 1000 * 1000};
         siginfo_t si;
         int sig = sigtimedwait(&all, &si, &ts);
-        if (sig > 0 && sig != SIGCHLD && sig != SIGPIPE) {
+        if (sig == SIGWINCH && tty != NULL && tty->master >= 0) {
+            oci_tty_resize(tty);
+        } else if (sig > 0 && sig != SIGCHLD && sig != SIGPIPE) {
             struct bh_sentry_conn *sc = NULL;
             struct bh_error serr = {0};
             if (bh_sentry_connect(state_dir, &sc, &serr) == 0) {
@@ -136,6 +138,8 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
     struct oci_state st = {0};
+    struct oci_tty relay;
+    oci_tty_init(&relay);
     cleanup_close int dirfd = -1;
     cleanup_close int pathfd = -1;
     if (pos < 0) {
@@ -233,10 +237,28 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out;
     }
-    if (proc.terminal && console_socket == NULL) {
-        cli_report_error(g, "exec: process.terminal is true but no --console-socket was given");
+    /* runc's rules and words, as at create. */
+    if (console_socket != NULL && (!detach || !proc.terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         detach ? "the process has no terminal"
+                                : "in the foreground the pty is relayed to our own stdio");
         rc = CLI_EXIT_REFUSED;
         goto out;
+    }
+    if (proc.terminal && console_socket == NULL && detach) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (the process has a terminal: give --console-socket)");
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
+    if (proc.terminal && !detach) {
+        if (oci_tty_listen(&relay, &err) < 0) {
+            cli_report_error(g, "exec: %s", err.msg);
+            goto out;
+        }
+        console_socket = relay.path;
     }
     /* An O_PATH fd (it holds no lock) names the socket's directory for the
      * proxy too, which outlives the lock. */
@@ -298,7 +320,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
             int wst = 0;
             struct bh_error werr = {0};
-            if (wait_forwarding(conn, state_dir, pid, &wst, &werr) < 0) {
+            if (wait_forwarding(conn, state_dir, pid, NULL, &wst, &werr) < 0) {
                 /* Nobody reads our stderr any more: the log is the only witness. */
                 cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
                 _exit(255);
@@ -339,8 +361,15 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     /* Attached: we are the proxy ourselves; the lock is not held while waiting. */
     close(dirfd);
     dirfd = -1;
+    if (relay.listen_fd >= 0 && oci_tty_attach(&relay, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
     int wst = 0;
-    if (wait_forwarding(conn, state_dir, pid, &wst, &err) < 0) {
+    if (wait_forwarding(conn, state_dir, pid, &relay, &wst, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -348,6 +377,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     sigprocmask(SIG_SETMASK, &old, NULL);
     rc = bh_status_to_exit_code(wst);
 out:
+    oci_tty_finish(&relay);
     if (conn != NULL)
         bh_sentry_disconnect(conn);
     oci_process_free(&proc);

@@ -5,9 +5,11 @@
 #define BH_OCI_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <termios.h>
 
 #include "cli.h"
 #include "error.h"
@@ -166,6 +168,9 @@ struct oci_create_args {
     const char *pid_file;
     const char *console_socket;
     const char *preserve_fds;
+    /* Foreground run: with process.terminal and no console_socket, the pty
+     * comes to this relay (listening once create returns). NULL: detached. */
+    struct oci_tty *tty;
 };
 
 int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
@@ -181,5 +186,31 @@ int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *
 const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len);
 char *oci_state_text(const struct oci_state *st, const char *status);
 int oci_parse_signal(const char *s, int *sig);
+
+/* ---- foreground terminal (oci/tty.c) ------------------------------------ */
+
+/* process.terminal without --console-socket: bulkhead takes the pty master
+ * itself on a private socket and relays it to its own stdio. */
+struct oci_tty {
+    char dir[64];
+    char path[96]; /* the console socket to give create or exec */
+    int listen_fd;
+    int master;
+    int host_fd; /* our own terminal, or -1 */
+    struct termios saved;
+    bool raw;
+    int stop_pipe[2];
+    pthread_t thread;
+    bool running;
+};
+
+void oci_tty_init(struct oci_tty *t);
+int oci_tty_listen(struct oci_tty *t, struct bh_error *err);
+/* Receives the master (sent while the process is set up) and starts relaying. */
+int oci_tty_attach(struct oci_tty *t, struct bh_error *err);
+/* Copies our terminal's size to the container's (SIGWINCH). */
+void oci_tty_resize(struct oci_tty *t);
+/* Drains what the process wrote, restores our terminal, removes the socket. */
+void oci_tty_finish(struct oci_tty *t);
 
 #endif

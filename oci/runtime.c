@@ -187,14 +187,31 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         spec->tier = BH_TIER_CONTAINER;
         json_object_set_new(cfg.annotations, OCI_ANNOTATION_TIER, json_string("container"));
     }
+    /* runc's rules and words (scripts match them): a console socket only
+     * when detached with a terminal; a terminal detached needs one. */
+    if (a->console_socket != NULL && (a->tty != NULL || !spec->process.terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         a->tty ? "in the foreground the pty is relayed to our own stdio"
+                                : "process.terminal is false");
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (spec->process.terminal && a->console_socket == NULL && a->tty == NULL) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (process.terminal is true: give --console-socket to "
+                            "receive the pty, or run in the foreground)");
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
     if (spec->process.terminal) {
-        if (a->console_socket == NULL) {
-            cli_report_error(g, "create: process.terminal is true but no --console-socket was "
-                                "given to receive the pty");
+        if (a->tty != NULL && oci_tty_listen(a->tty, &err) < 0) {
+            cli_report_error(g, "create: %s", err.msg);
             oci_config_free(&cfg);
             return CLI_EXIT_REFUSED;
         }
-        spec->console_socket = strdup(a->console_socket);
+        spec->console_socket = strdup(a->tty ? a->tty->path : a->console_socket);
     }
     char cgbuf[1200];
     cleanup_free char *cgroup_path =
@@ -875,26 +892,45 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
     if (!detach)
         prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     pid_t pid = 0;
+    struct oci_tty tty;
+    oci_tty_init(&tty);
+    if (!detach)
+        a.tty = &tty;
     int rc = oci_do_create(g, id, &a, &pid);
-    if (rc != 0)
+    if (rc != 0) {
+        oci_tty_finish(&tty);
         return rc;
+    }
+    struct bh_error err = {0};
+    if (tty.listen_fd >= 0 && oci_tty_attach(&tty, &err) < 0) {
+        cli_report_error(g, "run: %s", err.msg);
+        oci_tty_finish(&tty);
+        oci_do_delete(g, id, true);
+        return 1;
+    }
+    /* Signals to us go to the container, as with runc run; blocked before
+     * start so none sent meanwhile is lost. */
+    sigset_t set, old;
+    sigfillset(&set);
+    sigdelset(&set, SIGCHLD);
+    if (!detach)
+        sigprocmask(SIG_BLOCK, &set, &old);
     if (oci_do_start(g, id) != 0) {
+        oci_tty_finish(&tty);
         oci_do_delete(g, id, true);
         return 1;
     }
     if (detach)
         return 0;
-    /* Signals to us go to the container, as with runc run. */
-    sigset_t set, old;
-    sigfillset(&set);
-    sigdelset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, &old);
     int status = 0;
     for (;;) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         siginfo_t si;
         int s = sigtimedwait(&set, &si, &ts);
-        if (s > 0 && s != SIGCHLD)
+        /* With a terminal a resize is ours to copy, as runc does. */
+        if (s == SIGWINCH && tty.master >= 0)
+            oci_tty_resize(&tty);
+        else if (s > 0 && s != SIGCHLD)
             kill(pid, s);
         pid_t r = waitpid(-1, &status, WNOHANG);
         if (r == pid)
@@ -902,6 +938,7 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
         if (r < 0 && errno == ECHILD)
             break;
     }
+    oci_tty_finish(&tty);
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (!keep)
         oci_do_delete(g, id, true);

@@ -1,0 +1,335 @@
+/* runc compatibility of the `bulkhead` command line, end to end: each test
+ * is a behaviour runc's own integration suite (v1.1.5) or the OCI
+ * runtime-tools validation expects and bulkhead once lacked (issue 14): the
+ * foreground terminal, runc's help and version formats, exit codes, exec's
+ * flags. The real binary runs on bundles in temp dirs over the host's /usr
+ * (read-only), driven as runc's tests drive runc: no --log, messages on
+ * stderr. Nothing here skips: a container that cannot be made fails. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char tmp[128]; /* the test's temp dir: bundle, root, stderr */
+static char bh[512];
+static char ids[8][64]; /* containers to delete --force at the end */
+static int n_ids;
+static char err_text[8192]; /* stderr of the last run */
+
+struct run_opts {
+    const char *stdin_path; /* NULL: /dev/null */
+    int child_stdout;       /* -1: captured */
+    const char *tier;       /* NULL: bulkhead's default */
+};
+
+/* Reads fd to its end (bounded by 30 s without data) into out. */
+static void read_all(int fd, char *out, size_t outlen)
+{
+    size_t got = 0;
+    char buf[4096];
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 30000) <= 0)
+            break;
+        ssize_t r = read(fd, buf, sizeof(buf));
+        if (r <= 0)
+            break;
+        if (out && got + (size_t)r < outlen) {
+            memcpy(out + got, buf, (size_t)r);
+            got += (size_t)r;
+        }
+    }
+    if (out)
+        out[got] = '\0';
+}
+
+static void build_argv(const char **argv, const struct run_opts *o, const char *const *args)
+{
+    static char root[256], tier_flag[64];
+    snprintf(root, sizeof(root), "%s/root", tmp);
+    int n = 0;
+    argv[n++] = bh;
+    if (o && o->tier) {
+        snprintf(tier_flag, sizeof(tier_flag), "--default-tier=%s", o->tier);
+        argv[n++] = tier_flag;
+    }
+    argv[n++] = "--root";
+    argv[n++] = root;
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+}
+
+static void child_exec(const char **argv, const char *stdin_path)
+{
+    char bundle[256], errp[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(errp, sizeof(errp), "%s/stderr", tmp);
+    if (chdir(bundle) < 0)
+        _exit(127);
+    int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (e >= 0)
+        dup2(e, 2);
+    if (stdin_path) {
+        int in = open(stdin_path, O_RDONLY);
+        if (in >= 0)
+            dup2(in, 0);
+    }
+    execv(bh, (char **)argv);
+    _exit(127);
+}
+
+static void load_stderr(void)
+{
+    char errp[256];
+    snprintf(errp, sizeof(errp), "%s/stderr", tmp);
+    err_text[0] = '\0';
+    int fd = open(errp, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, err_text, sizeof(err_text) - 1);
+        err_text[n > 0 ? n : 0] = '\0';
+        close(fd);
+    }
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Runs bulkhead --root TMP/root ARGS in the bundle; stdout into out. */
+static int run_bh(char *out, size_t outlen, const struct run_opts *o, const char *const *args)
+{
+    const char *argv[64];
+    build_argv(argv, o, args);
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(o && o->child_stdout >= 0 ? o->child_stdout : p[1], 1);
+        if (!o || !o->stdin_path) {
+            int null = open("/dev/null", O_RDONLY);
+            dup2(null, 0);
+        }
+        child_exec(argv, o ? o->stdin_path : NULL);
+    }
+    close(p[1]);
+    read_all(p[0], out, outlen);
+    close(p[0]);
+    int rc = wait_exit(pid);
+    load_stderr();
+    return rc;
+}
+
+#define RUN(out, ...) run_bh(out, sizeof(out), NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN0(...) run_bh(NULL, 0, NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+static void write_file(const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f, "write %s", p);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void setup(void)
+{
+    const char *b = getenv("BULKHEAD_BUILD");
+    snprintf(bh, sizeof(bh), "%s/bulkhead", b ? b : "build");
+    snprintf(tmp, sizeof(tmp), "/tmp/bh-occ-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    chmod(tmp, 0711);
+    const char *dirs[] = {"bundle",
+                          "bundle/rootfs",
+                          "bundle/rootfs/usr",
+                          "bundle/rootfs/etc",
+                          "bundle/rootfs/proc",
+                          "bundle/rootfs/dev",
+                          "bundle/rootfs/tmp",
+                          "bundle/rootfs/sys",
+                          "bundle/rootfs/root"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
+        mkdir(p, 0755);
+    }
+    const char *links[] = {"bin", "sbin", "lib", "lib64"};
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        char p[512], t[64];
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
+        snprintf(t, sizeof(t), "usr/%s", links[i]);
+        cr_assert_eq(symlink(t, p), 0, "symlink %s: %s", p, strerror(errno));
+    }
+    struct stat st;
+    cr_assert(lstat("/bin", &st) == 0 && S_ISLNK(st.st_mode),
+              "the host has no merged /usr; these bundles bind it");
+    n_ids = 0;
+    cr_assert_eq(access(bh, X_OK), 0, "%s is not built", bh);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < n_ids; i++)
+        RUN0("delete", "--force", ids[i]);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    if (tmp[0])
+        h_remove_tree(tmp);
+    tmp[0] = '\0';
+}
+
+/* A container id unique to this run, deleted at teardown. */
+static const char *new_id(const char *base)
+{
+    snprintf(ids[n_ids], sizeof(ids[0]), "%s-%d", base, (int)getpid());
+    return ids[n_ids++];
+}
+
+/* config.json: args (a JSON array), terminal or not, extra top-level JSON. */
+static void config(const char *args_json, bool terminal, const char *extra)
+{
+    char text[8192];
+    snprintf(text, sizeof(text),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true}, "
+             "\"hostname\": \"occ\", \"process\": {\"terminal\": %s, \"args\": %s, \"cwd\": "
+             "\"/\", \"user\": {\"uid\": 0, \"gid\": 0}, \"env\": [\"PATH=/usr/bin:/bin\"]}, "
+             "\"mounts\": [{\"destination\": \"/usr\", \"type\": \"bind\", \"source\": \"/usr\", "
+             "\"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/proc\", \"type\": "
+             "\"proc\", \"source\": \"proc\"}, {\"destination\": \"/tmp\", \"type\": \"tmpfs\", "
+             "\"source\": \"tmpfs\"}, {\"destination\": \"/dev/pts\", \"type\": \"devpts\", "
+             "\"source\": \"devpts\", \"options\": [\"newinstance\", \"ptmxmode=0666\"]}], "
+             "\"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"mount\"}, "
+             "{\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}], "
+             "\"resources\": {\"pids\": {\"limit\": 64}}}%s%s}",
+             terminal ? "true" : "false", args_json, extra ? ", " : "", extra ? extra : "");
+    write_file("bundle/config.json", text);
+}
+
+/* A running detached container (sleep) for exec tests. */
+static const char *start_sleeper(const char *tier)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    const char *id = new_id("sl");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    o.child_stdout = null;
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d: %s", err_text);
+    return id;
+}
+
+static bool state_gone(const char *id)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
+    return access(p, F_OK) != 0;
+}
+
+/* ---- the foreground terminal -------------------------------------------- */
+
+TestSuite(oci_compat_tty, .init = setup, .fini = teardown, .timeout = 90);
+
+/* process.terminal without --console-socket in the foreground: bulkhead
+ * takes the pty and relays it (stdio here is not a terminal, as in CI). */
+static void run_foreground_tty(const char *tier)
+{
+    config("[\"sh\", \"-c\", \"tty; echo out-$((6*7)); exit 5\"]", true, NULL);
+    const char *id = new_id("tty");
+    char out[4096];
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_expect_eq(rc, 5, "exit %d, stderr: %s", rc, err_text);
+    cr_expect(strstr(out, "/dev/pts/") != NULL, "the process had no pty: %s", out);
+    cr_expect(strstr(out, "out-42\n") != NULL, "output not relayed: %s", out);
+    /* As runc: ONLCR off on the relayed pty, so "\n" stays "\n". */
+    cr_expect_null(strstr(out, "\r\n"), "relayed output has CRLF: %s", out);
+    cr_expect(state_gone(id), "run left its state");
+}
+
+Test(oci_compat_tty, run_foreground_relays_kernel)
+{
+    h_require_kernel_tier();
+    run_foreground_tty("kernel");
+}
+
+Test(oci_compat_tty, run_foreground_relays_container)
+{
+    run_foreground_tty("container");
+}
+
+/* Our own stdio a terminal: keys typed reach the container's pty (raw mode
+ * on ours), its answer comes back, and ours is restored after. */
+Test(oci_compat_tty, run_foreground_input_from_a_terminal)
+{
+    config("[\"sh\", \"-c\", \"read x; echo got-$x-$(stty size)\"]", true, NULL);
+    const char *id = new_id("ttyin");
+    const char *argv[64];
+    build_argv(argv, NULL, (const char *const[]){"run", id, NULL});
+    int master;
+    struct winsize ws = {.ws_row = 33, .ws_col = 77};
+    pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        child_exec(argv, NULL);
+    /* stderr goes to a file; the typed line is echoed by the container's pty. */
+    usleep(100000);
+    cr_assert_eq(write(master, "abc\r", 4), 4);
+    char out[4096];
+    read_all(master, out, sizeof(out));
+    close(master);
+    int rc = wait_exit(pid);
+    load_stderr();
+    cr_expect_eq(rc, 0, "exit %d: %s", rc, err_text);
+    cr_expect(strstr(out, "got-abc-33 77") != NULL, "typed line or terminal size not relayed: %s",
+              out);
+}
+
+Test(oci_compat_tty, detached_needs_console_socket)
+{
+    config("[\"true\"]", true, NULL);
+    const char *id = new_id("ttyd");
+    cr_expect_neq(RUN0("run", "-d", id), 0);
+    cr_expect(strstr(err_text, "cannot allocate tty if runc will detach without setting console "
+                               "socket") != NULL,
+              "%s", err_text);
+    cr_expect_neq(RUN0("create", id), 0);
+    cr_expect(strstr(err_text, "console socket") != NULL, "%s", err_text);
+    cr_expect(state_gone(id));
+    /* And a console socket where no pty is relayed is refused as by runc. */
+    config("[\"true\"]", false, NULL);
+    cr_expect_neq(RUN0("create", "--console-socket", "/tmp/none.sock", id), 0);
+    cr_expect(strstr(err_text, "cannot use console socket if runc will not detach or allocate "
+                               "tty") != NULL,
+              "%s", err_text);
+}
+
+Test(oci_compat_tty, exec_foreground_tty)
+{
+    const char *id = start_sleeper(NULL);
+    char out[4096];
+    int rc = RUN(out, "exec", "-t", id, "sh", "-c", "tty; exit 4");
+    cr_expect_eq(rc, 4, "exit %d: %s", rc, err_text);
+    cr_expect(strstr(out, "/dev/pts/") != NULL, "no pty: %s", out);
+    cr_expect_neq(RUN0("exec", "-t", "-d", id, "true"), 0);
+    cr_expect(strstr(err_text, "without setting console socket") != NULL, "%s", err_text);
+}
