@@ -88,6 +88,20 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
     return 0;
 }
 
+/* Relative paths are taken from our working directory, as runc does. */
+static int write_pid_file(const char *path, pid_t pid, struct bh_error *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d", pid);
+    cleanup_free char *abs = NULL;
+    if (path[0] != '/') {
+        char cwdb[4096];
+        if (getcwd(cwdb, sizeof(cwdb)) == NULL || asprintf(&abs, "%s/%s", cwdb, path) < 0)
+            abs = NULL;
+    }
+    return oci_write_file_atomic(AT_FDCWD, abs ? abs : path, buf, (size_t)n, err);
+}
+
 static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
 {
     char path[4096];
@@ -134,6 +148,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_error err = {0};
     int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
     int rc = 1;
+    bool ran = false;
     json_t *pj = NULL;
     struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
@@ -148,9 +163,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         goto out_args;
     }
     if (help) {
-        printf("usage: bulkhead exec [--process FILE] [--detach] [--pid-file FILE] [--tty]\n"
-               "       [--console-socket SOCK] [--cwd DIR] [--env K=V]... [--user UID[:GID]]\n"
-               "       ID [COMMAND ARGS...]\n");
+        oci_help_print(stdout, "exec");
         rc = 0;
         goto out_args;
     }
@@ -182,6 +195,10 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
                              jerr.line, jerr.column, jerr.text);
             goto out;
         }
+        /* config.json must name the user; an exec'd process without one
+         * runs as the container's root, as under runc. */
+        if (json_is_object(pj) && json_object_get(pj, "user") == NULL)
+            json_object_set_new(pj, "user", json_pack("{s:i,s:i}", "uid", 0, "gid", 0));
     } else {
         if (pos + 1 >= argc) {
             cli_report_error(g, "exec: a command to run is required (or --process FILE)");
@@ -267,6 +284,10 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     pathfd = open(dir_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     char state_dir[4096];
     oci_sentry_dir(g->root, id, pathfd, state_dir, sizeof(state_dir));
+    /* The container's lock is not held from here on: a paused sentry
+     * answers only once resumed, and resume needs the lock. */
+    close(dirfd);
+    dirfd = -1;
     if (bh_sentry_connect(state_dir, &conn, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -339,23 +360,20 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             _exit(WEXITSTATUS(wst));
         }
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid_file) {
-            char buf[32];
-            int n = snprintf(buf, sizeof(buf), "%d", proxy);
-            cleanup_free char *abs = NULL;
-            if (pid_file[0] != '/') {
-                char cwdb[4096];
-                if (getcwd(cwdb, sizeof(cwdb)) == NULL ||
-                    asprintf(&abs, "%s/%s", cwdb, pid_file) < 0)
-                    abs = NULL;
-            }
-            if (oci_write_file_atomic(AT_FDCWD, abs ? abs : pid_file, buf, (size_t)n, &err) < 0) {
-                kill(proxy, SIGKILL);
-                cli_report_error(g, "exec: pid file: %s", err.msg);
-                goto out;
-            }
+        if (pid_file && write_pid_file(pid_file, proxy, &err) < 0) {
+            kill(proxy, SIGKILL);
+            cli_report_error(g, "exec: pid file: %s", err.msg);
+            goto out;
         }
         rc = 0;
+        goto out;
+    }
+    /* Attached, the pid is the process's own host pid, as runc writes it. */
+    if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: pid file: %s", err.msg);
         goto out;
     }
     /* Attached: we are the proxy ourselves; the lock is not held while waiting. */
@@ -376,6 +394,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     rc = bh_status_to_exit_code(wst);
+    ran = true;
 out:
     oci_tty_finish(&relay);
     if (conn != NULL)
@@ -388,5 +407,8 @@ out_args:
     oci_list_free(&env);
     oci_list_free(&gids);
     oci_list_free(&caps);
+    /* Any failure before the process's own status: runc's 255. */
+    if (rc != 0 && !ran)
+        rc = CLI_EXIT_EXEC_FAILED;
     return rc;
 }

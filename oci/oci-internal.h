@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <termios.h>
 
@@ -186,6 +187,13 @@ int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *
 const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len);
 char *oci_state_text(const struct oci_state *st, const char *status);
 int oci_parse_signal(const char *s, int *sig);
+
+/* ---- help pages (oci/help.c) -------------------------------------------- */
+
+/* runc's layout: "NAME:\n   bulkhead CMD (runc CMD) - summary\n\nUSAGE: ...". */
+bool oci_help_exists(const char *command);
+int oci_help_print(FILE *out, const char *command);
+void oci_help_main(FILE *out);
 
 /* ---- foreground terminal (oci/tty.c) ------------------------------------ */
 

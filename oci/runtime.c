@@ -37,7 +37,8 @@
         return CLI_EXIT_REFUSED;                                                                   \
     }                                                                                              \
     if (help_) {                                                                                   \
-        printf("%s", help_text);                                                                   \
+        (void)(help_text);                                                                         \
+        oci_help_print(stdout, argv[0]);                                                           \
         return 0;                                                                                  \
     }
 
@@ -462,6 +463,19 @@ int cmd_state(const struct cli_globals *g, int argc, char **argv)
     return 0;
 }
 
+/* Creation time (RFC 3339, nanoseconds, UTC: text order is time order), then id. */
+static int by_created(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    const char *cx = json_string_value(json_object_get(x, "created"));
+    const char *cy = json_string_value(json_object_get(y, "created"));
+    int c = strcmp(cx ? cx : "", cy ? cy : "");
+    if (c != 0)
+        return c;
+    return strcmp(json_string_value(json_object_get(x, "id")),
+                  json_string_value(json_object_get(y, "id")));
+}
+
 int cmd_list(const struct cli_globals *g, int argc, char **argv)
 {
     const char *format = "table";
@@ -504,6 +518,18 @@ int cmd_list(const struct cli_globals *g, int argc, char **argv)
             oci_state_free(&st);
         }
         closedir(d);
+    }
+    /* Oldest first, as runc lists (readdir's order is the filesystem's). */
+    size_t n_items = json_array_size(arr);
+    json_t **items = calloc(n_items ? n_items : 1, sizeof(json_t *));
+    for (size_t i = 0; items && i < n_items; i++)
+        items[i] = json_incref(json_array_get(arr, i));
+    if (items) {
+        qsort(items, n_items, sizeof(json_t *), by_created);
+        json_array_clear(arr);
+        for (size_t i = 0; i < n_items; i++)
+            json_array_append_new(arr, items[i]);
+        free(items);
     }
     if (json) {
         char *s = json_dumps(arr, JSON_COMPACT);
@@ -558,7 +584,8 @@ int oci_parse_signal(const char *s, int *sig)
     char *end;
     long n = strtol(s, &end, 10);
     if (*s && *end == '\0') {
-        if (n <= 0 || n >= NSIG)
+        /* 0 checks that the process exists, as kill(2) does. */
+        if (n < 0 || n >= NSIG)
             return -1;
         *sig = (int)n;
         return 0;
@@ -597,6 +624,8 @@ static int kill_all(const struct cli_globals *g, const struct oci_state *st, int
     struct bh_cgroup *cg = NULL;
     struct bh_error err = {0};
     if (bh_cgroup_open(oci_cgroup_of(st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0) {
+        if (err.code == ENOENT)
+            return 0; /* the cgroup went with its last process: nobody to signal */
         cli_report_error(g, "kill: %s", err.msg);
         return -1;
     }
@@ -636,10 +665,12 @@ int cmd_kill(const struct cli_globals *g, int argc, char **argv)
         return 1;
     int rc = 0;
     const char *status = oci_state_status(&st);
-    if (strcmp(status, "stopped") == 0) {
+    if (strcmp(status, "stopped") == 0 && !all) {
         cli_report_error(g, "kill: container not running");
         rc = 1;
     } else if (all) {
+        /* As runc: --all signals whatever the cgroup still holds, also
+         * after the first process ended (nothing, then). */
         rc = kill_all(g, &st, sig) < 0 ? 1 : 0;
     } else if (kill(st.pid, sig) < 0) {
         cli_report_error(g, "kill: %s", errno == ESRCH ? "no such process" : strerror(errno));
@@ -807,17 +838,112 @@ int cmd_resume(const struct cli_globals *g, int argc, char **argv)
     return set_frozen(g, "resume", argc, argv, false);
 }
 
+/* ps(1)'s output (run with args) into a malloc'd string, or NULL. */
+static char *run_ps(char **args, size_t n_args, struct bh_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        bh_error_errno(err, errno, "pipe for ps");
+        return NULL;
+    }
+    const char **argv = calloc(n_args + 2, sizeof(char *));
+    if (argv == NULL) {
+        close(p[0]);
+        close(p[1]);
+        bh_error_set(err, ENOMEM, "ps arguments");
+        return NULL;
+    }
+    argv[0] = "ps";
+    for (size_t i = 0; i < n_args; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        execvp("ps", (char **)argv);
+        _exit(127);
+    }
+    free(argv);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        bh_error_errno(err, errno, "fork ps");
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    char chunk[4096];
+    ssize_t r;
+    while ((r = read(p[0], chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0 && mem)
+            fwrite(chunk, 1, (size_t)r, mem);
+    close(p[0]);
+    if (mem)
+        fclose(mem);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        bh_error_set(err, EINVAL, "ps(1) with the given options failed (exit status %d)",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Prints ps's header and the lines whose PID column names one of pids. */
+static int print_ps_lines(char *text, const pid_t *pids, size_t n, struct bh_error *err)
+{
+    char *save = NULL;
+    char *header = strtok_r(text, "\n", &save);
+    if (header == NULL)
+        return 0;
+    int col = -1, k = 0;
+    cleanup_free char *hcopy = strdup(header);
+    char *fsave = NULL;
+    for (char *f = strtok_r(hcopy, " \t", &fsave); f; f = strtok_r(NULL, " \t", &fsave), k++)
+        if (strcmp(f, "PID") == 0)
+            col = k;
+    if (col < 0)
+        return bh_error_set(err, EINVAL,
+                            "ps(1)'s output has no PID column to select the "
+                            "container's processes by; add -o pid or use -ef");
+    printf("%s\n", header);
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cleanup_free char *lcopy = strdup(line);
+        char *lsave = NULL;
+        char *f = strtok_r(lcopy, " \t", &lsave);
+        for (int c = 0; f && c < col; c++)
+            f = strtok_r(NULL, " \t", &lsave);
+        if (f == NULL)
+            continue;
+        long v = strtol(f, NULL, 10);
+        for (size_t i = 0; i < n; i++) {
+            if (pids[i] == v) {
+                printf("%s\n", line);
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
 int cmd_ps(const struct cli_globals *g, int argc, char **argv)
 {
     const char *format = "table";
     const struct oci_opt opts[] = {{"format", 'f', OCI_OPT_STRING, &format}};
-    PARSE_OR_FAIL(opts, "usage: bulkhead ps [--format table|json] ID\n");
+    PARSE_OR_FAIL(opts, "");
     const char *id;
     if (oci_need_id(g, "ps", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
     bool json = strcmp(format, "json") == 0;
     if (!json && strcmp(format, "table") != 0) {
         cli_report_error(g, "ps: --format `%s` is not known: use table or json", format);
+        return CLI_EXIT_REFUSED;
+    }
+    if (json && pos + 1 < argc) {
+        cli_report_error(g, "ps: ps options cannot be used with --format json");
         return CLI_EXIT_REFUSED;
     }
     cleanup_close int dirfd = -1;
@@ -834,35 +960,41 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
         if (cg)
             bh_cgroup_free(cg);
         oci_state_free(&st);
+        /* A stopped container whose cgroup went with it has no processes. */
+        if (err.code == ENOENT) {
+            if (json)
+                printf("[]\n");
+            return 0;
+        }
         cli_report_error(g, "ps: %s", err.msg);
         return 1;
     }
     bh_cgroup_free(cg);
+    /* The sentry is bulkhead's, not the container's: only its guests are listed. */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] != st.pid)
+            pids[m++] = pids[i];
+    n = m;
+    int rc = 0;
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++)
             printf("%s%d", i ? "," : "", pids[i]);
         printf("]\n");
     } else {
-        printf("%-8s %s\n", "PID", "CMD");
-        for (size_t i = 0; i < n; i++) {
-            char path[64], cmd[256] = "";
-            snprintf(path, sizeof(path), "/proc/%d/cmdline", pids[i]);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                ssize_t r = read(fd, cmd, sizeof(cmd) - 1);
-                close(fd);
-                for (ssize_t k = 0; k < r; k++)
-                    if (cmd[k] == '\0')
-                        cmd[k] = ' ';
-                cmd[r > 0 ? r : 0] = '\0';
-            }
-            printf("%-8d %s\n", pids[i], cmd);
+        char *def[] = {"-ef"};
+        bool own = pos + 1 < argc;
+        char *text = run_ps(own ? argv + pos + 1 : def, own ? (size_t)(argc - pos - 1) : 1, &err);
+        if (text == NULL || print_ps_lines(text, pids, n, &err) < 0) {
+            cli_report_error(g, "ps: %s", err.msg);
+            rc = 1;
         }
+        free(text);
     }
     free(pids);
     oci_state_free(&st);
-    return 0;
+    return rc;
 }
 
 /* ---- run ---------------------------------------------------------------- */

@@ -224,6 +224,17 @@ static void config(const char *args_json, bool terminal, const char *extra)
     write_file("bundle/config.json", text);
 }
 
+/* Runs with stdout on /dev/null: for create and run -d, whose container
+ * keeps the stdout it is given. */
+static int run_quiet(const char *const *args)
+{
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null};
+    int rc = run_bh(NULL, 0, &o, args);
+    close(null);
+    return rc;
+}
+
 /* A running detached container (sleep) for exec tests. */
 static const char *start_sleeper(const char *tier)
 {
@@ -332,4 +343,205 @@ Test(oci_compat_tty, exec_foreground_tty)
     cr_expect(strstr(out, "/dev/pts/") != NULL, "no pty: %s", out);
     cr_expect_neq(RUN0("exec", "-t", "-d", id, "true"), 0);
     cr_expect(strstr(err_text, "without setting console socket") != NULL, "%s", err_text);
+}
+
+/* ---- the command line ----------------------------------------------------- */
+
+TestSuite(oci_compat_cli, .init = setup, .fini = teardown, .timeout = 90);
+
+/* runc's page layout: line 1 "NAME:", line 2 names the runc command. */
+Test(oci_compat_cli, help_pages_in_runc_format)
+{
+    const char *cmds[] = {"create", "delete", "events", "exec", "kill",  "list",  "pause",
+                          "ps",     "resume", "run",    "spec", "start", "state", "update"};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        char out[8192], want[64];
+        cr_expect_eq(RUN(out, cmds[i], "-h"), 0, "%s -h: %s", cmds[i], err_text);
+        snprintf(want, sizeof(want), "NAME:\n   bulkhead %s (runc %s) - ", cmds[i], cmds[i]);
+        cr_expect(strncmp(out, want, strlen(want)) == 0, "%s -h: %s", cmds[i], out);
+        cr_expect(strstr(out, "\nUSAGE:\n   bulkhead ") != NULL, "%s -h: %s", cmds[i], out);
+        char out2[8192];
+        cr_expect_eq(RUN(out2, "help", cmds[i]), 0);
+        cr_expect_str_eq(out2, out, "`help %s` differs from `%s -h`", cmds[i], cmds[i]);
+    }
+    char out[8192];
+    cr_expect_eq(RUN(out, "--help"), 0);
+    cr_expect(strstr(out, "NAME:\n") == out && strstr(out, "runc - Open Container Initiative "
+                                                           "runtime") != NULL,
+              "%s", out);
+    cr_expect_neq(RUN(out, "foo", "-h"), 0);
+    cr_expect(strstr(err_text, "No help topic for 'foo'") != NULL, "%s", err_text);
+}
+
+Test(oci_compat_cli, version_in_runc_format)
+{
+    char out[1024];
+    cr_assert_eq(RUN(out, "--version"), 0);
+    char l0[256] = "", l1[256] = "", l2[256] = "";
+    cr_assert_eq(sscanf(out, "%255[^\n]\n%255[^\n]\n%255[^\n]", l0, l1, l2), 3, "%s", out);
+    cr_expect(strstr(l0, "bulkhead version ") == l0, "%s", l0);
+    cr_expect(strstr(l0, "runc version 1.1.5") != NULL, "%s", l0);
+    cr_expect(strncmp(l1, "commit: ", 8) == 0 && strlen(l1) > 8, "%s", l1);
+    cr_expect(strncmp(l2, "spec: 1.", 8) == 0, "%s", l2);
+}
+
+static void parse_pids(const char *json_text, pid_t *pids, size_t *n)
+{
+    json_t *j = json_loads(json_text, 0, NULL);
+    cr_assert(json_is_array(j), "ps json: %s", json_text);
+    *n = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(j, i, v)
+    {
+        if (*n < 16)
+            pids[(*n)++] = (pid_t)json_integer_value(v);
+    }
+    json_decref(j);
+}
+
+/* ps lists the container's processes, never the sentry (the state's pid),
+ * and hands its arguments to ps(1). */
+Test(oci_compat_cli, ps_lists_guests_only_and_passes_ps_options)
+{
+    const char *id = start_sleeper(NULL);
+    char out[16384];
+    cr_assert_eq(RUN(out, "state", id), 0);
+    json_t *st = json_loads(out, 0, NULL);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0, "%s", err_text);
+    pid_t pids[16];
+    size_t n = 0;
+    parse_pids(out, pids, &n);
+    cr_expect_eq(n, 1, "one guest expected: %s", out);
+    for (size_t i = 0; i < n; i++)
+        cr_expect_neq(pids[i], sentry, "ps lists the sentry %d", sentry);
+    cr_assert_eq(RUN(out, "ps", id), 0, "%s", err_text);
+    cr_expect(strstr(out, "UID") == out && strstr(out, "PPID") != NULL, "default -ef: %s", out);
+    cr_expect(strstr(out, "sleep 1000") != NULL, "%s", out);
+    cr_assert_eq(RUN(out, "ps", id, "-o", "pid,args", "-p", "1", "-p", "2"), 0, "%s", err_text);
+    /* Only the header: ps(1) ran with our options and the filter held. */
+    cr_expect(strstr(out, "PID COMMAND\n") != NULL && strchr(out, '\n')[1] == '\0', "%s", out);
+    char want[64];
+    snprintf(want, sizeof(want), "-p%d", pids[0]);
+    cr_assert_eq(RUN(out, "ps", id, "-o", "pid,comm", want), 0, "%s", err_text);
+    cr_expect(strstr(out, "sleep") != NULL, "ps options not passed: %s", out);
+}
+
+Test(oci_compat_cli, list_in_creation_order)
+{
+    /* Ids whose name order and directory order differ from creation order. */
+    const char *names[] = {"zz", "aa", "mm"};
+    const char *made[3];
+    for (int i = 0; i < 3; i++) {
+        config("[\"sleep\", \"1000\"]", false, NULL);
+        made[i] = new_id(names[i]);
+        cr_assert_eq(run_quiet((const char *const[]){"create", made[i], NULL}), 0, "%s", err_text);
+    }
+    char out[8192];
+    cr_assert_eq(RUN(out, "list", "-q"), 0);
+    char want[512];
+    snprintf(want, sizeof(want), "%s\n%s\n%s\n", made[0], made[1], made[2]);
+    cr_expect_str_eq(out, want);
+    cr_assert_eq(RUN(out, "list", "--format", "json"), 0);
+    const char *a = strstr(out, made[0]), *b = strstr(out, made[1]), *c = strstr(out, made[2]);
+    cr_expect(a && b && c && a < b && b < c, "%s", out);
+}
+
+Test(oci_compat_cli, kill_signal_zero_and_all_after_stop)
+{
+    const char *id = start_sleeper(NULL);
+    cr_expect_eq(RUN0("kill", id, "0"), 0, "kill 0 of a running container: %s", err_text);
+    cr_assert_eq(RUN0("kill", id, "KILL"), 0);
+    for (int i = 0; i < 100; i++) {
+        char out[16384];
+        RUN(out, "state", id);
+        if (strstr(out, "\"stopped\""))
+            break;
+        usleep(50000);
+    }
+    cr_expect_eq(RUN0("kill", "-a", id, "0"), 0, "kill -a after stop: %s", err_text);
+    cr_expect_neq(RUN0("kill", id, "0"), 0, "kill 0 of a stopped container succeeded");
+    cr_expect(strstr(err_text, "not running") != NULL, "%s", err_text);
+}
+
+Test(oci_compat_cli, exec_failures_exit_255)
+{
+    const char *id = start_sleeper(NULL);
+    cr_expect_eq(RUN0("exec", id, "sh", "-c", "exit 42"), 42);
+    cr_expect_eq(RUN0("exec", id, "false"), 1);
+    cr_expect_eq(RUN0("exec", "--pid-file", "/non-existent/dir", id, "true"), 255, "%s", err_text);
+    cr_expect(strstr(err_text, "pid file") != NULL, "%s", err_text);
+    cr_expect_eq(RUN0("exec", id, "no-such-binary"), 255, "%s", err_text);
+    cr_expect_eq(RUN0("exec", "no_such_container", "true"), 255, "%s", err_text);
+    cr_assert_eq(RUN0("pause", id), 0, "%s", err_text);
+    cr_expect_eq(RUN0("exec", id, "true"), 255, "exec into a paused container");
+    cr_expect(strstr(err_text, "paused") != NULL, "%s", err_text);
+    cr_assert_eq(RUN0("resume", id), 0, "%s", err_text);
+}
+
+Test(oci_compat_cli, exec_pid_file_and_process_without_user)
+{
+    const char *id = start_sleeper(NULL);
+    char out[4096], p[512];
+    snprintf(p, sizeof(p), "%s/exec.pid", tmp);
+    cr_assert_eq(RUN(out, "exec", "--pid-file", p, id, "sh", "-c", "echo $$"), 0, "%s", err_text);
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f, "no pid file");
+    int host = 0;
+    cr_expect_eq(fscanf(f, "%d", &host), 1);
+    fclose(f);
+    char st[16384];
+    cr_assert_eq(RUN(st, "state", id), 0);
+    json_t *j = json_loads(st, 0, NULL);
+    cr_expect_gt(host, 0);
+    cr_expect_neq(host, json_integer_value(json_object_get(j, "pid")),
+                  "the pid file names the container, not the process");
+    json_decref(j);
+    /* A process.json without "user": the container's root, as runc does. */
+    write_file("proc.json", "{\"args\": [\"sh\", \"-c\", \"id -u; id -g\"], \"cwd\": \"/\", "
+                            "\"env\": [\"PATH=/usr/bin:/bin\"]}");
+    snprintf(p, sizeof(p), "%s/proc.json", tmp);
+    cr_assert_eq(RUN(out, "exec", "-p", p, id), 0, "%s", err_text);
+    cr_expect_str_eq(out, "0\n0\n");
+}
+
+/* exec --ignore-paused into a paused container while another caller
+ * resumes it: exec must not hold the container's lock while the frozen
+ * sentry cannot answer. */
+Test(oci_compat_cli, exec_ignore_paused_with_concurrent_resume)
+{
+    const char *id = start_sleeper(NULL);
+    cr_assert_eq(RUN0("pause", id), 0, "%s", err_text);
+    const char *argv[64];
+    build_argv(argv, NULL,
+               (const char *const[]){"exec", "--ignore-paused", id, "echo", "thawed", NULL});
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t ex = fork();
+    cr_assert_geq(ex, 0);
+    if (ex == 0) {
+        dup2(p[1], 1);
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, 0);
+        char errp[256], bundle[256];
+        snprintf(errp, sizeof(errp), "%s/exec.err", tmp);
+        snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(e, 2);
+        if (chdir(bundle) < 0)
+            _exit(127);
+        execv(bh, (char **)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    usleep(300000);
+    /* The resume must get the lock while exec waits for the frozen sentry. */
+    cr_expect_eq(RUN0("resume", id), 0, "resume while exec waits: %s", err_text);
+    char out[256];
+    read_all(p[0], out, sizeof(out));
+    close(p[0]);
+    cr_expect_eq(wait_exit(ex), 0);
+    cr_expect_str_eq(out, "thawed\n");
 }
