@@ -1181,7 +1181,7 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     if (spec->extra_policy_text != NULL) {
         /* Checked now so a profile the grammar cannot hold fails here, named. */
         struct bh_policy *pol = NULL;
-        if (bh_policy_parse(spec->extra_policy_text, "linux.seccomp", NULL, &pol, err) < 0)
+        if (bh_policy_parse_stacked(spec->extra_policy_text, "linux.seccomp", &pol, err) < 0)
             return bh_error_prefix(err, "config.json: `linux.seccomp` as a bulkhead policy");
         bh_policy_free(pol);
     }

@@ -406,14 +406,6 @@ Test(oci_config, seccomp_agent_refused)
     expect_refused("c1", "listenerPath");
 }
 
-Test(oci_config, seccomp_allow_default_with_denials_refused)
-{
-    write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
-                 "\"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ALLOW\", "
-                 "\"syscalls\": [{\"names\": [\"mkdir\"], \"action\": \"SCMP_ACT_ERRNO\"}]}}");
-    expect_refused("c1", "defaultAction allows");
-}
-
 Test(oci_config, seccomp_unknown_operator)
 {
     write_config("1.0.2", GOOD_ROOT, GOOD_PROC,

@@ -545,3 +545,92 @@ Test(oci_compat_cli, exec_ignore_paused_with_concurrent_resume)
     cr_expect_eq(wait_exit(ex), 0);
     cr_expect_str_eq(out, "thawed\n");
 }
+
+/* ---- seccomp profiles ------------------------------------------------------ */
+
+TestSuite(oci_compat_seccomp, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs sh -c script in the foreground with the given linux.seccomp at tier;
+ * returns the exit status, stdout+stderr (2>&1) in out. */
+static int run_with_profile(const char *tier, const char *profile, const char *script, char *out,
+                            size_t outlen)
+{
+    char args[1024];
+    snprintf(args, sizeof(args), "[\"sh\", \"-c\", \"exec 2>&1; %s\"]", script);
+    char text[12288];
+    snprintf(text, sizeof(text),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true}, "
+             "\"process\": {\"args\": %s, \"cwd\": \"/\", \"user\": {\"uid\": 0, \"gid\": 0}, "
+             "\"env\": [\"PATH=/usr/bin:/bin\"]}, \"mounts\": [{\"destination\": \"/usr\", "
+             "\"type\": \"bind\", \"source\": \"/usr\", \"options\": [\"rbind\", \"ro\"]}, "
+             "{\"destination\": \"/proc\", \"type\": \"proc\", \"source\": \"proc\"}, "
+             "{\"destination\": \"/tmp\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}], "
+             "\"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"mount\"}, "
+             "{\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}], "
+             "\"seccomp\": %s}}",
+             args, profile);
+    write_file("bundle/config.json", text);
+    const char *id = new_id("sc");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
+}
+
+/* defaultAction allows, a deny list refuses: runc's "SCMP_ACT_ERRNO default"
+ * and "explicit errno" profiles, at both tiers (stacked on the tier's own). */
+static void deny_list(const char *tier)
+{
+    char out[4096];
+    int rc = run_with_profile(tier,
+                              "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"architectures\": "
+                              "[\"SCMP_ARCH_X86\", \"SCMP_ARCH_X32\"], \"syscalls\": [{\"names\": "
+                              "[\"mkdir\", \"mkdirat\"], \"action\": \"SCMP_ACT_ERRNO\"}]}",
+                              "mkdir /tmp/a; echo after-$?", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "Operation not permitted") != NULL && strstr(out, "after-1") != NULL,
+              "mkdir was not refused with EPERM: %s", out);
+    rc = run_with_profile(tier,
+                          "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": [{\"names\": "
+                          "[\"mkdir\", \"mkdirat\"], \"action\": \"SCMP_ACT_ERRNO\", "
+                          "\"errnoRet\": 100}]}",
+                          "mkdir /tmp/a; touch /tmp/b && echo touched", out, sizeof(out));
+    cr_expect(strstr(out, "Network is down") != NULL, "errnoRet 100 not returned: %s", out);
+    cr_expect(strstr(out, "touched") != NULL, "the profile refused more than it lists: %s", out);
+    rc = run_with_profile(tier,
+                          "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": [{\"names\": "
+                          "[\"mkdir\", \"mkdirat\"], \"action\": \"SCMP_ACT_KILL\"}]}",
+                          "mkdir /tmp/a", out, sizeof(out));
+    cr_expect_neq(rc, 0, "SCMP_ACT_KILL did not kill: %s", out);
+}
+
+Test(oci_compat_seccomp, deny_list_container_tier)
+{
+    deny_list("container");
+}
+
+Test(oci_compat_seccomp, deny_list_kernel_tier)
+{
+    h_require_kernel_tier();
+    deny_list("kernel");
+}
+
+/* Two comparisons of one argument: either may match (runc adds one rule
+ * per comparison), and a rule that can never match is dropped, not refused. */
+Test(oci_compat_seccomp, repeated_argument_means_any_and_dead_rules_pass)
+{
+    char out[4096];
+    int rc = run_with_profile(
+        "container",
+        "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": [{\"names\": [\"kill\"], "
+        "\"action\": \"SCMP_ACT_ERRNO\", \"args\": [{\"index\": 1, \"value\": 10, \"op\": "
+        "\"SCMP_CMP_EQ\"}, {\"index\": 1, \"value\": 12, \"op\": \"SCMP_CMP_EQ\"}]}, "
+        "{\"names\": [\"mkdir\", \"mkdirat\"], \"action\": \"SCMP_ACT_ERRNO\"}, {\"names\": "
+        "[\"mkdirat\"], \"action\": \"SCMP_ACT_ALLOW\", \"args\": [{\"index\": 0, \"value\": 1, "
+        "\"op\": \"SCMP_CMP_EQ\"}]}]}",
+        "trap '' USR1 USR2; kill -USR1 $$; echo usr1-$?; kill -USR2 $$; echo usr2-$?; kill -0 "
+        "$$; echo zero-$?; mkdir /tmp/x; echo mkdir-$?",
+        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "usr1-1") && strstr(out, "usr2-1") && strstr(out, "zero-0"),
+              "either comparison must refuse kill, signal 0 passes: %s", out);
+    cr_expect(strstr(out, "mkdir-1") != NULL, "%s", out);
+}

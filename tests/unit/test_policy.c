@@ -568,15 +568,19 @@ Test(shipped_policies, sentry_allows_what_guests_may_do)
  * seccomp-policies/README.md): a change to either side must change this. */
 Test(shipped_policies, kernel_notifies_exactly_the_brokered_list)
 {
-    static const char *contract[] = {
-        "open",      "openat",    "openat2",   "creat",     "stat",       "lstat",     "newfstatat",
-        "statx",     "statfs",    "access",    "faccessat", "faccessat2", "readlink",  "readlinkat",
-        "mkdir",     "mkdirat",   "rmdir",     "unlink",    "unlinkat",   "rename",    "renameat",
-        "renameat2", "symlink",   "symlinkat", "link",      "linkat",     "chmod",     "fchmodat",
-        "fchmodat2", "chown",     "lchown",    "fchownat",  "truncate",   "utime",     "utimes",
-        "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "sendto",    "sendmsg",
-        "setuid",    "setgid",    "setreuid",  "setregid",  "setresuid",  "setresgid", "setfsuid",
-        "setfsgid",  "setgroups", "inotify_add_watch"};
+    static const char *contract[] = {"open",      "openat",     "openat2",    "creat",
+                                     "stat",      "lstat",      "newfstatat", "statx",
+                                     "statfs",    "access",     "faccessat",  "faccessat2",
+                                     "readlink",  "readlinkat", "mkdir",      "mkdirat",
+                                     "rmdir",     "unlink",     "unlinkat",   "rename",
+                                     "renameat",  "renameat2",  "symlink",    "symlinkat",
+                                     "link",      "linkat",     "chmod",      "fchmodat",
+                                     "fchmodat2", "chown",      "lchown",     "fchownat",
+                                     "truncate",  "utime",      "utimes",     "futimesat",
+                                     "utimensat", "mknod",      "mknodat",    "connect",
+                                     "sendto",    "sendmsg",    "setuid",     "setgid",
+                                     "setreuid",  "setregid",   "setresuid",  "setresgid",
+                                     "setfsuid",  "setfsgid",   "setgroups",  "inotify_add_watch"};
     struct sock_fprog k;
     compile_shipped("kernel.policy", &k);
     bool in_contract[512] = {false};
@@ -773,8 +777,8 @@ static int kernel_checks(struct child_ctx *ctx)
     EXPECT_OK(kill(getpid(), 0));
     EXPECT_OK(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), 0));
     /* JITs need writable and executable pages (Node's V8): allowed */
-    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void *m =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     EXPECT_OK(m == MAP_FAILED ? -1 : 0);
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE));
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE | PROT_EXEC));
@@ -1075,4 +1079,32 @@ Test(policy, fuzz_random_bytes_and_mutated_lines, .timeout = 120)
     }
     free(buf);
     free(shipped);
+}
+
+/* A caller's profile stacked on a tier's policy may allow by default and
+ * may hold rules that never match (libseccomp's reading of an OCI profile);
+ * a tier's own policy may do neither. */
+Test(policy, stacked_profile_allows_by_default_and_drops_dead_rules)
+{
+    const char *text = "@default allow\n"
+                       "mkdir errno 100\n"
+                       "kill errno EPERM if arg1 == 10 || arg1 == 12\n"
+                       "process_vm_readv allow if arg0 == 100 && arg0 == 9001\n"
+                       "chdir errno ENXIO\n"
+                       "chdir allow if arg0 == 1\n";
+    expect_error("@default allow\nmkdir errno EPERM\n", "must refuse");
+    struct bh_error err = {0};
+    struct bh_policy *p = NULL;
+    cr_assert_eq(bh_policy_parse_stacked(text, "profile", &p, &err), 0, "%s", err.msg);
+    struct sock_fprog prog;
+    cr_assert_eq(bh_policy_compile(p, &prog, &err), 0, "%s", err.msg);
+    bh_policy_free(p);
+    cr_expect_eq(eval(&prog, SYS_write, 0, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_mkdir, 0, 0, 0, 0), RET_ERRNO(100));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 10, 0, 0), RET_ERRNO(EPERM));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 12, 0, 0), RET_ERRNO(EPERM));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_process_vm_readv, 100, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_chdir, 1, 0, 0, 0), RET_ERRNO(ENXIO));
+    bh_policy_prog_free(&prog);
 }
