@@ -819,33 +819,10 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
         return -1;
 
     json_t *devs = member(lx, "devices");
-    if (devs != NULL) {
-        if (!json_is_array(devs))
-            return bh_error_set(err, EINVAL, "config.json: `linux.devices` must be an array");
-        static const char *const builtin[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                              "/dev/random", "/dev/urandom", "/dev/tty"};
-        size_t i;
-        json_t *d;
-        json_array_foreach(devs, i, d)
-        {
-            char where[64];
-            snprintf(where, sizeof(where), "linux.devices[%zu]", i);
-            const char *path, *type;
-            if (want_object(d, where, err) < 0 ||
-                get_string(d, "path", where, true, &path, err) < 0 ||
-                get_string(d, "type", where, true, &type, err) < 0)
-                return -1;
-            bool ok = false;
-            for (size_t k = 0; k < BH_ARRAY_SIZE(builtin); k++)
-                ok = ok || strcmp(path, builtin[k]) == 0;
-            if (!ok)
-                return bh_error_set(err, ENOTSUP,
-                                    "config.json: device `%s` is not supported: a bulkhead "
-                                    "sandbox has only /dev/null, zero, full, random, urandom "
-                                    "and tty",
-                                    path);
-        }
-    }
+    if (oci_devices_validate(devs, err) < 0)
+        return -1;
+    /* Applied once the tier is final (oci_devices_apply, at create). */
+    cfg->devices = devs;
     json_t *res = member(lx, "resources");
     if (res != NULL) {
         if (oci_resources_parse(res, "linux.resources", &spec->limits, err) < 0)

@@ -40,6 +40,7 @@ struct oci_config {
     json_t *annotations; /* borrowed from doc; an object, maybe empty */
     json_t *hooks;       /* borrowed from doc or NULL; validated */
     json_t *seccomp;     /* borrowed from doc or NULL */
+    json_t *devices;     /* linux.devices, borrowed from doc or NULL; validated */
     bool no_new_privileges;
     char *report_socket; /* dev.bulkhead.report-socket or NULL */
     /* Things accepted but not enforced; each is logged as a warning. */
@@ -69,6 +70,12 @@ int oci_version_check(const char *v, struct bh_error *err);
 /* Translates an OCI LinuxSeccomp object into extra policy text (oci/seccomp-profile.c).
  * *text is malloc'd, or NULL when the profile adds nothing. */
 int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
+
+/* linux.devices (oci/devices.c): shape checked at parse; applied per tier
+ * at create (own nodes accepted, host nodes bound at the container tier,
+ * refused with the reason at the kernel tier). */
+int oci_devices_validate(json_t *devs, struct bh_error *err);
+int oci_devices_apply(struct oci_config *cfg, struct bh_error *err);
 
 /* ---- state directory (oci/state.c) -------------------------------------- */
 

@@ -188,6 +188,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         spec->tier = BH_TIER_CONTAINER;
         json_object_set_new(cfg.annotations, OCI_ANNOTATION_TIER, json_string("container"));
     }
+    if (oci_devices_apply(&cfg, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
     /* runc's rules and words (scripts match them): a console socket only
      * when detached with a terminal; a terminal detached needs one. */
     if (a->console_socket != NULL && (a->tty != NULL || !spec->process.terminal)) {

@@ -634,3 +634,89 @@ Test(oci_compat_seccomp, repeated_argument_means_any_and_dead_rules_pass)
               "either comparison must refuse kill, signal 0 passes: %s", out);
     cr_expect(strstr(out, "mkdir-1") != NULL, "%s", out);
 }
+
+/* ---- devices ---------------------------------------------------------------- */
+
+TestSuite(oci_compat_devices, .init = setup, .fini = teardown, .timeout = 120);
+
+static int run_with_devices(const char *tier, const char *devices, const char *script, char *out,
+                            size_t outlen)
+{
+    char args[1024], extra[2048];
+    snprintf(args, sizeof(args), "[\"sh\", \"-c\", \"exec 2>&1; %s\"]", script);
+    snprintf(extra, sizeof(extra), "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier);
+    config(args, false, extra);
+    /* linux.devices goes inside linux: patch the written config. */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_object_set_new(json_object_get(doc, "linux"), "devices", json_loads(devices, 0, NULL));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("dev");
+    struct run_opts o = {.child_stdout = -1};
+    return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
+}
+
+/* A host char device at the container tier: the host's node, bound. */
+Test(oci_compat_devices, host_node_bound_at_container_tier)
+{
+    struct stat st;
+    cr_assert(stat("/dev/kmsg", &st) == 0 && S_ISCHR(st.st_mode), "the host has no /dev/kmsg");
+    char out[4096];
+    int rc = run_with_devices("container",
+                              "[{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, "
+                              "\"minor\": 11}, {\"path\": \"/dev/ptmx\", \"type\": \"c\", "
+                              "\"major\": 5, \"minor\": 2}]",
+                              "stat -c %F-%t:%T /dev/kmsg", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "character special file-1:b\n");
+}
+
+/* The kernel tier refuses a host device by name and reason, and accepts
+ * the nodes every sandbox has. */
+Test(oci_compat_devices, kernel_tier_refuses_host_devices_by_name)
+{
+    h_require_kernel_tier();
+    char out[4096];
+    int rc = run_with_devices("kernel",
+                              "[{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, "
+                              "\"minor\": 11}]",
+                              "true", out, sizeof(out));
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "device `/dev/kmsg` (c 1:11) is refused at the kernel tier") != NULL,
+              "%s", err_text);
+    rc = run_with_devices("kernel",
+                          "[{\"path\": \"/dev/tty\", \"type\": \"c\", \"major\": 5, \"minor\": "
+                          "0}, {\"path\": \"/dev/ptmx\", \"type\": \"c\", \"major\": 5, "
+                          "\"minor\": 2}, {\"path\": \"/dev/null\", \"type\": \"c\", \"major\": "
+                          "1, \"minor\": 3}]",
+                          "test -c /dev/null && test -e /dev/ptmx && echo own-nodes", out,
+                          sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "own-nodes\n");
+}
+
+Test(oci_compat_devices, refusals_name_the_device)
+{
+    char out[4096];
+    cr_expect_neq(run_with_devices("container",
+                                   "[{\"path\": \"/dev/null\", \"type\": \"c\", \"major\": 1, "
+                                   "\"minor\": 11}]",
+                                   "true", out, sizeof(out)),
+                  0);
+    cr_expect(strstr(err_text, "`/dev/null` is listed as c 1:11") != NULL, "%s", err_text);
+    cr_expect_neq(run_with_devices("container",
+                                   "[{\"path\": \"/dev/nothing\", \"type\": \"c\", \"major\": "
+                                   "4095, \"minor\": 1048575}]",
+                                   "true", out, sizeof(out)),
+                  0);
+    cr_expect(strstr(err_text, "`/dev/nothing` (c 4095:1048575): the host has no such node") !=
+                  NULL,
+              "%s", err_text);
+    cr_expect_neq(run_with_devices("container", "[{\"path\": \"/dev/fifo\", \"type\": \"p\"}]",
+                                   "true", out, sizeof(out)),
+                  0);
+    cr_expect(strstr(err_text, "`/dev/fifo` of type `p`") != NULL, "%s", err_text);
+}
