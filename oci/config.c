@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "cgroup.h"
 #include "oci-internal.h"
 #include "policy.h"
 
@@ -764,6 +765,23 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         if (has && limit > 0)
             l->pids = limit;
     }
+    json_t *unified = member(res, "unified");
+    if (unified != NULL) {
+        if (!json_is_object(unified))
+            return bh_error_set(err, EINVAL, "config.json: `%s.unified` must be an object", where);
+        enum bh_cgroup_layout layout = bh_cgroup_detect();
+        /* runc's words ("invalid configuration"): v2 files have no place on v1. */
+        if (json_object_size(unified) > 0 && layout != BH_CGROUP_V2)
+            return bh_error_set(err, EINVAL,
+                                "invalid configuration: `%s.unified` names cgroup v2 files, but "
+                                "this host's cgroups are %s",
+                                where, bh_cgroup_layout_name(layout));
+        if (json_object_size(unified) > 0)
+            return bh_error_set(err, ENOTSUP,
+                                "config.json: `%s.unified` is not applied by bulkhead; use the "
+                                "memory, cpu and pids fields",
+                                where);
+    }
     return 0;
 }
 
@@ -1039,8 +1057,8 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
             return bh_error_set(err, EINVAL,
                                 "BULKHEAD_DEFAULT_TIER is `%s`: use `container` or `kernel`",
                                 env_tier);
+        /* Not written into the annotations: hooks see the config's own. */
         tier = env_tier;
-        json_object_set_new(cfg->annotations, OCI_ANNOTATION_TIER, json_string(env_tier));
     }
     if (tier != NULL) {
         if (strcmp(tier, "kernel") == 0)

@@ -80,6 +80,10 @@ int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *
 char *oci_state_text(const struct oci_state *st, const char *status)
 {
     json_t *j = oci_state_json(st, status);
+    /* Hooks get the config's annotations as they are (runtime-tools checks
+     * them): the tier a container got is in `state`, not in hooks' input. */
+    json_object_set_new(j, "annotations",
+                        json_deep_copy(st->annotations ? st->annotations : json_object()));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return s;
@@ -186,7 +190,6 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
                 "container tier: %s",
                 id, err.msg);
         spec->tier = BH_TIER_CONTAINER;
-        json_object_set_new(cfg.annotations, OCI_ANNOTATION_TIER, json_string("container"));
     }
     if (oci_devices_apply(&cfg, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);

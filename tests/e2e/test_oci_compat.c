@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -719,4 +721,60 @@ Test(oci_compat_devices, refusals_name_the_device)
                                    "true", out, sizeof(out)),
                   0);
     cr_expect(strstr(err_text, "`/dev/fifo` of type `p`") != NULL, "%s", err_text);
+}
+
+/* ---- resources and hooks ------------------------------------------------------ */
+
+TestSuite(oci_compat_config, .init = setup, .fini = teardown, .timeout = 120);
+
+/* linux.resources.unified names cgroup v2 files: on a v1 or hybrid host it
+ * is an invalid configuration (runc's words); on v2 bulkhead says it does
+ * not apply them. Never silently ignored. */
+Test(oci_compat_config, unified_resources_never_ignored)
+{
+    config("[\"true\"]", false, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    json_object_set_new(json_object_get(json_object_get(doc, "linux"), "resources"), "unified",
+                        json_pack("{s:s}", "memory.min", "131072"));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("uni");
+    cr_expect_neq(run_quiet((const char *const[]){"run", "-d", id, NULL}), 0);
+    struct statfs sf;
+    cr_assert_eq(statfs("/sys/fs/cgroup", &sf), 0);
+    if (sf.f_type == CGROUP2_SUPER_MAGIC)
+        cr_expect(strstr(err_text, "`linux.resources.unified` is not applied") != NULL, "%s",
+                  err_text);
+    else
+        cr_expect(strstr(err_text, "invalid configuration: `linux.resources.unified`") != NULL,
+                  "%s", err_text);
+    cr_expect(state_gone(id));
+}
+
+/* Hooks get the config's annotations as they are, also when the tier came
+ * from --default-tier (no dev.bulkhead.* key added). */
+Test(oci_compat_config, hook_state_has_the_configs_annotations)
+{
+    char extra[1024];
+    snprintf(extra, sizeof(extra),
+             "\"annotations\": {\"org.example.k\": \"v\"}, \"hooks\": {\"prestart\": [{\"path\": "
+             "\"/bin/sh\", \"args\": [\"sh\", \"-c\", \"cat > %s/hook-state.json\"]}]}",
+             tmp);
+    config("[\"true\"]", false, extra);
+    const char *id = new_id("hk");
+    struct run_opts o = {.child_stdout = -1, .tier = "container"};
+    char out[256];
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/hook-state.json", tmp);
+    json_t *st = json_load_file(p, 0, NULL);
+    cr_assert_not_null(st, "the hook got no state");
+    json_t *ann = json_object_get(st, "annotations");
+    cr_expect_eq(json_object_size(ann), 1, "annotations: %s", json_dumps(ann, 0));
+    cr_expect_str_eq(json_string_value(json_object_get(ann, "org.example.k")), "v");
+    cr_expect_str_eq(json_string_value(json_object_get(st, "id")), id);
+    json_decref(st);
 }
