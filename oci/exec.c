@@ -306,6 +306,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
     }
+    cli_log(g, "debug", "exec %s: process %d started in the sandbox", id, pid);
     if (set_oom) {
         char path[64], buf[16];
         snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pid);
@@ -395,6 +396,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     sigprocmask(SIG_SETMASK, &old, NULL);
     rc = bh_status_to_exit_code(wst);
     ran = true;
+    cli_log(g, "debug", "exec %s: process %d ended with status %#x", id, pid, wst);
 out:
     oci_tty_finish(&relay);
     if (conn != NULL)

@@ -169,6 +169,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     log_warnings(g, &cfg);
+    cli_log(g, "debug", "create %s: config.json of bundle %s read and validated", id, cfg.bundle);
     struct bh_sandbox_spec *spec = &cfg.spec;
     spec->id = strdup(id);
     /* Nothing runs at a tier this host cannot prove (verified once per boot
@@ -276,6 +277,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
      * mount step says precisely what is missing. */
     if (oci_make_mount_points(spec, &err) < 0)
         cli_log(g, "debug", "mount points: %s", err.msg);
+    cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
+            bh_tier_name(spec->tier), cgroup_path);
     int created = oci_prepare_bind_trees(spec, &err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, &sb, &err);
@@ -418,6 +421,7 @@ int oci_do_start(const struct cli_globals *g, const char *id)
     char state_dir[4096];
     oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
     struct bh_sentry_conn *conn = NULL;
+    cli_log(g, "debug", "start %s: letting the container's process exec", id);
     if (bh_sentry_connect(state_dir, &conn, &err) < 0 || bh_sentry_start(conn, &err) < 0) {
         if (conn)
             bh_sentry_disconnect(conn);
@@ -1080,6 +1084,7 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
     }
     oci_tty_finish(&tty);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    cli_log(g, "debug", "run %s: the container's process ended with status %#x", id, status);
     if (!keep)
         oci_do_delete(g, id, true);
     return bh_status_to_exit_code(status);

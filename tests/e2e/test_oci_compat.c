@@ -778,3 +778,23 @@ Test(oci_compat_config, hook_state_has_the_configs_annotations)
     cr_expect_str_eq(json_string_value(json_object_get(st, "id")), id);
     json_decref(st);
 }
+
+/* --debug: runc's line format on stderr, or only in --log when given. */
+Test(oci_compat_cli, debug_lines_go_to_stderr_or_the_log)
+{
+    const char *id = start_sleeper(NULL);
+    cr_assert_eq(RUN0("--debug", "exec", id, "true"), 0, "%s", err_text);
+    cr_expect(strstr(err_text, "level=debug msg=\"exec ") != NULL, "%s", err_text);
+    char log[512];
+    snprintf(log, sizeof(log), "%s/debug.log", tmp);
+    cr_assert_eq(RUN0("--debug", "--log", log, "--log-format", "json", "exec", id, "true"), 0);
+    cr_expect_null(strstr(err_text, "level"), "debug lines on stderr with --log: %s", err_text);
+    FILE *f = fopen(log, "r");
+    cr_assert_not_null(f);
+    char line[1024];
+    bool seen = false;
+    while (fgets(line, sizeof(line), f))
+        seen = seen || strstr(line, "\"level\":\"debug\"") != NULL;
+    fclose(f);
+    cr_expect(seen, "no JSON debug line in the log");
+}
