@@ -172,10 +172,26 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out_args;
     }
-    if (preserve && strcmp(preserve, "0") != 0) {
-        cli_report_error(g, "exec: --preserve-fds is not supported");
-        rc = CLI_EXIT_REFUSED;
-        goto out_args;
+    /* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
+    int n_extra = 0;
+    int extra[BH_EXEC_MAX_EXTRA_FDS];
+    if (preserve) {
+        char *end;
+        long v = strtol(preserve, &end, 10);
+        if (*preserve == '\0' || *end != '\0' || v < 0 || v > BH_EXEC_MAX_EXTRA_FDS) {
+            cli_report_error(g, "exec: --preserve-fds `%s` must be a number from 0 to %d", preserve,
+                             BH_EXEC_MAX_EXTRA_FDS);
+            goto out_args;
+        }
+        n_extra = (int)v;
+        for (int i = 0; i < n_extra; i++) {
+            extra[i] = 3 + i;
+            if (fcntl(extra[i], F_GETFD) < 0) {
+                cli_report_error(g, "exec: --preserve-fds %d: fd %d is not open", n_extra,
+                                 extra[i]);
+                goto out_args;
+            }
+        }
     }
     if (oci_open(g, "exec", id, &dirfd, &st) < 0)
         goto out_args;
@@ -301,7 +317,8 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
     bool set_oom = proc.has_oom_score_adj;
     proc.has_oom_score_adj = false;
-    if (bh_sentry_exec(conn, &proc, stdio, proc.terminal ? console_socket : NULL, &pid, &err) < 0) {
+    if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
+                           (size_t)n_extra, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;

@@ -798,3 +798,57 @@ Test(oci_compat_cli, debug_lines_go_to_stderr_or_the_log)
     fclose(f);
     cr_expect(seen, "no JSON debug line in the log");
 }
+
+/* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 at the
+ * container tier (nothing else leaks in); the kernel tier refuses them. */
+static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/preserved.txt", tmp);
+    write_file("preserved.txt", "hello-fd\n");
+    const char *argv[64];
+    build_argv(argv, NULL,
+               (const char *const[]){"exec", "--preserve-fds=2", id, "sh", "-c", script, NULL});
+    int pp[2];
+    cr_assert_eq(pipe2(pp, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(pp[1], 1);
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, 0);
+        dup2(null, 3);
+        int f = open(p, O_RDONLY);
+        dup2(f, 4);
+        for (int fd = 5; fd < 64; fd++)
+            close(fd);
+        child_exec(argv, NULL);
+    }
+    close(pp[1]);
+    read_all(pp[0], out, outlen);
+    close(pp[0]);
+    int rc = wait_exit(pid);
+    load_stderr();
+    return rc;
+}
+
+Test(oci_compat_cli, exec_preserve_fds)
+{
+    const char *id = start_sleeper("container");
+    char out[4096];
+    int rc = exec_preserving(id, "cat <&4; ls /proc/self/fd | tr '\\n' ' '", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect(strncmp(out, "hello-fd\n0 1 2 3 4 ", 19) == 0, "%s", out);
+    /* ls's own directory fd is 5: nothing beyond what was asked for. */
+    cr_expect(strstr(out, " 6 ") == NULL, "an fd leaked in: %s", out);
+}
+
+Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
+{
+    h_require_kernel_tier();
+    const char *id = start_sleeper("kernel");
+    char out[4096];
+    cr_expect_eq(exec_preserving(id, "cat <&4", out, sizeof(out)), 255);
+    cr_expect(strstr(err_text, "refused at the kernel tier") != NULL, "%s", err_text);
+    cr_expect_str_eq(out, "");
+}
