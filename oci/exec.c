@@ -198,7 +198,14 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     const char *status = oci_state_status(&st);
     if (strcmp(status, "running") != 0 && strcmp(status, "created") != 0 &&
         !(ignore_paused && strcmp(status, "paused") == 0)) {
-        cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
+        /* runc's words for the paused case, which scripts match. */
+        if (strcmp(status, "paused") == 0)
+            cli_report_error(g,
+                             "exec: cannot exec in a paused container (`%s`; resume it or use "
+                             "--ignore-paused)",
+                             id);
+        else
+            cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
         goto out;
     }
     if (process_file) {

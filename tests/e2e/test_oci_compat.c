@@ -479,7 +479,7 @@ Test(oci_compat_cli, exec_failures_exit_255)
     cr_expect_eq(RUN0("exec", "no_such_container", "true"), 255, "%s", err_text);
     cr_assert_eq(RUN0("pause", id), 0, "%s", err_text);
     cr_expect_eq(RUN0("exec", id, "true"), 255, "exec into a paused container");
-    cr_expect(strstr(err_text, "paused") != NULL, "%s", err_text);
+    cr_expect(strstr(err_text, "cannot exec in a paused container") != NULL, "%s", err_text);
     cr_assert_eq(RUN0("resume", id), 0, "%s", err_text);
 }
 
