@@ -91,8 +91,16 @@ static int resolve_program(const struct bh_process *proc, char *out, size_t size
 
 static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
 {
+    /* The defaults only where the process asks for nothing: lowering a hard
+     * limit first would make the one asked for (raised) impossible. */
+    bool has_nofile = false, has_core = false;
+    for (size_t i = 0; i < proc->n_rlimits; i++) {
+        has_nofile = has_nofile || proc->rlimits[i].resource == RLIMIT_NOFILE;
+        has_core = has_core || proc->rlimits[i].resource == RLIMIT_CORE;
+    }
     struct rlimit nofile = {1024, 4096}, core = {0, 0};
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+    if ((!has_nofile && setrlimit(RLIMIT_NOFILE, &nofile) < 0) ||
+        (!has_core && setrlimit(RLIMIT_CORE, &core) < 0))
         return bh_error_errno(err, errno, "set default rlimits (nofile 1024/4096, core 0)");
     for (size_t i = 0; i < proc->n_rlimits; i++) {
         const struct bh_rlimit *r = &proc->rlimits[i];

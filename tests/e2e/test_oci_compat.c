@@ -852,3 +852,31 @@ Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
     cr_expect(strstr(err_text, "refused at the kernel tier") != NULL, "%s", err_text);
     cr_expect_str_eq(out, "");
 }
+
+/* process.rlimits as runc sets them: a core limit (soft and hard) the
+ * config raises above bulkhead's default of 0 is what the process gets. */
+Test(oci_compat_config, rlimit_core_as_configured)
+{
+    config("[\"sh\", \"-c\", \"grep 'core file' /proc/self/limits; grep 'open files' "
+           "/proc/self/limits\"]",
+           false, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    json_object_set_new(
+        json_object_get(doc, "process"), "rlimits",
+        json_pack("[{s:s,s:i,s:i}]", "type", "RLIMIT_CORE", "soft", 1024, "hard", 2048));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("rl");
+    char out[1024];
+    struct run_opts o = {.child_stdout = -1};
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    cr_expect(strstr(out, "Max core file size        1024                 2048                 "
+                          "bytes") != NULL,
+              "%s", out);
+    /* What the config does not name keeps bulkhead's default. */
+    cr_expect(strstr(out, "Max open files            1024                 4096") != NULL, "%s",
+              out);
+}
