@@ -95,6 +95,9 @@ struct oci_state {
     uint64_t caps; /* the guests' capability mask, for the live checks */
     bool started;
     bool paused;
+    /* process.noNewPrivileges was false, yet no_new_privs is set (the
+     * sandbox sets it at every tier): said in the state's annotations. */
+    bool nnp_forced;
 };
 
 /* Container ids: [A-Za-z0-9_+.-]{1,1024}, not "." or "..". */

@@ -260,6 +260,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     st.hooks = cfg.hooks ? json_incref(cfg.hooks) : NULL;
     st.cgroup_path = strdup(cgroup_path);
     st.tier = spec->tier;
+    st.nnp_forced = !cfg.no_new_privileges;
 
     struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED,
                                   .state_dir = state_dir,

@@ -880,3 +880,20 @@ Test(oci_compat_config, rlimit_core_as_configured)
     cr_expect(strstr(out, "Max open files            1024                 4096") != NULL, "%s",
               out);
 }
+
+/* process.noNewPrivileges false (or absent): no_new_privs is still set, as
+ * every bulkhead tier sets it, and the state says so. */
+Test(oci_compat_config, no_new_privileges_false_is_said_in_state)
+{
+    const char *id = start_sleeper(NULL);
+    char out[16384];
+    cr_assert_eq(RUN(out, "exec", id, "grep", "NoNewPrivs", "/proc/self/status"), 0, "%s",
+                 err_text);
+    cr_expect(strstr(out, "NoNewPrivs:\t1") != NULL, "%s", out);
+    cr_assert_eq(RUN(out, "state", id), 0);
+    json_t *st = json_loads(out, 0, NULL);
+    const char *why = json_string_value(
+        json_object_get(json_object_get(st, "annotations"), "dev.bulkhead.no-new-privileges"));
+    cr_expect(why != NULL && strstr(why, "process.noNewPrivileges is false") != NULL, "%s", out);
+    json_decref(st);
+}
