@@ -897,3 +897,23 @@ Test(oci_compat_config, no_new_privileges_false_is_said_in_state)
     cr_expect(why != NULL && strstr(why, "process.noNewPrivileges is false") != NULL, "%s", out);
     json_decref(st);
 }
+
+/* `spec` writes the tier --default-tier names, so a suite that makes its
+ * configs with `spec` through a wrapper runs at the wrapper's tier. */
+Test(oci_compat_cli, spec_follows_default_tier)
+{
+    const char *tiers[] = {"container", "kernel"};
+    for (size_t i = 0; i < 2; i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+        unlink(p);
+        struct run_opts o = {.child_stdout = -1, .tier = tiers[i]};
+        cr_assert_eq(run_bh(NULL, 0, &o, (const char *const[]){"spec", NULL}), 0, "%s", err_text);
+        json_t *doc = json_load_file(p, 0, NULL);
+        cr_assert_not_null(doc);
+        cr_expect_str_eq(json_string_value(json_object_get(json_object_get(doc, "annotations"),
+                                                           "dev.bulkhead.tier")),
+                         tiers[i]);
+        json_decref(doc);
+    }
+}
