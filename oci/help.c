@@ -130,7 +130,7 @@ int oci_help_print(FILE *out, const char *command)
     return 0;
 }
 
-void oci_help_main(FILE *out)
+void oci_help_main(FILE *out, bool (*exists)(const char *command))
 {
     fprintf(out,
             "NAME:\n"
@@ -138,8 +138,10 @@ void oci_help_main(FILE *out)
             "   run behind a syscall-brokering sentry (kernel tier) or as plain containers\n"
             "\nUSAGE:\n   bulkhead [global options] command [command options] [arguments...]\n"
             "\nCOMMANDS:\n");
+    /* Only what this build has (checkpoint and restore come with their own file). */
     for (size_t i = 0; i < BH_ARRAY_SIZE(pages); i++)
-        fprintf(out, "   %-11s %s\n", pages[i].name, pages[i].summary);
+        if (exists(pages[i].name))
+            fprintf(out, "   %-11s %s\n", pages[i].name, pages[i].summary);
     fprintf(out, "   %-11s %s\n", "help, h", "show the commands, or one command's help page");
     fprintf(out, "\nGLOBAL OPTIONS:\n"
                  "   --debug                 write debug lines (to --log when given, else stderr)\n"

@@ -36,6 +36,14 @@ static const struct cli_command commands[] = {
     {"describe", cmd_describe, "print what a bulkheadd serves"},
 };
 
+static bool command_exists(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 /* Front ends of bulkhead's own (not runc's) with richer help of their own. */
 static bool is_own_help(const char *name)
 {
@@ -78,24 +86,24 @@ int main(int argc, char **argv)
     }
     const char *name = argv[idx];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-        oci_help_main(stdout);
+        oci_help_main(stdout, command_exists);
         return 0;
     }
     /* `help CMD`, `h CMD` and `CMD -h` in runc's format and with its exit
      * status (a topic that does not exist is an error). */
     bool help_cmd = strcmp(name, "help") == 0 || strcmp(name, "h") == 0;
     if (help_cmd && idx + 1 >= argc) {
-        oci_help_main(stdout);
+        oci_help_main(stdout, command_exists);
         return 0;
     }
     const char *topic = help_cmd ? argv[idx + 1] : name;
     bool want_help = help_cmd || (idx + 1 < argc && (strcmp(argv[idx + 1], "-h") == 0 ||
                                                      strcmp(argv[idx + 1], "--help") == 0));
-    if (want_help && oci_help_exists(topic) && !is_own_help(topic)) {
+    if (want_help && command_exists(topic) && oci_help_exists(topic) && !is_own_help(topic)) {
         oci_help_print(stdout, topic);
         return 0;
     }
-    if (want_help && !oci_help_exists(topic)) {
+    if (want_help && !command_exists(topic)) {
         cli_report_error(&g, "No help topic for '%s'", topic);
         return CLI_EXIT_REFUSED;
     }

@@ -203,7 +203,8 @@ int oci_parse_signal(const char *s, int *sig);
 /* runc's layout: "NAME:\n   bulkhead CMD (runc CMD) - summary\n\nUSAGE: ...". */
 bool oci_help_exists(const char *command);
 int oci_help_print(FILE *out, const char *command);
-void oci_help_main(FILE *out);
+/* The command list names only commands for which exists() is true. */
+void oci_help_main(FILE *out, bool (*exists)(const char *command));
 
 /* ---- foreground terminal (oci/tty.c) ------------------------------------ */
 
