@@ -917,3 +917,49 @@ Test(oci_compat_cli, spec_follows_default_tier)
         json_decref(doc);
     }
 }
+
+/* events reports an OOM kill in the container as runc does, as it happens,
+ * between the statistics. */
+Test(oci_compat_config, events_reports_oom)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    json_object_set_new(json_object_get(json_object_get(doc, "linux"), "resources"), "memory",
+                        json_pack("{s:i,s:i}", "limit", 33554432, "swap", 33554432));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("oom");
+    cr_assert_eq(run_quiet((const char *const[]){"run", "-d", id, NULL}), 0, "%s", err_text);
+    char logp[512];
+    snprintf(logp, sizeof(logp), "%s/events.log", tmp);
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(logfd, 0);
+    const char *argv[64];
+    build_argv(argv, NULL, (const char *const[]){"events", "--interval", "1s", id, NULL});
+    pid_t ev = fork();
+    cr_assert_geq(ev, 0);
+    if (ev == 0) {
+        dup2(logfd, 1);
+        child_exec(argv, NULL);
+    }
+    close(logfd);
+    cr_assert_eq(
+        run_quiet((const char *const[]){"exec", "-d", id, "sh", "-c",
+                                        "x=$(dd if=/dev/urandom ibs=5120k 2>/dev/null)", NULL}),
+        0, "%s", err_text);
+    bool oom = false;
+    for (int i = 0; i < 150 && !oom; i++) {
+        usleep(100000);
+        FILE *f = fopen(logp, "r");
+        char line[4096];
+        while (f && fgets(line, sizeof(line), f))
+            oom = oom || strstr(line, "{\"type\":\"oom\",\"id\":\"") == line;
+        if (f)
+            fclose(f);
+    }
+    RUN0("delete", "--force", id);
+    cr_expect_eq(wait_exit(ev), 0, "events did not end with the container");
+    cr_expect(oom, "no oom event within 15 s");
+}
