@@ -101,10 +101,12 @@ static void *relay_thread(void *arg)
     char buf[16384];
     bool stdin_open = true, stopping = false;
     for (;;) {
+        /* Once told to stop, only what the master still holds matters (the
+         * stop pipe stays readable: polling it again would never time out). */
         struct pollfd p[3] = {
             {.fd = t->master, .events = POLLIN},
-            {.fd = t->stop_pipe[0], .events = POLLIN},
-            {.fd = stdin_open ? 0 : -1, .events = POLLIN},
+            {.fd = stopping ? -1 : t->stop_pipe[0], .events = POLLIN},
+            {.fd = stdin_open && !stopping ? 0 : -1, .events = POLLIN},
         };
         int n = poll(p, 3, stopping ? 0 : -1);
         if (n < 0 && errno == EINTR)

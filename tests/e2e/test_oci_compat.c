@@ -963,3 +963,19 @@ Test(oci_compat_config, events_reports_oom)
     cr_expect_eq(wait_exit(ev), 0, "events did not end with the container");
     cr_expect(oom, "no oom event within 15 s");
 }
+
+/* A start that fails (a startContainer hook refuses) with the pty relayed
+ * ends run with the error instead of leaving the relay spinning. */
+Test(oci_compat_tty, failed_start_ends_the_relay)
+{
+    config("[\"true\"]", true,
+           "\"hooks\": {\"startContainer\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", \"-c\", "
+           "\"exit 3\"]}]}");
+    const char *id = new_id("ttyhook");
+    char out[1024];
+    struct run_opts o = {.child_stdout = -1, .tier = "container"};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "startContainer") != NULL, "%s", err_text);
+    cr_expect(state_gone(id), "run left its state");
+}
