@@ -568,19 +568,15 @@ Test(shipped_policies, sentry_allows_what_guests_may_do)
  * seccomp-policies/README.md): a change to either side must change this. */
 Test(shipped_policies, kernel_notifies_exactly_the_brokered_list)
 {
-    static const char *contract[] = {"open",      "openat",     "openat2",    "creat",
-                                     "stat",      "lstat",      "newfstatat", "statx",
-                                     "statfs",    "access",     "faccessat",  "faccessat2",
-                                     "readlink",  "readlinkat", "mkdir",      "mkdirat",
-                                     "rmdir",     "unlink",     "unlinkat",   "rename",
-                                     "renameat",  "renameat2",  "symlink",    "symlinkat",
-                                     "link",      "linkat",     "chmod",      "fchmodat",
-                                     "fchmodat2", "chown",      "lchown",     "fchownat",
-                                     "truncate",  "utime",      "utimes",     "futimesat",
-                                     "utimensat", "mknod",      "mknodat",    "connect",
-                                     "sendto",    "sendmsg",    "setuid",     "setgid",
-                                     "setreuid",  "setregid",   "setresuid",  "setresgid",
-                                     "setfsuid",  "setfsgid",   "setgroups",  "inotify_add_watch"};
+    static const char *contract[] = {
+        "open",      "openat",    "openat2",   "creat",     "stat",       "lstat",     "newfstatat",
+        "statx",     "statfs",    "access",    "faccessat", "faccessat2", "readlink",  "readlinkat",
+        "mkdir",     "mkdirat",   "rmdir",     "unlink",    "unlinkat",   "rename",    "renameat",
+        "renameat2", "symlink",   "symlinkat", "link",      "linkat",     "chmod",     "fchmodat",
+        "fchmodat2", "chown",     "lchown",    "fchownat",  "truncate",   "utime",     "utimes",
+        "futimesat", "utimensat", "mknod",     "mknodat",   "connect",    "sendto",    "sendmsg",
+        "setuid",    "setgid",    "setreuid",  "setregid",  "setresuid",  "setresgid", "setfsuid",
+        "setfsgid",  "setgroups", "inotify_add_watch"};
     struct sock_fprog k;
     compile_shipped("kernel.policy", &k);
     bool in_contract[512] = {false};
@@ -777,8 +773,8 @@ static int kernel_checks(struct child_ctx *ctx)
     EXPECT_OK(kill(getpid(), 0));
     EXPECT_OK(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), 0));
     /* JITs need writable and executable pages (Node's V8): allowed */
-    void *m =
-        mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
     EXPECT_OK(m == MAP_FAILED ? -1 : 0);
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE));
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE | PROT_EXEC));
