@@ -678,12 +678,13 @@ int cmd_kill(const struct cli_globals *g, int argc, char **argv)
         return 1;
     int rc = 0;
     const char *status = oci_state_status(&st);
+    /* --all still reaches a stopped container's cgroup, as runc's does: the
+     * shim sends it when the first process of a container sharing a pid
+     * namespace exits, to end what that process left behind. */
     if (strcmp(status, "stopped") == 0 && !all) {
         cli_report_error(g, "kill: container not running");
         rc = 1;
     } else if (all) {
-        /* As runc: --all signals whatever the cgroup still holds, also
-         * after the first process ended (nothing, then). */
         rc = kill_all(g, &st, sig) < 0 ? 1 : 0;
     } else if (kill(st.pid, sig) < 0) {
         cli_report_error(g, "kill: %s", errno == ESRCH ? "no such process" : strerror(errno));
