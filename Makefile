@@ -71,6 +71,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# `bulkhead --version` prints the commit, as runc's does.
+$(BUILD)/obj/oci/main.o: CFLAGS += -DBH_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
+
 $(BUILD)/obj/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c -o $@ $<

@@ -102,14 +102,10 @@ static void json_escape(FILE *f, const char *s)
     }
 }
 
-static void log_line(const struct cli_globals *g, const char *level, const char *msg)
+/* One line in the --log format to fd (the log file, or stderr for --debug
+ * without --log, as runc writes them). */
+static void format_line(int fd, const struct cli_globals *g, const char *level, const char *msg)
 {
-    if (g == NULL || g->log_path == NULL)
-        return;
-    cleanup_close int fd =
-        open(g->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
-    if (fd < 0)
-        return;
     char stamp[64];
     struct timespec ts;
     struct tm tm;
@@ -137,6 +133,16 @@ static void log_line(const struct cli_globals *g, const char *level, const char 
     free(buf);
 }
 
+static void log_line(const struct cli_globals *g, const char *level, const char *msg)
+{
+    if (g == NULL || g->log_path == NULL)
+        return;
+    cleanup_close int fd =
+        open(g->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+    if (fd >= 0)
+        format_line(fd, g, level, msg);
+}
+
 void cli_report_error(const struct cli_globals *g, const char *fmt, ...)
 {
     char msg[2048];
@@ -159,7 +165,8 @@ void cli_log(const struct cli_globals *g, const char *level, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (g->debug)
-        fprintf(stderr, "bulkhead: %s: %s\n", level, msg);
+    /* As runc: with --log the lines go there only; without, to stderr. */
+    if (g->log_path == NULL && g->debug)
+        format_line(2, g, level, msg);
     log_line(g, level, msg);
 }

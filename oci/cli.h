@@ -9,15 +9,18 @@
 #include "error.h"
 
 struct cli_globals {
-    const char *root;       /* --root: state directory (runc default /run/bulkhead) */
-    const char *log_path;   /* --log */
-    bool log_json;          /* --log-format json */
-    bool debug;             /* --debug */
-    bool systemd_cgroup;    /* --systemd-cgroup: accepted, cgroupfs is used */
+    const char *root;     /* --root: state directory (runc default /run/bulkhead) */
+    const char *log_path; /* --log */
+    bool log_json;        /* --log-format json */
+    bool debug;           /* --debug */
+    bool systemd_cgroup;  /* --systemd-cgroup: accepted, cgroupfs is used */
 };
 
 /* Exit code for a refusal before anything started (as docker run uses). */
 #define CLI_EXIT_REFUSED 125
+/* `exec` that could not run its process (runc's status for it, which
+ * callers tell apart from the process's own exit codes). */
+#define CLI_EXIT_EXEC_FAILED 255
 
 typedef int (*cli_command_fn)(const struct cli_globals *g, int argc, char **argv);
 

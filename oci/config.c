@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "cgroup.h"
 #include "oci-internal.h"
 #include "policy.h"
 
@@ -764,6 +765,23 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         if (has && limit > 0)
             l->pids = limit;
     }
+    json_t *unified = member(res, "unified");
+    if (unified != NULL) {
+        if (!json_is_object(unified))
+            return bh_error_set(err, EINVAL, "config.json: `%s.unified` must be an object", where);
+        enum bh_cgroup_layout layout = bh_cgroup_detect();
+        /* runc's words ("invalid configuration"): v2 files have no place on v1. */
+        if (json_object_size(unified) > 0 && layout != BH_CGROUP_V2)
+            return bh_error_set(err, EINVAL,
+                                "invalid configuration: `%s.unified` names cgroup v2 files, but "
+                                "this host's cgroups are %s",
+                                where, bh_cgroup_layout_name(layout));
+        if (json_object_size(unified) > 0)
+            return bh_error_set(err, ENOTSUP,
+                                "config.json: `%s.unified` is not applied by bulkhead; use the "
+                                "memory, cpu and pids fields",
+                                where);
+    }
     return 0;
 }
 
@@ -819,33 +837,10 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
         return -1;
 
     json_t *devs = member(lx, "devices");
-    if (devs != NULL) {
-        if (!json_is_array(devs))
-            return bh_error_set(err, EINVAL, "config.json: `linux.devices` must be an array");
-        static const char *const builtin[] = {"/dev/null",   "/dev/zero",    "/dev/full",
-                                              "/dev/random", "/dev/urandom", "/dev/tty"};
-        size_t i;
-        json_t *d;
-        json_array_foreach(devs, i, d)
-        {
-            char where[64];
-            snprintf(where, sizeof(where), "linux.devices[%zu]", i);
-            const char *path, *type;
-            if (want_object(d, where, err) < 0 ||
-                get_string(d, "path", where, true, &path, err) < 0 ||
-                get_string(d, "type", where, true, &type, err) < 0)
-                return -1;
-            bool ok = false;
-            for (size_t k = 0; k < BH_ARRAY_SIZE(builtin); k++)
-                ok = ok || strcmp(path, builtin[k]) == 0;
-            if (!ok)
-                return bh_error_set(err, ENOTSUP,
-                                    "config.json: device `%s` is not supported: a bulkhead "
-                                    "sandbox has only /dev/null, zero, full, random, urandom "
-                                    "and tty",
-                                    path);
-        }
-    }
+    if (oci_devices_validate(devs, err) < 0)
+        return -1;
+    /* Applied once the tier is final (oci_devices_apply, at create). */
+    cfg->devices = devs;
     json_t *res = member(lx, "resources");
     if (res != NULL) {
         if (oci_resources_parse(res, "linux.resources", &spec->limits, err) < 0)
@@ -1192,8 +1187,8 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
             return bh_error_set(err, EINVAL,
                                 "BULKHEAD_DEFAULT_TIER is `%s`: use `container` or `kernel`",
                                 env_tier);
+        /* Not written into the annotations: hooks see the config's own. */
         tier = env_tier;
-        json_object_set_new(cfg->annotations, OCI_ANNOTATION_TIER, json_string(env_tier));
     }
     if (tier != NULL) {
         if (strcmp(tier, "kernel") == 0)
@@ -1311,7 +1306,7 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     if (spec->extra_policy_text != NULL) {
         /* Checked now so a profile the grammar cannot hold fails here, named. */
         struct bh_policy *pol = NULL;
-        if (bh_policy_parse(spec->extra_policy_text, "linux.seccomp", NULL, &pol, err) < 0)
+        if (bh_policy_parse_stacked(spec->extra_policy_text, "linux.seccomp", &pol, err) < 0)
             return bh_error_prefix(err, "config.json: `linux.seccomp` as a bulkhead policy");
         bh_policy_free(pol);
     }

@@ -43,7 +43,7 @@ static void *wait_thread(void *arg)
 /* Waits for pid while forwarding signals (all blocked by the caller) to it.
  * Returns 0 with *status, or -1. */
 static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, pid_t pid,
-                           int *status, struct bh_error *err)
+                           struct oci_tty *tty, int *status, struct bh_error *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
@@ -62,7 +62,9 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
         struct timespec ts = {0, 50 * 1000 * 1000};
         siginfo_t si;
         int sig = sigtimedwait(&all, &si, &ts);
-        if (sig > 0 && sig != SIGCHLD && sig != SIGPIPE) {
+        if (sig == SIGWINCH && tty != NULL && tty->master >= 0) {
+            oci_tty_resize(tty);
+        } else if (sig > 0 && sig != SIGCHLD && sig != SIGPIPE) {
             struct bh_sentry_conn *sc = NULL;
             struct bh_error serr = {0};
             if (bh_sentry_connect(state_dir, &sc, &serr) == 0) {
@@ -84,6 +86,20 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
     }
     *status = w.status;
     return 0;
+}
+
+/* Relative paths are taken from our working directory, as runc does. */
+static int write_pid_file(const char *path, pid_t pid, struct bh_error *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d", pid);
+    cleanup_free char *abs = NULL;
+    if (path[0] != '/') {
+        char cwdb[4096];
+        if (getcwd(cwdb, sizeof(cwdb)) == NULL || asprintf(&abs, "%s/%s", cwdb, path) < 0)
+            abs = NULL;
+    }
+    return oci_write_file_atomic(AT_FDCWD, abs ? abs : path, buf, (size_t)n, err);
 }
 
 static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
@@ -132,10 +148,13 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_error err = {0};
     int pos = oci_parse_args(argc, argv, opts, BH_ARRAY_SIZE(opts), &help, &err);
     int rc = 1;
+    bool ran = false;
     json_t *pj = NULL;
     struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
     struct oci_state st = {0};
+    struct oci_tty relay;
+    oci_tty_init(&relay);
     cleanup_close int dirfd = -1;
     cleanup_close int pathfd = -1;
     if (pos < 0) {
@@ -144,9 +163,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         goto out_args;
     }
     if (help) {
-        printf("usage: bulkhead exec [--process FILE] [--detach] [--pid-file FILE] [--tty]\n"
-               "       [--console-socket SOCK] [--cwd DIR] [--env K=V]... [--user UID[:GID]]\n"
-               "       ID [COMMAND ARGS...]\n");
+        oci_help_print(stdout, "exec");
         rc = 0;
         goto out_args;
     }
@@ -155,17 +172,40 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out_args;
     }
-    if (preserve && strcmp(preserve, "0") != 0) {
-        cli_report_error(g, "exec: --preserve-fds is not supported");
-        rc = CLI_EXIT_REFUSED;
-        goto out_args;
+    /* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
+    int n_extra = 0;
+    int extra[BH_EXEC_MAX_EXTRA_FDS];
+    if (preserve) {
+        char *end;
+        long v = strtol(preserve, &end, 10);
+        if (*preserve == '\0' || *end != '\0' || v < 0 || v > BH_EXEC_MAX_EXTRA_FDS) {
+            cli_report_error(g, "exec: --preserve-fds `%s` must be a number from 0 to %d", preserve,
+                             BH_EXEC_MAX_EXTRA_FDS);
+            goto out_args;
+        }
+        n_extra = (int)v;
+        for (int i = 0; i < n_extra; i++) {
+            extra[i] = 3 + i;
+            if (fcntl(extra[i], F_GETFD) < 0) {
+                cli_report_error(g, "exec: --preserve-fds %d: fd %d is not open", n_extra,
+                                 extra[i]);
+                goto out_args;
+            }
+        }
     }
     if (oci_open(g, "exec", id, &dirfd, &st) < 0)
         goto out_args;
     const char *status = oci_state_status(&st);
     if (strcmp(status, "running") != 0 && strcmp(status, "created") != 0 &&
         !(ignore_paused && strcmp(status, "paused") == 0)) {
-        cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
+        /* runc's words for the paused case, which scripts match. */
+        if (strcmp(status, "paused") == 0)
+            cli_report_error(g,
+                             "exec: cannot exec in a paused container (`%s`; resume it or use "
+                             "--ignore-paused)",
+                             id);
+        else
+            cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
         goto out;
     }
     if (process_file) {
@@ -178,6 +218,10 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
                              jerr.line, jerr.column, jerr.text);
             goto out;
         }
+        /* config.json must name the user; an exec'd process without one
+         * runs as the container's root, as under runc. */
+        if (json_is_object(pj) && json_object_get(pj, "user") == NULL)
+            json_object_set_new(pj, "user", json_pack("{s:i,s:i}", "uid", 0, "gid", 0));
     } else {
         if (pos + 1 >= argc) {
             cli_report_error(g, "exec: a command to run is required (or --process FILE)");
@@ -233,10 +277,28 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out;
     }
-    if (proc.terminal && console_socket == NULL) {
-        cli_report_error(g, "exec: process.terminal is true but no --console-socket was given");
+    /* runc's rules and words, as at create. */
+    if (console_socket != NULL && (!detach || !proc.terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         detach ? "the process has no terminal"
+                                : "in the foreground the pty is relayed to our own stdio");
         rc = CLI_EXIT_REFUSED;
         goto out;
+    }
+    if (proc.terminal && console_socket == NULL && detach) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (the process has a terminal: give --console-socket)");
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
+    if (proc.terminal && !detach) {
+        if (oci_tty_listen(&relay, &err) < 0) {
+            cli_report_error(g, "exec: %s", err.msg);
+            goto out;
+        }
+        console_socket = relay.path;
     }
     /* An O_PATH fd (it holds no lock) names the socket's directory for the
      * proxy too, which outlives the lock. */
@@ -245,6 +307,10 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     pathfd = open(dir_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     char state_dir[4096];
     oci_sentry_dir(g->root, id, pathfd, state_dir, sizeof(state_dir));
+    /* The container's lock is not held from here on: a paused sentry
+     * answers only once resumed, and resume needs the lock. */
+    close(dirfd);
+    dirfd = -1;
     if (bh_sentry_connect(state_dir, &conn, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -258,11 +324,13 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
     bool set_oom = proc.has_oom_score_adj;
     proc.has_oom_score_adj = false;
-    if (bh_sentry_exec(conn, &proc, stdio, proc.terminal ? console_socket : NULL, &pid, &err) < 0) {
+    if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
+                           (size_t)n_extra, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
     }
+    cli_log(g, "debug", "exec %s: process %d started in the sandbox", id, pid);
     if (set_oom) {
         char path[64], buf[16];
         snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pid);
@@ -298,7 +366,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
             int wst = 0;
             struct bh_error werr = {0};
-            if (wait_forwarding(conn, state_dir, pid, &wst, &werr) < 0) {
+            if (wait_forwarding(conn, state_dir, pid, NULL, &wst, &werr) < 0) {
                 /* Nobody reads our stderr any more: the log is the only witness. */
                 cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
                 _exit(255);
@@ -317,37 +385,44 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             _exit(WEXITSTATUS(wst));
         }
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid_file) {
-            char buf[32];
-            int n = snprintf(buf, sizeof(buf), "%d", proxy);
-            cleanup_free char *abs = NULL;
-            if (pid_file[0] != '/') {
-                char cwdb[4096];
-                if (getcwd(cwdb, sizeof(cwdb)) == NULL ||
-                    asprintf(&abs, "%s/%s", cwdb, pid_file) < 0)
-                    abs = NULL;
-            }
-            if (oci_write_file_atomic(AT_FDCWD, abs ? abs : pid_file, buf, (size_t)n, &err) < 0) {
-                kill(proxy, SIGKILL);
-                cli_report_error(g, "exec: pid file: %s", err.msg);
-                goto out;
-            }
+        if (pid_file && write_pid_file(pid_file, proxy, &err) < 0) {
+            kill(proxy, SIGKILL);
+            cli_report_error(g, "exec: pid file: %s", err.msg);
+            goto out;
         }
         rc = 0;
+        goto out;
+    }
+    /* Attached, the pid is the process's own host pid, as runc writes it. */
+    if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: pid file: %s", err.msg);
         goto out;
     }
     /* Attached: we are the proxy ourselves; the lock is not held while waiting. */
     close(dirfd);
     dirfd = -1;
+    if (relay.listen_fd >= 0 && oci_tty_attach(&relay, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
     int wst = 0;
-    if (wait_forwarding(conn, state_dir, pid, &wst, &err) < 0) {
+    if (wait_forwarding(conn, state_dir, pid, &relay, &wst, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     rc = bh_status_to_exit_code(wst);
+    ran = true;
+    cli_log(g, "debug", "exec %s: process %d ended with status %#x", id, pid, wst);
 out:
+    oci_tty_finish(&relay);
     if (conn != NULL)
         bh_sentry_disconnect(conn);
     oci_process_free(&proc);
@@ -358,5 +433,8 @@ out_args:
     oci_list_free(&env);
     oci_list_free(&gids);
     oci_list_free(&caps);
+    /* Any failure before the process's own status: runc's 255. */
+    if (rc != 0 && !ran)
+        rc = CLI_EXIT_EXEC_FAILED;
     return rc;
 }

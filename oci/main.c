@@ -1,9 +1,18 @@
 /* bulkhead: the runc-compatible runtime, `bulkhead do`, and the clients of
  * the tier report and of bulkheadd. main parses global flags and dispatches. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "oci-internal.h"
+
+#define BH_OCI_VERSION "0.1.0"
+/* The runc release whose command line and integration suite this follows. */
+#define BH_RUNC_COMPAT_VERSION "1.1.5"
+#ifndef BH_GIT_COMMIT
+#define BH_GIT_COMMIT "unknown"
+#endif
 
 static const struct cli_command commands[] = {
     {"do", cmd_do, "run one command in a new sandbox (no image needed)"},
@@ -28,6 +37,30 @@ static const struct cli_command commands[] = {
     {"session", cmd_session, "open, run, close or list bulkheadd sessions"},
     {"describe", cmd_describe, "print what a bulkheadd serves"},
 };
+
+static bool command_exists(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Front ends of bulkhead's own (not runc's) with richer help of their own. */
+static bool is_own_help(const char *name)
+{
+    return strcmp(name, "do") == 0 || strcmp(name, "tier") == 0 || strcmp(name, "session") == 0 ||
+           strcmp(name, "describe") == 0;
+}
+
+static int commands_run_help(const struct cli_globals *g, const char *name)
+{
+    char *args[] = {(char *)name, "--help", NULL};
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return commands[i].run(g, 2, args);
+    return CLI_EXIT_REFUSED;
+}
 
 static void usage(FILE *out)
 {
@@ -60,12 +93,34 @@ int main(int argc, char **argv)
         return CLI_EXIT_REFUSED;
     }
     const char *name = argv[idx];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
-        usage(stdout);
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        oci_help_main(stdout, command_exists);
         return 0;
     }
+    /* `help CMD`, `h CMD` and `CMD -h` in runc's format and with its exit
+     * status (a topic that does not exist is an error). */
+    bool help_cmd = strcmp(name, "help") == 0 || strcmp(name, "h") == 0;
+    if (help_cmd && idx + 1 >= argc) {
+        oci_help_main(stdout, command_exists);
+        return 0;
+    }
+    const char *topic = help_cmd ? argv[idx + 1] : name;
+    bool want_help = help_cmd || (idx + 1 < argc && (strcmp(argv[idx + 1], "-h") == 0 ||
+                                                     strcmp(argv[idx + 1], "--help") == 0));
+    if (want_help && command_exists(topic) && oci_help_exists(topic) && !is_own_help(topic)) {
+        oci_help_print(stdout, topic);
+        return 0;
+    }
+    if (want_help && !command_exists(topic)) {
+        cli_report_error(&g, "No help topic for '%s'", topic);
+        return CLI_EXIT_REFUSED;
+    }
+    if (help_cmd)
+        return commands_run_help(&g, topic);
     if (strcmp(name, "--version") == 0 || strcmp(name, "-v") == 0 || strcmp(name, "version") == 0) {
-        printf("bulkhead version 0.1.0\nspec: 1.2.0\n");
+        /* runc's three lines, which scripts parse; the first names both. */
+        printf("bulkhead version %s (runc version %s command line)\ncommit: %s\nspec: %s\n",
+               BH_OCI_VERSION, BH_RUNC_COMPAT_VERSION, BH_GIT_COMMIT, OCI_VERSION);
         return 0;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -5,9 +5,12 @@
 #define BH_OCI_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <termios.h>
 
 #include "cli.h"
 #include "error.h"
@@ -39,6 +42,7 @@ struct oci_config {
     json_t *annotations; /* borrowed from doc; an object, maybe empty */
     json_t *hooks;       /* borrowed from doc or NULL; validated */
     json_t *seccomp;     /* borrowed from doc or NULL */
+    json_t *devices;     /* linux.devices, borrowed from doc or NULL; validated */
     bool no_new_privileges;
     char *report_socket; /* dev.bulkhead.report-socket or NULL */
     /* Things accepted but not enforced; each is logged as a warning. */
@@ -72,6 +76,12 @@ int oci_version_check(const char *v, struct bh_error *err);
  * *text is malloc'd, or NULL when the profile adds nothing. */
 int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
 
+/* linux.devices (oci/devices.c): shape checked at parse; applied per tier
+ * at create (own nodes accepted, host nodes bound at the container tier,
+ * refused with the reason at the kernel tier). */
+int oci_devices_validate(json_t *devs, struct bh_error *err);
+int oci_devices_apply(struct oci_config *cfg, struct bh_error *err);
+
 /* ---- state directory (oci/state.c) -------------------------------------- */
 
 struct oci_state {
@@ -90,6 +100,9 @@ struct oci_state {
     uint64_t caps; /* the guests' capability mask, for the live checks */
     bool started;
     bool paused;
+    /* process.noNewPrivileges was false, yet no_new_privs is set (the
+     * sandbox sets it at every tier): said in the state's annotations. */
+    bool nnp_forced;
 };
 
 /* Container ids: [A-Za-z0-9_+.-]{1,1024}, not "." or "..". */
@@ -171,6 +184,9 @@ struct oci_create_args {
     const char *pid_file;
     const char *console_socket;
     const char *preserve_fds;
+    /* Foreground run: with process.terminal and no console_socket, the pty
+     * comes to this relay (listening once create returns). NULL: detached. */
+    struct oci_tty *tty;
 };
 
 int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
@@ -186,5 +202,39 @@ int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *
 const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len);
 char *oci_state_text(const struct oci_state *st, const char *status);
 int oci_parse_signal(const char *s, int *sig);
+
+/* ---- help pages (oci/help.c) -------------------------------------------- */
+
+/* runc's layout: "NAME:\n   bulkhead CMD (runc CMD) - summary\n\nUSAGE: ...". */
+bool oci_help_exists(const char *command);
+int oci_help_print(FILE *out, const char *command);
+/* The command list names only commands for which exists() is true. */
+void oci_help_main(FILE *out, bool (*exists)(const char *command));
+
+/* ---- foreground terminal (oci/tty.c) ------------------------------------ */
+
+/* process.terminal without --console-socket: bulkhead takes the pty master
+ * itself on a private socket and relays it to its own stdio. */
+struct oci_tty {
+    char dir[64];
+    char path[96]; /* the console socket to give create or exec */
+    int listen_fd;
+    int master;
+    int host_fd; /* our own terminal, or -1 */
+    struct termios saved;
+    bool raw;
+    int stop_pipe[2];
+    pthread_t thread;
+    bool running;
+};
+
+void oci_tty_init(struct oci_tty *t);
+int oci_tty_listen(struct oci_tty *t, struct bh_error *err);
+/* Receives the master (sent while the process is set up) and starts relaying. */
+int oci_tty_attach(struct oci_tty *t, struct bh_error *err);
+/* Copies our terminal's size to the container's (SIGWINCH). */
+void oci_tty_resize(struct oci_tty *t);
+/* Drains what the process wrote, restores our terminal, removes the socket. */
+void oci_tty_finish(struct oci_tty *t);
 
 #endif

@@ -212,7 +212,7 @@ int cmd_events(const struct cli_globals *g, int argc, char **argv)
         return CLI_EXIT_REFUSED;
     }
     if (help) {
-        printf("usage: bulkhead events [--stats] [--interval 5s] ID\n");
+        oci_help_print(stdout, "events");
         return 0;
     }
     const char *id;
@@ -223,11 +223,23 @@ int cmd_events(const struct cli_globals *g, int argc, char **argv)
         cli_report_error(g, "events: --interval `%s` is not a duration (5s, 500ms)", interval);
         return CLI_EXIT_REFUSED;
     }
+    /* OOM kills are looked for every tick (runc reports them as they
+     * happen); statistics go out at start and every interval. */
+    const unsigned tick_ms = 200;
+    unsigned since_stats = ms;
+    uint64_t oom_seen = 0;
+    bool first = true;
     for (;;) {
         struct oci_state st;
         int dirfd = -1;
-        if (oci_open(g, "events", id, &dirfd, &st) < 0)
+        struct bh_error oerr = {0};
+        if (oci_state_open(g->root, id, &dirfd, &st, &oerr) < 0) {
+            /* Deleted while we watched: the stream ends, as when it stops. */
+            if (!first && oerr.code == ENOENT)
+                return 0;
+            cli_report_error(g, "events: %s", oerr.msg);
             return 1;
+        }
         close(dirfd);
         bool stopped = strcmp(oci_state_status(&st), "stopped") == 0;
         char cgbuf[1200];
@@ -250,14 +262,29 @@ int cmd_events(const struct cli_globals *g, int argc, char **argv)
             cli_report_error(g, "events: %s", err.msg);
             return 1;
         }
-        json_t *ev = stats_json(id, &s);
-        char *text = json_dumps(ev, JSON_COMPACT);
-        printf("%s\n", text);
-        fflush(stdout);
-        free(text);
-        json_decref(ev);
+        if (!stats && !first && s.oom_kills > oom_seen) {
+            json_t *ev = json_pack("{s:s,s:s}", "type", "oom", "id", id);
+            char *text = json_dumps(ev, JSON_COMPACT);
+            printf("%s\n", text);
+            fflush(stdout);
+            free(text);
+            json_decref(ev);
+        }
+        oom_seen = s.oom_kills;
+        first = false;
+        if (since_stats >= ms) {
+            json_t *ev = stats_json(id, &s);
+            char *text = json_dumps(ev, JSON_COMPACT);
+            printf("%s\n", text);
+            fflush(stdout);
+            free(text);
+            json_decref(ev);
+            since_stats = 0;
+        }
         if (stats)
             return 0;
-        usleep(ms * 1000);
+        unsigned nap = ms - since_stats < tick_ms ? ms - since_stats : tick_ms;
+        usleep(nap * 1000);
+        since_stats += nap;
     }
 }

@@ -37,7 +37,8 @@
         return CLI_EXIT_REFUSED;                                                                   \
     }                                                                                              \
     if (help_) {                                                                                   \
-        printf("%s", help_text);                                                                   \
+        (void)(help_text);                                                                         \
+        oci_help_print(stdout, argv[0]);                                                           \
         return 0;                                                                                  \
     }
 
@@ -79,6 +80,10 @@ int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *
 char *oci_state_text(const struct oci_state *st, const char *status)
 {
     json_t *j = oci_state_json(st, status);
+    /* Hooks get the config's annotations as they are (runtime-tools checks
+     * them): the tier a container got is in `state`, not in hooks' input. */
+    json_object_set_new(j, "annotations",
+                        json_deep_copy(st->annotations ? st->annotations : json_object()));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return s;
@@ -164,6 +169,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     log_warnings(g, &cfg);
+    cli_log(g, "debug", "create %s: config.json of bundle %s read and validated", id, cfg.bundle);
     struct bh_sandbox_spec *spec = &cfg.spec;
     spec->id = strdup(id);
     /* Nothing runs at a tier this host cannot prove (verified once per boot
@@ -185,16 +191,37 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
                 "container tier: %s",
                 id, err.msg);
         spec->tier = BH_TIER_CONTAINER;
-        json_object_set_new(cfg.annotations, OCI_ANNOTATION_TIER, json_string("container"));
+    }
+    if (oci_devices_apply(&cfg, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
+    /* runc's rules and words (scripts match them): a console socket only
+     * when detached with a terminal; a terminal detached needs one. */
+    if (a->console_socket != NULL && (a->tty != NULL || !spec->process.terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         a->tty ? "in the foreground the pty is relayed to our own stdio"
+                                : "process.terminal is false");
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
+    }
+    if (spec->process.terminal && a->console_socket == NULL && a->tty == NULL) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (process.terminal is true: give --console-socket to "
+                            "receive the pty, or run in the foreground)");
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
     }
     if (spec->process.terminal) {
-        if (a->console_socket == NULL) {
-            cli_report_error(g, "create: process.terminal is true but no --console-socket was "
-                                "given to receive the pty");
+        if (a->tty != NULL && oci_tty_listen(a->tty, &err) < 0) {
+            cli_report_error(g, "create: %s", err.msg);
             oci_config_free(&cfg);
             return CLI_EXIT_REFUSED;
         }
-        spec->console_socket = strdup(a->console_socket);
+        spec->console_socket = strdup(a->tty ? a->tty->path : a->console_socket);
     }
     char cgbuf[1200];
     cleanup_free char *cgroup_path =
@@ -233,6 +260,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     st.hooks = cfg.hooks ? json_incref(cfg.hooks) : NULL;
     st.cgroup_path = strdup(cgroup_path);
     st.tier = spec->tier;
+    st.nnp_forced = !cfg.no_new_privileges;
 
     struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED,
                                   .state_dir = state_dir,
@@ -250,6 +278,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
      * mount step says precisely what is missing. */
     if (oci_make_mount_points(spec, &err) < 0)
         cli_log(g, "debug", "mount points: %s", err.msg);
+    cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
+            bh_tier_name(spec->tier), cgroup_path);
     int created = oci_prepare_bind_trees(spec, &err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, &sb, &err);
@@ -392,6 +422,7 @@ int oci_do_start(const struct cli_globals *g, const char *id)
     char state_dir[4096];
     oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
     struct bh_sentry_conn *conn = NULL;
+    cli_log(g, "debug", "start %s: letting the container's process exec", id);
     if (bh_sentry_connect(state_dir, &conn, &err) < 0 || bh_sentry_start(conn, &err) < 0) {
         if (conn)
             bh_sentry_disconnect(conn);
@@ -445,6 +476,19 @@ int cmd_state(const struct cli_globals *g, int argc, char **argv)
     return 0;
 }
 
+/* Creation time (RFC 3339, nanoseconds, UTC: text order is time order), then id. */
+static int by_created(const void *a, const void *b)
+{
+    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    const char *cx = json_string_value(json_object_get(x, "created"));
+    const char *cy = json_string_value(json_object_get(y, "created"));
+    int c = strcmp(cx ? cx : "", cy ? cy : "");
+    if (c != 0)
+        return c;
+    return strcmp(json_string_value(json_object_get(x, "id")),
+                  json_string_value(json_object_get(y, "id")));
+}
+
 int cmd_list(const struct cli_globals *g, int argc, char **argv)
 {
     const char *format = "table";
@@ -487,6 +531,18 @@ int cmd_list(const struct cli_globals *g, int argc, char **argv)
             oci_state_free(&st);
         }
         closedir(d);
+    }
+    /* Oldest first, as runc lists (readdir's order is the filesystem's). */
+    size_t n_items = json_array_size(arr);
+    json_t **items = calloc(n_items ? n_items : 1, sizeof(json_t *));
+    for (size_t i = 0; items && i < n_items; i++)
+        items[i] = json_incref(json_array_get(arr, i));
+    if (items) {
+        qsort(items, n_items, sizeof(json_t *), by_created);
+        json_array_clear(arr);
+        for (size_t i = 0; i < n_items; i++)
+            json_array_append_new(arr, items[i]);
+        free(items);
     }
     if (json) {
         char *s = json_dumps(arr, JSON_COMPACT);
@@ -541,7 +597,8 @@ int oci_parse_signal(const char *s, int *sig)
     char *end;
     long n = strtol(s, &end, 10);
     if (*s && *end == '\0') {
-        if (n <= 0 || n >= NSIG)
+        /* 0 checks that the process exists, as kill(2) does. */
+        if (n < 0 || n >= NSIG)
             return -1;
         *sig = (int)n;
         return 0;
@@ -580,6 +637,8 @@ static int kill_all(const struct cli_globals *g, const struct oci_state *st, int
     struct bh_cgroup *cg = NULL;
     struct bh_error err = {0};
     if (bh_cgroup_open(oci_cgroup_of(st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0) {
+        if (err.code == ENOENT)
+            return 0; /* the cgroup went with its last process: nobody to signal */
         cli_report_error(g, "kill: %s", err.msg);
         return -1;
     }
@@ -793,17 +852,112 @@ int cmd_resume(const struct cli_globals *g, int argc, char **argv)
     return set_frozen(g, "resume", argc, argv, false);
 }
 
+/* ps(1)'s output (run with args) into a malloc'd string, or NULL. */
+static char *run_ps(char **args, size_t n_args, struct bh_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        bh_error_errno(err, errno, "pipe for ps");
+        return NULL;
+    }
+    const char **argv = calloc(n_args + 2, sizeof(char *));
+    if (argv == NULL) {
+        close(p[0]);
+        close(p[1]);
+        bh_error_set(err, ENOMEM, "ps arguments");
+        return NULL;
+    }
+    argv[0] = "ps";
+    for (size_t i = 0; i < n_args; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        execvp("ps", (char **)argv);
+        _exit(127);
+    }
+    free(argv);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        bh_error_errno(err, errno, "fork ps");
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    char chunk[4096];
+    ssize_t r;
+    while ((r = read(p[0], chunk, sizeof(chunk))) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0 && mem)
+            fwrite(chunk, 1, (size_t)r, mem);
+    close(p[0]);
+    if (mem)
+        fclose(mem);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        bh_error_set(err, EINVAL, "ps(1) with the given options failed (exit status %d)",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Prints ps's header and the lines whose PID column names one of pids. */
+static int print_ps_lines(char *text, const pid_t *pids, size_t n, struct bh_error *err)
+{
+    char *save = NULL;
+    char *header = strtok_r(text, "\n", &save);
+    if (header == NULL)
+        return 0;
+    int col = -1, k = 0;
+    cleanup_free char *hcopy = strdup(header);
+    char *fsave = NULL;
+    for (char *f = strtok_r(hcopy, " \t", &fsave); f; f = strtok_r(NULL, " \t", &fsave), k++)
+        if (strcmp(f, "PID") == 0)
+            col = k;
+    if (col < 0)
+        return bh_error_set(err, EINVAL,
+                            "ps(1)'s output has no PID column to select the "
+                            "container's processes by; add -o pid or use -ef");
+    printf("%s\n", header);
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cleanup_free char *lcopy = strdup(line);
+        char *lsave = NULL;
+        char *f = strtok_r(lcopy, " \t", &lsave);
+        for (int c = 0; f && c < col; c++)
+            f = strtok_r(NULL, " \t", &lsave);
+        if (f == NULL)
+            continue;
+        long v = strtol(f, NULL, 10);
+        for (size_t i = 0; i < n; i++) {
+            if (pids[i] == v) {
+                printf("%s\n", line);
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
 int cmd_ps(const struct cli_globals *g, int argc, char **argv)
 {
     const char *format = "table";
     const struct oci_opt opts[] = {{"format", 'f', OCI_OPT_STRING, &format}};
-    PARSE_OR_FAIL(opts, "usage: bulkhead ps [--format table|json] ID\n");
+    PARSE_OR_FAIL(opts, "");
     const char *id;
     if (oci_need_id(g, "ps", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
     bool json = strcmp(format, "json") == 0;
     if (!json && strcmp(format, "table") != 0) {
         cli_report_error(g, "ps: --format `%s` is not known: use table or json", format);
+        return CLI_EXIT_REFUSED;
+    }
+    if (json && pos + 1 < argc) {
+        cli_report_error(g, "ps: ps options cannot be used with --format json");
         return CLI_EXIT_REFUSED;
     }
     cleanup_close int dirfd = -1;
@@ -820,35 +974,41 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
         if (cg)
             bh_cgroup_free(cg);
         oci_state_free(&st);
+        /* A stopped container whose cgroup went with it has no processes. */
+        if (err.code == ENOENT) {
+            if (json)
+                printf("[]\n");
+            return 0;
+        }
         cli_report_error(g, "ps: %s", err.msg);
         return 1;
     }
     bh_cgroup_free(cg);
+    /* The sentry is bulkhead's, not the container's: only its guests are listed. */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] != st.pid)
+            pids[m++] = pids[i];
+    n = m;
+    int rc = 0;
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++)
             printf("%s%d", i ? "," : "", pids[i]);
         printf("]\n");
     } else {
-        printf("%-8s %s\n", "PID", "CMD");
-        for (size_t i = 0; i < n; i++) {
-            char path[64], cmd[256] = "";
-            snprintf(path, sizeof(path), "/proc/%d/cmdline", pids[i]);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                ssize_t r = read(fd, cmd, sizeof(cmd) - 1);
-                close(fd);
-                for (ssize_t k = 0; k < r; k++)
-                    if (cmd[k] == '\0')
-                        cmd[k] = ' ';
-                cmd[r > 0 ? r : 0] = '\0';
-            }
-            printf("%-8d %s\n", pids[i], cmd);
+        char *def[] = {"-ef"};
+        bool own = pos + 1 < argc;
+        char *text = run_ps(own ? argv + pos + 1 : def, own ? (size_t)(argc - pos - 1) : 1, &err);
+        if (text == NULL || print_ps_lines(text, pids, n, &err) < 0) {
+            cli_report_error(g, "ps: %s", err.msg);
+            rc = 1;
         }
+        free(text);
     }
     free(pids);
     oci_state_free(&st);
-    return 0;
+    return rc;
 }
 
 /* ---- run ---------------------------------------------------------------- */
@@ -878,26 +1038,45 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
     if (!detach)
         prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     pid_t pid = 0;
+    struct oci_tty tty;
+    oci_tty_init(&tty);
+    if (!detach)
+        a.tty = &tty;
     int rc = oci_do_create(g, id, &a, &pid);
-    if (rc != 0)
+    if (rc != 0) {
+        oci_tty_finish(&tty);
         return rc;
+    }
+    struct bh_error err = {0};
+    if (tty.listen_fd >= 0 && oci_tty_attach(&tty, &err) < 0) {
+        cli_report_error(g, "run: %s", err.msg);
+        oci_tty_finish(&tty);
+        oci_do_delete(g, id, true);
+        return 1;
+    }
+    /* Signals to us go to the container, as with runc run; blocked before
+     * start so none sent meanwhile is lost. */
+    sigset_t set, old;
+    sigfillset(&set);
+    sigdelset(&set, SIGCHLD);
+    if (!detach)
+        sigprocmask(SIG_BLOCK, &set, &old);
     if (oci_do_start(g, id) != 0) {
+        oci_tty_finish(&tty);
         oci_do_delete(g, id, true);
         return 1;
     }
     if (detach)
         return 0;
-    /* Signals to us go to the container, as with runc run. */
-    sigset_t set, old;
-    sigfillset(&set);
-    sigdelset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, &old);
     int status = 0;
     for (;;) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         siginfo_t si;
         int s = sigtimedwait(&set, &si, &ts);
-        if (s > 0 && s != SIGCHLD)
+        /* With a terminal a resize is ours to copy, as runc does. */
+        if (s == SIGWINCH && tty.master >= 0)
+            oci_tty_resize(&tty);
+        else if (s > 0 && s != SIGCHLD)
             kill(pid, s);
         pid_t r = waitpid(-1, &status, WNOHANG);
         if (r == pid)
@@ -905,7 +1084,9 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
         if (r < 0 && errno == ECHILD)
             break;
     }
+    oci_tty_finish(&tty);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    cli_log(g, "debug", "run %s: the container's process ended with status %#x", id, status);
     if (!keep)
         oci_do_delete(g, id, true);
     return bh_status_to_exit_code(status);

@@ -2,7 +2,9 @@
  * policy text that the sandbox loads as one more filter on top of the tier's
  * own: filters stack, so the guest gets the intersection. Each OCI rule
  * becomes one line "NAME? ACTION if argN OP V && ..." of the policy grammar
- * (seccomp-policies/README.md), in the profile's order. */
+ * (seccomp-policies/README.md), in the profile's order. A profile that
+ * allows by default (a deny list) is parsed as a stacked policy
+ * (bh_policy_parse_stacked): the tier's filter still applies beneath it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +106,7 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
     bool default_allows = strcmp(def, "allow") == 0 || strcmp(def, "log") == 0;
     bool restricts = !default_allows;
     fprintf(f, "# from the container's OCI seccomp profile (loaded as one more filter)\n");
-    fprintf(f, "@default %s\n", default_allows ? "errno EPERM" : def);
+    fprintf(f, "@default %s\n", def);
     size_t i;
     json_t *r;
     int rc = 0;
@@ -126,8 +128,21 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
         }
         if (strcmp(act, "allow") != 0 && strcmp(act, "log") != 0)
             restricts = true;
-        /* The condition: every arg comparison must hold. */
+        /* The condition: every arg comparison must hold; but when one
+         * argument is compared more than once, each comparison is a rule of
+         * its own (either may hold), as runc hands them to libseccomp. */
         char cond[1024] = "";
+        int per_index[6] = {0};
+        bool any_of = false;
+        size_t k0;
+        json_t *a0;
+        json_array_foreach(json_object_get(r, "args"), k0, a0)
+        {
+            json_t *idx = json_object_get(a0, "index");
+            if (json_is_integer(idx) && json_integer_value(idx) >= 0 &&
+                json_integer_value(idx) <= 5 && ++per_index[json_integer_value(idx)] > 1)
+                any_of = true;
+        }
         json_t *args = json_object_get(r, "args");
         size_t k;
         json_t *a;
@@ -157,11 +172,12 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
             }
             size_t cl = strlen(cond);
             unsigned long long v = (unsigned long long)json_integer_value(val);
+            const char *join = cl == 0 ? "" : any_of ? " || " : " && ";
             if (sym != NULL)
-                snprintf(cond + cl, sizeof(cond) - cl, "%sarg%lld %s %llu", cl ? " && " : "",
+                snprintf(cond + cl, sizeof(cond) - cl, "%sarg%lld %s %llu", join,
                          (long long)json_integer_value(idx), sym, v);
             else
-                snprintf(cond + cl, sizeof(cond) - cl, "%sarg%lld & %llu == %llu", cl ? " && " : "",
+                snprintf(cond + cl, sizeof(cond) - cl, "%sarg%lld & %llu == %llu", join,
                          (long long)json_integer_value(idx), v,
                          (unsigned long long)json_integer_value(two));
         }
@@ -186,15 +202,9 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
         free(buf);
         return -1;
     }
-    if (default_allows) {
-        /* The policy grammar's @default must refuse; a profile that allows by
-         * default and refuses nothing adds nothing, and one that refuses some
-         * calls cannot be expressed exactly. */
+    if (!restricts) {
+        /* Allows everything: nothing to stack on the tier's filter. */
         free(buf);
-        if (restricts)
-            return bh_error_set(err, ENOTSUP,
-                                "a profile whose defaultAction allows is not supported; use an "
-                                "allowlist profile (as docker's default is)");
         return 0;
     }
     *text = buf;

@@ -54,7 +54,7 @@ static const char default_spec[] =
     "    \"readonlyPaths\": [\"/proc/bus\", \"/proc/fs\", \"/proc/irq\", \"/proc/sys\",\n"
     "      \"/proc/sysrq-trigger\"]\n"
     "  },\n"
-    "  \"annotations\": {\"" OCI_ANNOTATION_TIER "\": \"kernel\"}\n"
+    "  \"annotations\": {\"" OCI_ANNOTATION_TIER "\": \"%s\"}\n"
     "}\n";
 
 int cmd_spec(const struct cli_globals *g, int argc, char **argv)
@@ -91,8 +91,19 @@ int cmd_spec(const struct cli_globals *g, int argc, char **argv)
             cli_report_error(g, "spec: create `%s/config.json`: %s", bundle, strerror(errno));
         return 1;
     }
-    size_t len = strlen(default_spec);
-    if (write(fd, default_spec, len) != (ssize_t)len) {
+    /* The tier --default-tier names (else kernel), so a config written by
+     * `bulkhead --default-tier=container spec` runs at that tier. */
+    const char *tier = getenv("BULKHEAD_DEFAULT_TIER");
+    if (tier == NULL || (strcmp(tier, "container") != 0 && strcmp(tier, "kernel") != 0))
+        tier = "kernel";
+    cleanup_free char *text = NULL;
+    if (asprintf(&text, default_spec, tier) < 0) {
+        cli_report_error(g, "spec: out of memory");
+        unlinkat(dfd, "config.json", 0);
+        return 1;
+    }
+    size_t len = strlen(text);
+    if (write(fd, text, len) != (ssize_t)len) {
         cli_report_error(g, "spec: write `%s/config.json`: %s", bundle, strerror(errno));
         unlinkat(dfd, "config.json", 0);
         return 1;

@@ -166,6 +166,7 @@ int oci_state_open(const char *root, const char *id, int *dirfd, struct oci_stat
     st->started = json_is_true(json_object_get(doc, "started"));
     st->caps = (uint64_t)json_integer_value(json_object_get(doc, "caps"));
     st->paused = json_is_true(json_object_get(doc, "paused"));
+    st->nnp_forced = json_is_true(json_object_get(doc, "nnp_forced"));
     const char *tier = json_string_value(json_object_get(doc, "tier"));
     st->tier = BH_TIER_KERNEL;
     if (tier)
@@ -240,6 +241,7 @@ int oci_state_write(int dirfd, const struct oci_state *st, struct bh_error *err)
     json_object_set_new(doc, "started", json_boolean(st->started));
     json_object_set_new(doc, "caps", json_integer((json_int_t)st->caps));
     json_object_set_new(doc, "paused", json_boolean(st->paused));
+    json_object_set_new(doc, "nnp_forced", json_boolean(st->nnp_forced));
     json_object_set_new(doc, "tier", json_string(bh_tier_name(st->tier)));
     json_object_set(doc, "annotations", st->annotations ? st->annotations : json_object());
     if (st->hooks)
@@ -354,6 +356,12 @@ json_t *oci_state_json(const struct oci_state *st, const char *status)
     json_object_set_new(o, "owner", json_string(st->owner ? st->owner : ""));
     json_t *ann = json_deep_copy(st->annotations ? st->annotations : json_object());
     json_object_set_new(ann, "dev.bulkhead.tier.requested", json_string(bh_tier_name(st->tier)));
+    if (st->nnp_forced)
+        json_object_set_new(
+            ann, "dev.bulkhead.no-new-privileges",
+            json_string("set although process.noNewPrivileges is false: no_new_privs "
+                        "is part of every bulkhead tier (seccomp and Landlock are "
+                        "installed after the capabilities are dropped)"));
     if (st->tier_report) {
         char *r = json_dumps(st->tier_report, JSON_COMPACT);
         if (r) {

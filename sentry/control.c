@@ -370,6 +370,16 @@ static pid_t pidfd_host_pid(int pidfd)
 int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, const int stdio[3],
                    const char *console_socket, pid_t *pid, struct bh_error *err)
 {
+    return bh_sentry_exec_fds(conn, proc, stdio, console_socket, NULL, 0, pid, err);
+}
+
+int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                       const int stdio[3], const char *console_socket, const int *extra,
+                       size_t n_extra, pid_t *pid, struct bh_error *err)
+{
+    if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
+        return bh_error_set(err, E2BIG, "at most %d extra fds can be passed to a process",
+                            BH_EXEC_MAX_EXTRA_FDS);
     cleanup_close int console = -1;
     if (proc->terminal) {
         if (console_socket == NULL)
@@ -382,13 +392,16 @@ int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, c
         if (console < 0 || connect(console, (struct sockaddr *)&addr, sizeof(addr)) < 0)
             return bh_error_errno(err, errno, "connect to console socket `%s`", console_socket);
     }
-    int fds[4];
+    int fds[4 + BH_EXEC_MAX_EXTRA_FDS];
     size_t n = 0;
     for (int i = 0; i < 3; i++)
         fds[n++] = stdio != NULL && stdio[i] >= 0 ? stdio[i] : i;
     if (console >= 0)
         fds[n++] = console;
-    json_t *req = json_pack("{s:s,s:o}", "op", "exec", "process", bh_process_to_json(proc));
+    for (size_t i = 0; i < n_extra; i++)
+        fds[n++] = extra[i];
+    json_t *req = json_pack("{s:s,s:o,s:I,s:b}", "op", "exec", "process", bh_process_to_json(proc),
+                            "extra_fds", (json_int_t)n_extra, "console", console >= 0);
     json_t *reply = NULL;
     int pidfd = -1;
     size_t got = 0;

@@ -33,6 +33,12 @@ int bh_sentry_start(struct bh_sentry_conn *conn, struct bh_error *err);
  * *pid is the process's pid as the host sees it. */
 int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, const int stdio[3],
                    const char *console_socket, pid_t *pid, struct bh_error *err);
+/* The same with n_extra more fds that the process gets as 3, 4, ...
+ * (runc's --preserve-fds); the sentry refuses them at the kernel tier. */
+#define BH_EXEC_MAX_EXTRA_FDS 12
+int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                       const int stdio[3], const char *console_socket, const int *extra,
+                       size_t n_extra, pid_t *pid, struct bh_error *err);
 
 /* Waits until a process spawned by bh_sentry_exec ends; *status is its wait
  * status. */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "control.h"
 #include "frame.h"
 #include "landlock.h"
 #include "policy.h"
@@ -90,8 +91,16 @@ static int resolve_program(const struct bh_process *proc, char *out, size_t size
 
 static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
 {
+    /* The defaults only where the process asks for nothing: lowering a hard
+     * limit first would make the one asked for (raised) impossible. */
+    bool has_nofile = false, has_core = false;
+    for (size_t i = 0; i < proc->n_rlimits; i++) {
+        has_nofile = has_nofile || proc->rlimits[i].resource == RLIMIT_NOFILE;
+        has_core = has_core || proc->rlimits[i].resource == RLIMIT_CORE;
+    }
     struct rlimit nofile = {1024, 4096}, core = {0, 0};
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+    if ((!has_nofile && setrlimit(RLIMIT_NOFILE, &nofile) < 0) ||
+        (!has_core && setrlimit(RLIMIT_CORE, &core) < 0))
         return bh_error_errno(err, errno, "set default rlimits (nofile 1024/4096, core 0)");
     for (size_t i = 0; i < proc->n_rlimits; i++) {
         const struct bh_rlimit *r = &proc->rlimits[i];
@@ -211,7 +220,8 @@ static void guest_fail(int sock, const struct bh_error *err, int code)
 
 /* Runs in the forked guest; never returns. */
 static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
-                       const int stdio_in[3], int console_fd, int sock)
+                       const int stdio_in[3], int console_fd, const int *extra, size_t n_extra,
+                       int sock)
 {
     struct bh_error err = {0};
     int stdio[3] = {stdio_in[0], stdio_in[1], stdio_in[2]};
@@ -234,15 +244,40 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     }
     if (place_stdio(stdio, &err) < 0)
         guest_fail(sock, &err, 125);
-    if (sock != 3) {
-        if (dup3(sock, 3, O_CLOEXEC) < 0) {
+    /* Extra fds become 3, 4, ... (inherited across exec); first every one
+     * goes above the targets, so no source is overwritten before it moves. */
+    int high[BH_EXEC_MAX_EXTRA_FDS];
+    int sock_at = 3 + (int)n_extra;
+    for (size_t i = 0; i < n_extra; i++) {
+        high[i] = fcntl(extra[i], F_DUPFD_CLOEXEC, sock_at + 1);
+        if (high[i] < 0) {
+            bh_error_errno(&err, errno, "keep extra fd %zu", i);
+            guest_fail(sock, &err, 125);
+        }
+    }
+    if (n_extra > 0) {
+        int s2 = fcntl(sock, F_DUPFD_CLOEXEC, sock_at + 1);
+        if (s2 < 0) {
             bh_error_errno(&err, errno, "move the setup socket");
             guest_fail(sock, &err, 125);
         }
-        sock = 3;
+        sock = s2;
     }
-    /* Only 0, 1, 2 (and the close-on-exec setup socket) from here on. */
-    if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+    for (size_t i = 0; i < n_extra; i++) {
+        if (dup2(high[i], 3 + (int)i) < 0) {
+            bh_error_errno(&err, errno, "place extra fd %zu at %zu", i, 3 + i);
+            guest_fail(sock, &err, 125);
+        }
+    }
+    if (sock != sock_at) {
+        if (dup3(sock, sock_at, O_CLOEXEC) < 0) {
+            bh_error_errno(&err, errno, "move the setup socket");
+            guest_fail(sock, &err, 125);
+        }
+        sock = sock_at;
+    }
+    /* Only 0, 1, 2, the extra fds (and the close-on-exec setup socket) from here on. */
+    if (syscall(SYS_close_range, (unsigned)sock_at + 1, ~0U, 0) < 0) {
         bh_error_errno(&err, errno, "close inherited fds");
         guest_fail(sock, &err, 125);
     }
@@ -324,6 +359,15 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
 int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
                    const int stdio[3], int console_fd, struct bh_guest *out, struct bh_error *err)
 {
+    return bh_guest_spawn_fds(ctx, proc, stdio, console_fd, NULL, 0, out, err);
+}
+
+int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
+                       struct bh_guest *out, struct bh_error *err)
+{
+    if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
+        return bh_error_set(err, E2BIG, "at most %d extra fds", BH_EXEC_MAX_EXTRA_FDS);
     out->pid = -1;
     out->pidfd = out->setup_fd = out->listener = -1;
     int sv[2];
@@ -337,7 +381,7 @@ int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc
     }
     if (pid == 0) {
         close(sv[0]);
-        guest_main(ctx, proc, stdio, console_fd, sv[1]);
+        guest_main(ctx, proc, stdio, console_fd, extra, n_extra, sv[1]);
     }
     close(sv[1]);
     out->pid = pid;

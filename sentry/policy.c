@@ -129,6 +129,8 @@ struct rule {
 struct bh_policy {
     uint32_t default_action;
     bool has_default;
+    /* A caller's profile stacked on a tier's policy (bh_policy_parse_stacked). */
+    bool stacked;
     bool has_notify;
     char **files;
     size_t n_files;
@@ -1202,7 +1204,9 @@ static int parse_line(struct parser *ps, const char **include)
             return fail(ps, "unexpected `%s` after the default action", ps->toks[ps->at].text);
         if (p->has_default)
             return fail(ps, "a second `@default`: a policy has exactly one");
-        if (action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG)
+        /* A stacked profile may allow by default: the tier's own filter still
+         * decides every call it lets through (filters intersect). */
+        if ((action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG) && !p->stacked)
             return fail(ps, "`@default` must refuse (errno, kill or trap): a policy is an "
                             "allowlist");
         if (action == SCMP_ACT_NOTIFY)
@@ -1236,6 +1240,10 @@ static int parse_line(struct parser *ps, const char **include)
         if (parse_cond(ps, first->text, &l.cond) < 0) {
             dnf_free(&l.cond);
             return -1;
+        }
+        if (l.cond.n == 0 && p->stacked) {
+            dnf_free(&l.cond);
+            return 0; /* a profile's rule that never matches: nothing to filter */
         }
         if (l.cond.n == 0) {
             dnf_free(&l.cond);
@@ -1385,6 +1393,10 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
                 redundant = true; /* repeats what already decides: nothing to add */
                 break;
             }
+            if (always(&prior->cond) && p->stacked) {
+                redundant = true; /* a profile's dead rule changes nothing, as in libseccomp */
+                break;
+            }
             if (always(&prior->cond)) {
                 ret = bh_error_set(err, EINVAL,
                                    "%s:%u: this line is never reached: %s:%u already decides "
@@ -1403,6 +1415,10 @@ static int finalize(struct bh_policy *p, struct bh_error *err)
             eff = next;
         }
         if (redundant) {
+            dnf_free(&eff);
+            continue;
+        }
+        if (ret == 0 && eff.n == 0 && p->stacked) {
             dnf_free(&eff);
             continue;
         }
@@ -1455,8 +1471,23 @@ static void frames_free(struct frame *f, size_t n)
         free(f[i].text);
 }
 
+static int parse_policy(const char *text, const char *name, const char *include_dir, bool stacked,
+                        struct bh_policy **out, struct bh_error *err);
+
 int bh_policy_parse(const char *text, const char *name, const char *include_dir,
                     struct bh_policy **out, struct bh_error *err)
+{
+    return parse_policy(text, name, include_dir, false, out, err);
+}
+
+int bh_policy_parse_stacked(const char *text, const char *name, struct bh_policy **out,
+                            struct bh_error *err)
+{
+    return parse_policy(text, name, NULL, true, out, err);
+}
+
+static int parse_policy(const char *text, const char *name, const char *include_dir, bool stacked,
+                        struct bh_policy **out, struct bh_error *err)
 {
     if (text == NULL || out == NULL)
         return bh_error_set(err, EINVAL, "parse policy: no text given");
@@ -1465,6 +1496,7 @@ int bh_policy_parse(const char *text, const char *name, const char *include_dir,
     __attribute__((cleanup(policy_freep))) struct bh_policy *p = calloc(1, sizeof(*p));
     if (p == NULL || add_file(p, name) < 0)
         return bh_error_errno(err, ENOMEM, "parse policy `%s`", name);
+    p->stacked = stacked;
     cleanup_free struct parser *ps = calloc(1, sizeof(*ps));
     if (ps == NULL)
         return bh_error_errno(err, ENOMEM, "parse policy `%s`", name);

@@ -17,6 +17,12 @@ int bh_policy_load(const char *path, struct bh_policy **out, struct bh_error *er
 /* Same from text in memory; includes resolve against include_dir (may be NULL). */
 int bh_policy_parse(const char *text, const char *name, const char *include_dir,
                     struct bh_policy **out, struct bh_error *err);
+/* A caller's profile (an OCI config's linux.seccomp), only ever loaded on
+ * top of a tier's policy: unlike a tier's policy it may allow by default
+ * (the stacked filters intersect), and rules that can never match are
+ * dropped instead of refused, as libseccomp treats them. No @include. */
+int bh_policy_parse_stacked(const char *text, const char *name, struct bh_policy **out,
+                            struct bh_error *err);
 void bh_policy_free(struct bh_policy *policy);
 
 /* True when some rule sends syscalls to the sentry (SECCOMP_RET_USER_NOTIF). */

@@ -192,6 +192,10 @@ int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err);
 
 int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
                    const int stdio[3], int console_fd, struct bh_guest *out, struct bh_error *err);
+/* The same; the guest also gets extra[0..n_extra) as its fds 3, 4, ... */
+int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
+                       struct bh_guest *out, struct bh_error *err);
 /* Lets it exec; returns the exec error if the exec fails. */
 int bh_guest_start(struct bh_guest *g, struct bh_error *err);
 

@@ -496,8 +496,8 @@ static int policy_fds(const struct bh_sandbox_spec *spec, const char *guest_path
     if (spec->extra_policy_text != NULL) {
         struct bh_policy *pol = NULL;
         struct bpf_blob x = {0};
-        if (bh_policy_parse(spec->extra_policy_text, "caller's seccomp profile", NULL, &pol, err) <
-            0)
+        if (bh_policy_parse_stacked(spec->extra_policy_text, "caller's seccomp profile", &pol,
+                                    err) < 0)
             goto out;
         x.has_notify = bh_policy_has_notify(pol);
         int r = x.has_notify

@@ -26,6 +26,7 @@
 
 #include "broker.h"
 #include "cleanup.h"
+#include "control.h"
 #include "frame.h"
 #include "mounts.h"
 #include "netns.h"
@@ -514,8 +515,31 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         reply_error(fd, &err);
         return;
     }
+    /* Layout: stdio, the console connection if any, then extra fds. */
+    json_int_t n_extra = json_integer_value(json_object_get(msg, "extra_fds"));
+    bool has_console = json_is_true(json_object_get(msg, "console"));
+    if (json_object_get(msg, "console") == NULL)
+        has_console = n_fds > 3; /* a client from before extra fds */
+    if (n_extra < 0 || n_extra > BH_EXEC_MAX_EXTRA_FDS ||
+        n_fds != 3 + (has_console ? 1u : 0u) + (size_t)n_extra) {
+        bh_error_set(&err, EPROTO, "exec: %zu fds do not match the request", n_fds);
+        bh_process_free(&proc);
+        reply_error(fd, &err);
+        return;
+    }
+    /* A host fd inside the kernel tier would be a path root the broker
+     * resolves relative to: refused there. */
+    if (n_extra > 0 && S.spec.tier >= BH_TIER_KERNEL) {
+        bh_error_set(&err, EPERM,
+                     "extra fds (--preserve-fds) are refused at the kernel tier: a host fd "
+                     "in the sandbox is a way around the sentry's path checks");
+        bh_process_free(&proc);
+        reply_error(fd, &err);
+        return;
+    }
     struct bh_guest g;
-    int r = bh_guest_spawn(&S.ctx, &proc, fds, n_fds > 3 ? fds[3] : -1, &g, &err);
+    int r = bh_guest_spawn_fds(&S.ctx, &proc, fds, has_console ? fds[3] : -1,
+                               fds + 3 + (has_console ? 1 : 0), (size_t)n_extra, &g, &err);
     bh_process_free(&proc);
     if (r < 0) {
         reply_error(fd, &err);
@@ -643,9 +667,9 @@ static void on_request(int fd)
 {
     struct bh_error err = {0};
     json_t *msg = NULL;
-    int fds[4];
+    int fds[4 + BH_EXEC_MAX_EXTRA_FDS];
     size_t n = 0;
-    int r = bh_msg_recv(fd, -1, &msg, fds, 4, &n, &err);
+    int r = bh_msg_recv(fd, -1, &msg, fds, BH_ARRAY_SIZE(fds), &n, &err);
     if (r <= 0) {
         bool was_sync = fd == S.sync_fd;
         drop_conn(fd);

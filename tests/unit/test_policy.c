@@ -1152,3 +1152,31 @@ Test(policy, fuzz_random_bytes_and_mutated_lines, .timeout = 120)
     free(buf);
     free(shipped);
 }
+
+/* A caller's profile stacked on a tier's policy may allow by default and
+ * may hold rules that never match (libseccomp's reading of an OCI profile);
+ * a tier's own policy may do neither. */
+Test(policy, stacked_profile_allows_by_default_and_drops_dead_rules)
+{
+    const char *text = "@default allow\n"
+                       "mkdir errno 100\n"
+                       "kill errno EPERM if arg1 == 10 || arg1 == 12\n"
+                       "process_vm_readv allow if arg0 == 100 && arg0 == 9001\n"
+                       "chdir errno ENXIO\n"
+                       "chdir allow if arg0 == 1\n";
+    expect_error("@default allow\nmkdir errno EPERM\n", "must refuse");
+    struct bh_error err = {0};
+    struct bh_policy *p = NULL;
+    cr_assert_eq(bh_policy_parse_stacked(text, "profile", &p, &err), 0, "%s", err.msg);
+    struct sock_fprog prog;
+    cr_assert_eq(bh_policy_compile(p, &prog, &err), 0, "%s", err.msg);
+    bh_policy_free(p);
+    cr_expect_eq(eval(&prog, SYS_write, 0, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_mkdir, 0, 0, 0, 0), RET_ERRNO(100));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 10, 0, 0), RET_ERRNO(EPERM));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 12, 0, 0), RET_ERRNO(EPERM));
+    cr_expect_eq(eval(&prog, SYS_kill, 1, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_process_vm_readv, 100, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_expect_eq(eval(&prog, SYS_chdir, 1, 0, 0, 0), RET_ERRNO(ENXIO));
+    bh_policy_prog_free(&prog);
+}
