@@ -82,8 +82,10 @@ char *oci_state_text(const struct oci_state *st, const char *status)
     json_t *j = oci_state_json(st, status);
     /* Hooks get the config's annotations as they are (runtime-tools checks
      * them): the tier a container got is in `state`, not in hooks' input. */
-    json_object_set_new(j, "annotations",
-                        json_deep_copy(st->annotations ? st->annotations : json_object()));
+    json_t *ann = json_deep_copy(st->annotations ? st->annotations : json_object());
+    /* kept with the config's for `state` and the live tier check, but ours */
+    json_object_del(ann, OCI_ANNOTATION_DEFAULT_LIMITS);
+    json_object_set_new(j, "annotations", ann);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return s;

@@ -354,3 +354,38 @@ char *h_session_id(const Bulkhead__Control__Response *r)
                  r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
     return strdup(r->open_session->session_id);
 }
+
+void h_bundle_skeleton(const char *dir)
+{
+    static const char *const dirs[] = {"bundle",
+                                       "bundle/rootfs",
+                                       "bundle/rootfs/usr",
+                                       "bundle/rootfs/etc",
+                                       "bundle/rootfs/proc",
+                                       "bundle/rootfs/dev",
+                                       "bundle/rootfs/tmp",
+                                       "bundle/rootfs/sys",
+                                       "bundle/rootfs/root"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", dir, dirs[i]);
+        cr_assert(mkdir(p, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", p, strerror(errno));
+    }
+    static const char *const links[] = {"bin", "sbin", "lib", "lib64"};
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        char p[512], t[64];
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", dir, links[i]);
+        snprintf(t, sizeof(t), "usr/%s", links[i]);
+        cr_assert_eq(symlink(t, p), 0, "symlink %s: %s", p, strerror(errno));
+    }
+}
+
+void h_write_file(const char *dir, const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f, "write %s: %s", p, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}

@@ -38,6 +38,12 @@ char *h_path(const char *name);
 char *h_read_fd(int fd);
 /* Removes path and everything under it (symlinks are not followed). */
 void h_remove_tree(const char *path);
+/* DIR/bundle/rootfs with the mount points an OCI config names (usr, etc,
+ * proc, dev, tmp, sys, root) and merged-/usr links (bin, sbin, lib, lib64),
+ * so a config can bind the host's /usr read-only. */
+void h_bundle_skeleton(const char *dir);
+/* Writes TEXT to DIR/REL (the test fails if it cannot). */
+void h_write_file(const char *dir, const char *rel, const char *text);
 
 /* Forks argv with extra environment entries (NULL-terminated, may be NULL),
  * stdin from stdin_path (NULL: /dev/null) and cwd (NULL: ours). */

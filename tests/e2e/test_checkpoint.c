@@ -32,42 +32,13 @@ static void bh(const char *const *args, int timeout_s, struct run_result *r)
     free(argv[0]);
 }
 
-static void write_file(const char *rel, const char *text)
-{
-    char p[512];
-    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
-    FILE *f = fopen(p, "w");
-    cr_assert_not_null(f, "write %s", p);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void setup(void)
 {
     h_build();
     snprintf(tmp, sizeof(tmp), "/tmp/bh-ckpt-XXXXXX");
     cr_assert_not_null(mkdtemp(tmp));
     chmod(tmp, 0711);
-    const char *dirs[] = {"bundle",
-                          "bundle/rootfs",
-                          "bundle/rootfs/usr",
-                          "bundle/rootfs/proc",
-                          "bundle/rootfs/dev",
-                          "bundle/rootfs/tmp",
-                          "bundle/rootfs/etc"};
-    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-        char p[512];
-        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
-        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
-    }
-    /* The host's /usr, read-only, with merged-/usr links. */
-    const char *links[] = {"bin", "lib", "lib64"};
-    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-        char p[512], t[64];
-        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
-        snprintf(t, sizeof(t), "usr/%s", links[i]);
-        cr_assert_eq(symlink(t, p), 0);
-    }
+    h_bundle_skeleton(tmp);
     created = false;
 }
 
@@ -102,7 +73,7 @@ static void start_counter(const char *tier)
         " \"tmpfs\"}], \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"mount\"},"
         " {\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]}}",
         tier);
-    write_file("bundle/config.json", cfg);
+    h_write_file(tmp, "bundle/config.json", cfg);
     snprintf(id, sizeof(id), "ckpt-%s-%d", tier, (int)getpid());
     char bundle[300];
     snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);

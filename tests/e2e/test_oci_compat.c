@@ -142,16 +142,6 @@ static int run_bh(char *out, size_t outlen, const struct run_opts *o, const char
 #define RUN(out, ...) run_bh(out, sizeof(out), NULL, (const char *const[]){__VA_ARGS__, NULL})
 #define RUN0(...) run_bh(NULL, 0, NULL, (const char *const[]){__VA_ARGS__, NULL})
 
-static void write_file(const char *rel, const char *text)
-{
-    char p[512];
-    snprintf(p, sizeof(p), "%s/%s", tmp, rel);
-    FILE *f = fopen(p, "w");
-    cr_assert_not_null(f, "write %s", p);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void setup(void)
 {
     const char *b = getenv("BULKHEAD_BUILD");
@@ -159,27 +149,7 @@ static void setup(void)
     snprintf(tmp, sizeof(tmp), "/tmp/bh-occ-XXXXXX");
     cr_assert_not_null(mkdtemp(tmp));
     chmod(tmp, 0711);
-    const char *dirs[] = {"bundle",
-                          "bundle/rootfs",
-                          "bundle/rootfs/usr",
-                          "bundle/rootfs/etc",
-                          "bundle/rootfs/proc",
-                          "bundle/rootfs/dev",
-                          "bundle/rootfs/tmp",
-                          "bundle/rootfs/sys",
-                          "bundle/rootfs/root"};
-    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-        char p[512];
-        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
-        mkdir(p, 0755);
-    }
-    const char *links[] = {"bin", "sbin", "lib", "lib64"};
-    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-        char p[512], t[64];
-        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
-        snprintf(t, sizeof(t), "usr/%s", links[i]);
-        cr_assert_eq(symlink(t, p), 0, "symlink %s: %s", p, strerror(errno));
-    }
+    h_bundle_skeleton(tmp);
     struct stat st;
     cr_assert(lstat("/bin", &st) == 0 && S_ISLNK(st.st_mode),
               "the host has no merged /usr; these bundles bind it");
@@ -223,7 +193,7 @@ static void config(const char *args_json, bool terminal, const char *extra)
              "{\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}], "
              "\"resources\": {\"pids\": {\"limit\": 64}}}%s%s}",
              terminal ? "true" : "false", args_json, extra ? ", " : "", extra ? extra : "");
-    write_file("bundle/config.json", text);
+    h_write_file(tmp, "bundle/config.json", text);
 }
 
 /* Runs with stdout on /dev/null: for create and run -d, whose container
@@ -502,7 +472,7 @@ Test(oci_compat_cli, exec_pid_file_and_process_without_user)
                   "the pid file names the container, not the process");
     json_decref(j);
     /* A process.json without "user": the container's root, as runc does. */
-    write_file("proc.json", "{\"args\": [\"sh\", \"-c\", \"id -u; id -g\"], \"cwd\": \"/\", "
+    h_write_file(tmp, "proc.json", "{\"args\": [\"sh\", \"-c\", \"id -u; id -g\"], \"cwd\": \"/\", "
                             "\"env\": [\"PATH=/usr/bin:/bin\"]}");
     snprintf(p, sizeof(p), "%s/proc.json", tmp);
     cr_assert_eq(RUN(out, "exec", "-p", p, id), 0, "%s", err_text);
@@ -571,7 +541,7 @@ static int run_with_profile(const char *tier, const char *profile, const char *s
              "{\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}], "
              "\"seccomp\": %s}}",
              args, profile);
-    write_file("bundle/config.json", text);
+    h_write_file(tmp, "bundle/config.json", text);
     const char *id = new_id("sc");
     struct run_opts o = {.child_stdout = -1, .tier = tier};
     return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
@@ -805,7 +775,7 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
 {
     char p[512];
     snprintf(p, sizeof(p), "%s/preserved.txt", tmp);
-    write_file("preserved.txt", "hello-fd\n");
+    h_write_file(tmp, "preserved.txt", "hello-fd\n");
     const char *argv[64];
     build_argv(argv, NULL,
                (const char *const[]){"exec", "--preserve-fds=2", id, "sh", "-c", script, NULL});

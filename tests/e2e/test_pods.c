@@ -46,26 +46,7 @@ static void setup(void)
     snprintf(tmp, sizeof(tmp), "/tmp/bh-pods-XXXXXX");
     cr_assert_not_null(mkdtemp(tmp));
     chmod(tmp, 0711);
-    const char *dirs[] = {"bundle",
-                          "bundle/rootfs",
-                          "bundle/rootfs/usr",
-                          "bundle/rootfs/proc",
-                          "bundle/rootfs/dev",
-                          "bundle/rootfs/tmp",
-                          "bundle/rootfs/etc",
-                          "bundle/rootfs/sys"};
-    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-        char p[512];
-        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
-        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
-    }
-    const char *links[] = {"bin", "lib", "lib64"};
-    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
-        char p[512], t[64];
-        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
-        snprintf(t, sizeof(t), "usr/%s", links[i]);
-        cr_assert_eq(symlink(t, p), 0);
-    }
+    h_bundle_skeleton(tmp);
     n_ids = 0;
 }
 
