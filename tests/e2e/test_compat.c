@@ -371,9 +371,12 @@ Test(compat_node, timers, .timeout = 120)
          "Promise.resolve().then(() => order.push('micro'));\n"
          "let n = 0; const i = setInterval(() => { if (++n === 3) clearInterval(i); }, 5);\n"
          "require('timers/promises').setTimeout(80).then(() => {\n"
-         "  console.log(order.join(' '), n, Date.now() - t0 >= 80);\n"
+         /* where setImmediate lands among the timers depends on how long
+          * the first loop turn took (load): only that it ran is checked */
+         "  console.log(order.filter((e) => e !== 'imm').join(' '), order.includes('imm'), n,\n"
+         "              Date.now() - t0 >= 80);\n"
          "});\n",
-         "tick micro imm t10 t50 3 true\n");
+         "tick micro t10 t50 true 3 true\n");
 }
 
 /* ---- shell --------------------------------------------------------------- */
