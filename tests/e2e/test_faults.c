@@ -1396,8 +1396,8 @@ static void interp_kill(const char *lang, bool mid_call)
                           seed, when, res->exit_code, res->stdout);
                 ran_fresh = true;
             } else {
-                cr_assert_neq(res->exit_code, 0,
-                              "[seed %llu] %s: exit 0 for a killed interpreter", seed, when);
+                cr_assert_neq(res->exit_code, 0, "[seed %llu] %s: exit 0 for a killed interpreter",
+                              seed, when);
             }
             cr_assert(!res->state_kept, "[seed %llu] %s: state_kept", seed, when);
             cr_assert(res->files_persist, "[seed %llu] %s: files_persist is false", seed, when);
