@@ -166,6 +166,11 @@ int bh_conn_next_event(struct bh_sentry_conn *conn, int64_t deadline_ms, json_t 
     for (;;) {
         json_t *msg = NULL;
         int r = bh_msg_recv(conn->fd, deadline_ms, &msg, NULL, 0, NULL, err);
+        if (r < 0 && (err->code == ECONNRESET || err->code == EPIPE) && !conn->have_error)
+            /* It closed the socket with a message of ours unread: it ended. */
+            return bh_error_set(err, ESRCH,
+                                "the sandbox's sentry ended without its exit event: the sentry "
+                                "or its guest died");
         if (r <= 0)
             return r;
         if (json_object_get(msg, "ev") != NULL) {

@@ -382,12 +382,20 @@ Test(shared_locks, sqlite3_on_tmp_and_the_working_directory, .init = setup, .tim
  * process it reaches, whatever ".." did on the way. Siblings: a plain one
  * (same uid) and a non-dumpable one (an execute-only copy of sleep). */
 static const char proc_walker[] =
-    "import os, subprocess, shutil\n"
+    "import os, subprocess, shutil, time\n"
     "me = os.getpid()\n"
     "sib = subprocess.Popen(['/bin/sleep', '60'])\n"
     "shutil.copy('/bin/sleep', '/tmp/nd')\n"
     "os.chmod('/tmp/nd', 0o111)\n"
-    "nd = subprocess.Popen(['/tmp/nd', '60'])\n"
+    "for attempt in range(50):\n"
+    "    try:\n"
+    "        nd = subprocess.Popen(['/tmp/nd', '60'])\n"
+    "        break\n"
+    "    except OSError as e:\n"
+    /* the broker closes its copy of the written file's fd a moment after
+     * handing it over: a file executed at once can be busy, as after a fork */
+    "        if e.errno != 26: raise\n"
+    "        time.sleep(0.02)\n"
     "paths = []\n"
     "for P in (sib.pid, nd.pid, 1):\n"
     "    for f in ('mem', 'environ', 'maps', 'smaps', 'auxv', 'syscall', 'fd/0', 'cwd/.', "
