@@ -92,3 +92,49 @@ Test(broker_wedge, blocked_fifo_opens_do_not_stop_the_sentry, .timeout = 240)
     cr_expect(strstr(r.out, "opened 70 of 70") != NULL, "%s", r.out);
     h_free(&r);
 }
+
+/* Blocked calls of a process that was killed are let go: four children in
+ * turn start 20 threads each that open the FIFO, and are killed while the
+ * sentry performs those opens. Nobody waits for the 80 opens any more; a
+ * broker that kept performing them would hold 80 workers (more than its 64)
+ * and the parent's stat afterwards would never be answered. */
+static const char killed_py[] =
+    "import os, signal, threading, time\n"
+    "os.mkfifo('/tmp/wedge')\n"
+    "def child():\n"
+    "    def reader():\n"
+    "        os.open('/tmp/wedge', os.O_RDONLY)\n"
+    "    for _ in range(20):\n"
+    "        threading.Thread(target=reader, daemon=True).start()\n"
+    "    time.sleep(120)\n"
+    "    os._exit(0)\n"
+    "for _ in range(4):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        child()\n"
+    "    time.sleep(1.5)\n"
+    "    os.kill(pid, signal.SIGKILL)\n"
+    "    os.waitpid(pid, 0)\n"
+    "t0 = time.monotonic(); os.stat('/tmp'); d = time.monotonic() - t0\n"
+    "print('stat %.3f' % d, flush=True)\n";
+
+Test(broker_wedge, blocked_calls_of_killed_processes_are_let_go, .timeout = 240)
+{
+    char *bh = h_path("bulkhead");
+    char *probe[] = {bh, "do", "--tier", "kernel", "--", "/bin/true", NULL};
+    struct run_result p = h_run(probe, NULL, NULL, 120);
+    cr_assert_eq(p.status, 0,
+                 "the kernel tier does not run here, so the attack cannot be tried: %s", p.err);
+    h_free(&p);
+    free(bh);
+
+    struct run_result r = kernel_do(90, PY, "-c", killed_py, NULL);
+    cr_assert_neq(r.status, -1,
+                  "the sandbox hung: after 80 blocked FIFO opens of killed processes a stat was "
+                  "never answered (took %.1f s)\nstdout: %s\nstderr: %s",
+                  r.seconds, r.out, r.err);
+    cr_assert_eq(r.status, 0, "exit %d\nstdout: %s\nstderr: %s", r.status, r.out, r.err);
+    double d = field(r.out, "stat ");
+    cr_expect_lt(d, 10.0, "a stat took %.3f s after the killed processes' opens", d);
+    h_free(&r);
+}
