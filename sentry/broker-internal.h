@@ -74,7 +74,7 @@ struct bh_broker {
     size_t root_len;
     pid_t self_pid; /* the sentry's own tgid, never a target */
     dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
-    int stop_fd;    /* eventfd: readable when the broker stops (wakes the watchdog) */
+    int stop_fd;    /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
     bool debug;
     atomic_bool stopping;
@@ -86,8 +86,9 @@ struct bh_broker {
     struct bh_worker *workers;
     pthread_t watchdog;
     bool watchdog_running;
-    unsigned max_blocking; /* calls blocked at once, all guests together */
-    unsigned share;        /* calls blocked at once, per guest process */
+    atomic_bool watchdog_asleep; /* until bh_blocking_begin writes stop_fd */
+    unsigned max_blocking;       /* calls blocked at once, all guests together */
+    unsigned share;              /* calls blocked at once, per guest process */
 
     struct bh_guest *cache[256];
 

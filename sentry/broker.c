@@ -568,6 +568,8 @@ static void set_req_tgid(struct bh_worker *w, pid_t tgid)
     w->req_tgid = tgid;
 }
 
+static void watchdog_wake(struct bh_broker *b);
+
 static void intr_handler(int sig)
 {
     (void)sig;
@@ -578,10 +580,13 @@ void bh_blocking_begin(void)
     struct bh_worker *w = self_worker;
     if (w == NULL)
         return;
-    pthread_mutex_lock(&w->b->lock);
+    struct bh_broker *b = w->b;
+    pthread_mutex_lock(&b->lock);
     w->blocking = true;
     w->seq++;
-    pthread_mutex_unlock(&w->b->lock);
+    pthread_mutex_unlock(&b->lock);
+    if (atomic_load(&b->watchdog_asleep) && atomic_exchange(&b->watchdog_asleep, false))
+        watchdog_wake(b);
 }
 
 void bh_blocking_end(void)
@@ -714,23 +719,64 @@ static void detach_locked(struct bh_broker *b, struct bh_worker *w)
     }
 }
 
+/* Called with b->lock held: anything for the watchdog to look at. */
+static bool watchdog_work_locked(struct bh_broker *b)
+{
+    for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
+        if (l->receiver == NULL)
+            return true;
+    for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
+        if (w->blocking)
+            return true;
+    return false;
+}
+
+static void watchdog_wake(struct bh_broker *b)
+{
+    uint64_t one = 1;
+    ssize_t n = write(b->stop_fd, &one, sizeof(one));
+    (void)n;
+}
+
 /* Looks at every blocked call once a tick: a receiver stuck in one call
  * hands its listener on, a detached call whose guest went away is
- * interrupted, a listener without a receiver gets one. */
+ * interrupted, a listener without a receiver gets one. With nothing to look
+ * at for two idle ticks it sleeps until bh_blocking_begin (or a listener
+ * left without a receiver) wakes it, so an idle sandbox costs no wake-ups. */
 static void *watchdog_main(void *arg)
 {
     struct bh_broker *b = arg;
     bool busy = false;
+    int idle_ticks = 0;
     while (!atomic_load(&b->stopping)) {
+        int timeout = busy ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS;
+        if (!busy && idle_ticks >= 2) {
+            /* Announce the sleep before the last look: a worker that starts
+             * blocking after that look sees the flag and wakes us. */
+            atomic_store(&b->watchdog_asleep, true);
+            pthread_mutex_lock(&b->lock);
+            bool work = watchdog_work_locked(b);
+            pthread_mutex_unlock(&b->lock);
+            if (work)
+                atomic_store(&b->watchdog_asleep, false);
+            else
+                timeout = -1;
+        }
         struct pollfd p = {.fd = b->stop_fd, .events = POLLIN};
-        poll(&p, 1, busy ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS);
+        if (poll(&p, 1, timeout) > 0) {
+            uint64_t v;
+            ssize_t n = read(b->stop_fd, &v, sizeof(v));
+            (void)n;
+            idle_ticks = 0;
+        }
+        atomic_store(&b->watchdog_asleep, false);
         if (atomic_load(&b->stopping))
             break;
         busy = false;
         pthread_mutex_lock(&b->lock);
         for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
-            if (l->receiver == NULL)
-                assign_receiver_locked(b, l);
+            if (l->receiver == NULL && assign_receiver_locked(b, l) < 0)
+                busy = true; /* try again next tick */
         for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
             if (!w->blocking)
                 continue;
@@ -747,6 +793,7 @@ static void *watchdog_main(void *arg)
             }
         }
         pthread_mutex_unlock(&b->lock);
+        idle_ticks = busy ? 0 : idle_ticks + 1;
     }
     return NULL;
 }
@@ -776,6 +823,7 @@ static void *worker_main(void *arg)
         w->role = W_PARKED;
         w->exited = true;
         pthread_mutex_unlock(&b->lock);
+        watchdog_wake(b);
         return NULL;
     }
     for (;;) {
