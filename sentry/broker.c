@@ -37,8 +37,8 @@
  * hands its CPU straight to the receiver and back), answers each call
  * inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
- * watchdog thread looks at those once a tick (50 ms idle, 5 ms while any is
- * blocked): a receiver inside one for a whole tick hands its listener to a
+ * watchdog thread looks at those once a tick (50 ms, 5 ms while any is
+ * blocked; asleep while none is): a receiver inside one for a whole tick hands its listener to a
  * parked (or new) worker and finishes the call detached, so the guest's
  * other calls keep being answered. Shares: one guest thread holds at most
  * one detached call (an older one, left behind by a signal that restarted
