@@ -33,9 +33,9 @@
  * execve/execveat (Landlock's execute right decides what may run).
  *
  * Threads: one receiver per listener, blocked in SECCOMP_IOCTL_NOTIF_RECV
- * (the listener has SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, so the guest thread
- * hands its CPU straight to the receiver and back), answers each call
- * inline. A call that may block indefinitely (an open that meets a FIFO or
+ * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, when config.sync_wake_up
+ * asks for it, hands the guest thread's CPU straight to the receiver),
+ * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
  * watchdog thread looks at those once a tick (50 ms, 5 ms while any is
  * blocked; asleep while none is): a receiver inside one for a whole tick hands its listener to a
@@ -711,11 +711,13 @@ static void detach_locked(struct bh_broker *b, struct bh_worker *w)
     w->l = NULL;
     l->receiver = NULL;
     if (assign_receiver_locked(b, l) < 0) {
-        /* No thread to take over: the call gives way, not the listener. */
+        /* No thread to take over (the sandbox's pids limit, a fork bomb):
+         * the call may merely be slow on a starved machine, so it is not
+         * refused; the receiver keeps its listener and the next tick tries
+         * again. */
         w->role = W_RECEIVER;
         w->l = l;
         l->receiver = w;
-        interrupt_locked(b, w, "no thread to take over its listener");
     }
 }
 
@@ -957,13 +959,19 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     cleanup_close int fd = listener_fd;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         return bh_error_errno(err, errno, "broker: listener fd %d", listener_fd);
-    /* Synchronous wake-ups: the guest thread hands its CPU straight to the
-     * receiver blocked in NOTIF_RECV and back. Older kernels lack it, which
-     * only costs speed. */
-    unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value, not by pointer */
-    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL && errno != ENOTTY)
-        return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
-                              listener_fd);
+    /* Synchronous wake-ups (the guest thread hands its CPU straight to the
+     * receiver) only when asked: measured here they gained nothing on a
+     * loaded machine, and under a fork bomb in a bulkheadd session they made
+     * the session's agent miss its deadline more often than the ordinary
+     * wake-up (tests/e2e/test_supervisor_load.c, abuse). Older kernels lack
+     * the flag, which only costs speed. */
+    if (b->cfg.sync_wake_up) {
+        unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value */
+        if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL &&
+            errno != ENOTTY)
+            return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
+                                  listener_fd);
+    }
     struct bh_listener *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return bh_error_errno(err, ENOMEM, "broker: allocate a listener");
@@ -974,12 +982,13 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     if (l->next != NULL)
         l->next->prev = l;
     b->listeners = l;
-    int rc = b->started ? assign_receiver_locked(b, l) : 0;
-    if (rc < 0)
-        listener_unlink_locked(b, l); /* its guest's notified calls fail (ENOSYS) */
+    /* No thread now (the sandbox's pids limit, a fork bomb): the watchdog
+     * tries again every tick, and the guest's brokered calls wait meanwhile
+     * (never unchecked). */
+    bool later = b->started && assign_receiver_locked(b, l) < 0;
     pthread_mutex_unlock(&b->lock);
-    if (rc < 0)
-        return bh_error_errno(err, -rc, "broker: start a thread for listener fd %d", listener_fd);
+    if (later)
+        watchdog_wake(b);
     return 0;
 }
 

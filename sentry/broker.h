@@ -43,6 +43,10 @@ struct bh_broker_config {
      * quarter of them (at least one); a call beyond its share is interrupted
      * (EINTR), as a signal would. Receiving is never blocked by them. */
     unsigned max_workers;
+    /* Sets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP on every listener. Off by
+     * default: no gain measured on a loaded machine, and more missed agent
+     * deadlines under a fork bomb (sentry/README.md). */
+    bool sync_wake_up;
 };
 
 /* Counters since bh_broker_new, for tests and the sentry's debug output. */
