@@ -501,7 +501,14 @@ static void reply(struct bh_req *r, long ret)
     } else {
         resp.val = ret;
     }
-    if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
+    /* EINTR: the notify lock was contended while a signal was pending;
+     * nothing was sent, and a lost answer would leave the guest waiting for
+     * ever. */
+    int rc;
+    do
+        rc = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0)
         atomic_fetch_add(&b->n_dead, 1);
     else
         atomic_fetch_add(&b->n_handled, 1);
@@ -542,6 +549,11 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
 #define BH_INTR_SIG (SIGRTMIN + 3)
 #define BH_TICK_IDLE_MS 50
 #define BH_TICK_BUSY_MS 5
+/* Parked workers kept ready, made at start: under a full pids limit (a fork
+ * bomb) no thread can be made, and a blocked call must still be handed off. */
+#define BH_RESERVE 2
+/* After a failed thread creation, the watchdog tries again this much later. */
+#define BH_SPAWN_RETRY_MS 50
 
 enum worker_role { W_RECEIVER, W_PARKED, W_DETACHED };
 
@@ -553,9 +565,15 @@ struct bh_worker {
     enum worker_role role;
     struct bh_listener *l; /* W_RECEIVER: the listener it receives on */
     bool exited;
-    /* Inside bh_blocking_begin/end: the call the watchdog looks at. */
-    bool blocking;
-    unsigned seq, seen_seq;
+    /* Inside bh_blocking_begin/end: the call the watchdog looks at. Written
+     * by the worker without the lock (a receiver never waits for the
+     * watchdog, which a starved cgroup may have descheduled holding it). */
+    atomic_bool blocking;
+    atomic_uint seq;
+    unsigned seen_seq;
+    /* Set by the watchdog before it signals the worker (see interrupt_locked
+     * and bh_blocking_end). */
+    atomic_bool interrupted;
     struct bh_listener *req_l;
     uint64_t req_id;
     pid_t req_tid, req_tgid;
@@ -581,10 +599,8 @@ void bh_blocking_begin(void)
     if (w == NULL)
         return;
     struct bh_broker *b = w->b;
-    pthread_mutex_lock(&b->lock);
-    w->blocking = true;
-    w->seq++;
-    pthread_mutex_unlock(&b->lock);
+    atomic_fetch_add(&w->seq, 1);
+    atomic_store(&w->blocking, true);
     if (atomic_load(&b->watchdog_asleep) && atomic_exchange(&b->watchdog_asleep, false))
         watchdog_wake(b);
 }
@@ -594,9 +610,18 @@ void bh_blocking_end(void)
     struct bh_worker *w = self_worker;
     if (w == NULL)
         return;
-    pthread_mutex_lock(&w->b->lock);
-    w->blocking = false;
-    pthread_mutex_unlock(&w->b->lock);
+    atomic_store(&w->blocking, false);
+    /* The watchdog sets interrupted, then reads blocking (both seq_cst): if
+     * it saw us blocking, we see interrupted here. Its signal must not reach
+     * a later call of ours (a SEND or ADDFD ioctl would fail with EINTR), so
+     * wait until it has been sent (under the lock), and let a syscall's
+     * return to user mode run its no-op handler. */
+    if (atomic_load(&w->interrupted)) {
+        pthread_mutex_lock(&w->b->lock);
+        pthread_mutex_unlock(&w->b->lock);
+        (void)syscall(SYS_getpid);
+        atomic_store(&w->interrupted, false);
+    }
 }
 
 static void listener_put(struct bh_listener *l)
@@ -633,6 +658,9 @@ static bool listener_gone(struct bh_listener *l)
  * the blocked call or reaches the thread before its next call. */
 static void interrupt_locked(struct bh_broker *b, struct bh_worker *w, const char *why)
 {
+    atomic_store(&w->interrupted, true);
+    if (!atomic_load(&w->blocking))
+        return; /* done meanwhile; bh_blocking_end clears the flag next time */
     if (b->debug)
         fprintf(stderr,
                 "bulkhead-sentry: broker: pid %d (process %d): blocked call interrupted (EINTR): "
@@ -644,8 +672,10 @@ static void interrupt_locked(struct bh_broker *b, struct bh_worker *w, const cha
 
 static void *worker_main(void *arg);
 
-/* Called with b->lock held: l gets a receiver, a parked worker or a new one. */
-static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l)
+/* Called with b->lock held: l gets a receiver, a parked worker or (only when
+ * may_create) a new one. The watchdog never makes a thread holding the lock:
+ * a receiver may need it, and under a fork bomb the creation fails anyway. */
+static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l, bool may_create)
 {
     for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
         if (w->role == W_PARKED && !w->exited) {
@@ -656,6 +686,8 @@ static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l)
             return 0;
         }
     }
+    if (!may_create)
+        return -EAGAIN;
     struct bh_worker *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return -ENOMEM;
@@ -680,11 +712,11 @@ static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l)
 /* Called with b->lock held: the receiver w has sat in one blocking call for a
  * tick. Its listener goes to another worker, so that the guest's other
  * calls are answered meanwhile, unless the call is beyond its share. */
-static void detach_locked(struct bh_broker *b, struct bh_worker *w)
+static void detach_locked(struct bh_broker *b, struct bh_worker *w, bool *need_thread)
 {
     unsigned mine = 0, all = 0;
     for (struct bh_worker *x = b->workers; x != NULL; x = x->next) {
-        if (x == w || x->role != W_DETACHED || !x->blocking)
+        if (x == w || x->role != W_DETACHED || !atomic_load(&x->blocking))
             continue;
         if (x->req_tid == w->req_tid) {
             /* One guest thread waits for one call: an older one was left
@@ -710,14 +742,16 @@ static void detach_locked(struct bh_broker *b, struct bh_worker *w)
     w->role = W_DETACHED;
     w->l = NULL;
     l->receiver = NULL;
-    if (assign_receiver_locked(b, l) < 0) {
-        /* No thread to take over (the sandbox's pids limit, a fork bomb):
-         * the call may merely be slow on a starved machine, so it is not
-         * refused; the receiver keeps its listener and the next tick tries
+    if (assign_receiver_locked(b, l, false) < 0) {
+        /* No parked worker (the reserve is spent): the call may merely be
+         * slow on a starved machine, so it is not refused; the receiver
+         * keeps its listener, the watchdog makes a thread outside the lock
+         * (when the sandbox's pids limit lets it) and the next tick tries
          * again. */
         w->role = W_RECEIVER;
         w->l = l;
         l->receiver = w;
+        *need_thread = true;
     }
 }
 
@@ -728,9 +762,55 @@ static bool watchdog_work_locked(struct bh_broker *b)
         if (l->receiver == NULL)
             return true;
     for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
-        if (w->blocking)
+        if (atomic_load(&w->blocking))
             return true;
     return false;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A new parked worker, made without the lock held. */
+static int spawn_parked(struct bh_broker *b)
+{
+    struct bh_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->b = b;
+    w->role = W_PARKED;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* The thread parks at once (w->l is NULL) and gets a listener only once
+     * listed. Only the watchdog and bh_broker_start call this, and
+     * bh_broker_free joins the watchdog before it walks the list. */
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc == 0) {
+        pthread_mutex_lock(&b->lock);
+        w->next = b->workers;
+        b->workers = w;
+        pthread_mutex_unlock(&b->lock);
+    }
+    if (rc != 0) {
+        free(w);
+        return -rc;
+    }
+    return 0;
+}
+
+/* Called with b->lock held. */
+static unsigned parked_locked(struct bh_broker *b)
+{
+    unsigned n = 0;
+    for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
+        if (w->role == W_PARKED && !w->exited)
+            n++;
+    return n;
 }
 
 static void watchdog_wake(struct bh_broker *b)
@@ -750,6 +830,7 @@ static void *watchdog_main(void *arg)
     struct bh_broker *b = arg;
     bool busy = false;
     int idle_ticks = 0;
+    int64_t spawn_after = 0;
     while (!atomic_load(&b->stopping)) {
         int timeout = busy ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS;
         if (!busy && idle_ticks >= 2) {
@@ -775,26 +856,40 @@ static void *watchdog_main(void *arg)
         if (atomic_load(&b->stopping))
             break;
         busy = false;
+        bool need_thread = false;
         pthread_mutex_lock(&b->lock);
         for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
-            if (l->receiver == NULL && assign_receiver_locked(b, l) < 0)
-                busy = true; /* try again next tick */
+            if (l->receiver == NULL && assign_receiver_locked(b, l, false) < 0)
+                need_thread = busy = true; /* try again next tick */
         for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
-            if (!w->blocking)
+            if (!atomic_load(&w->blocking))
                 continue;
             busy = true;
             if (w->role == W_RECEIVER) {
-                if (w->seen_seq != w->seq)
-                    w->seen_seq = w->seq;
+                unsigned seq = atomic_load(&w->seq);
+                if (w->seen_seq != seq)
+                    w->seen_seq = seq;
                 else
-                    detach_locked(b, w);
+                    detach_locked(b, w, &need_thread);
             } else if (w->role == W_DETACHED) {
                 uint64_t id = w->req_id;
                 if (ioctl(w->req_l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
                     interrupt_locked(b, w, "the guest no longer waits for it");
             }
         }
+        if (parked_locked(b) < BH_RESERVE)
+            need_thread = true;
         pthread_mutex_unlock(&b->lock);
+        /* Threads are made here, with the lock released, one per tick, and
+         * not again for a while after a failure (the sandbox's pids limit
+         * is full): nothing waits for them but the hand-off of a call that
+         * already blocks. */
+        if (need_thread && !atomic_load(&b->stopping) && now_ms() >= spawn_after) {
+            if (spawn_parked(b) < 0)
+                spawn_after = now_ms() + BH_SPAWN_RETRY_MS;
+            else
+                busy = true; /* give it out at the next tick */
+        }
         idle_ticks = busy ? 0 : idle_ticks + 1;
     }
     return NULL;
@@ -946,11 +1041,17 @@ int bh_broker_start(struct bh_broker *b, struct bh_error *err)
     b->watchdog_running = rc == 0;
     for (struct bh_listener *l = b->listeners; l != NULL && rc == 0; l = l->next)
         if (l->receiver == NULL)
-            rc = assign_receiver_locked(b, l);
+            rc = assign_receiver_locked(b, l, true);
     b->started = rc == 0;
     pthread_mutex_unlock(&b->lock);
     if (rc < 0)
         return bh_error_errno(err, -rc, "broker: start its threads");
+    /* The reserve, while threads can still be made: a new listener or a
+     * blocked call's hand-off then needs no thread creation. Best effort (a
+     * sandbox's pids limit may be tiny): the watchdog makes up for it. */
+    for (int i = 0; i < BH_RESERVE; i++)
+        if (spawn_parked(b) < 0)
+            break;
     return 0;
 }
 
@@ -985,7 +1086,7 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     /* No thread now (the sandbox's pids limit, a fork bomb): the watchdog
      * tries again every tick, and the guest's brokered calls wait meanwhile
      * (never unchecked). */
-    bool later = b->started && assign_receiver_locked(b, l) < 0;
+    bool later = b->started && assign_receiver_locked(b, l, true) < 0;
     pthread_mutex_unlock(&b->lock);
     if (later)
         watchdog_wake(b);
