@@ -80,7 +80,11 @@ struct bh_broker {
     atomic_bool stopping;
     bool started;
 
-    pthread_mutex_t lock; /* workers, listeners, guest cache, blocking state */
+    pthread_mutex_t lock; /* workers, listeners, roles (the watchdog's) */
+    /* The guest cache only: a receiver answering a call never takes b->lock,
+     * so it never waits for a watchdog that a starved cgroup descheduled
+     * while holding it. */
+    pthread_mutex_t cache_lock;
     pthread_cond_t park;  /* parked workers wait here for a listener */
     struct bh_listener *listeners;
     struct bh_worker *workers;

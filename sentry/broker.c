@@ -37,10 +37,15 @@
  * asks for it, hands the guest thread's CPU straight to the receiver),
  * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
- * watchdog thread looks at those once a tick (50 ms, 5 ms while any is
- * blocked; asleep while none is): a receiver inside one for a whole tick hands its listener to a
- * parked (or new) worker and finishes the call detached, so the guest's
- * other calls keep being answered. Shares: one guest thread holds at most
+ * watchdog thread looks at those once a tick (50 ms, 5 ms while a detached
+ * call blocks; asleep while none is): a receiver inside one for a whole tick
+ * hands its listener to a parked worker and finishes the call detached, so
+ * the guest's other calls keep being answered. A receiver never waits for
+ * the watchdog (the brackets are atomics, the guest cache has its own lock)
+ * and the watchdog never makes a thread holding the lock: in a sandbox whose
+ * cgroup a fork bomb starves (pids full, CPU quota spent) every wait for
+ * another sentry thread costs a scheduling period. BH_RESERVE parked workers
+ * are made at start; the watchdog replaces spent ones outside the lock. Shares: one guest thread holds at most
  * one detached call (an older one, left behind by a signal that restarted
  * the call, is interrupted), one guest process at most max_workers/4, the
  * broker at most max_workers; a call beyond them is interrupted (EINTR, as
@@ -329,12 +334,12 @@ static bool pidfd_alive(int pidfd)
 
 static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
 {
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     if (b->cache[slot] == g) {
         b->cache[slot] = NULL;
         guest_put(g);
     }
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
 }
 
 /* The entry of the notifying thread, its ids current. NULL: thread gone.
@@ -345,13 +350,13 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 {
     unsigned slot = (unsigned)tid % BH_ARRAY_SIZE(b->cache);
     struct bh_guest *g = NULL;
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *c = b->cache[slot];
     if (c != NULL && c->tid == tid) {
         atomic_fetch_add(&c->refs, 1);
         g = c;
     }
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
 
     if (g != NULL) {
         bool alive;
@@ -386,10 +391,10 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     }
     g->ids_valid = true;
     atomic_fetch_add(&g->refs, 1);
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *old = b->cache[slot];
     b->cache[slot] = g;
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
     guest_put(old);
     return g;
 }
@@ -399,11 +404,11 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 static long sys_set_ids(struct bh_req *r)
 {
     struct bh_broker *b = r->b;
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *c = b->cache[(unsigned)r->n->pid % BH_ARRAY_SIZE(b->cache)];
     if (c != NULL && c->tid == (pid_t)r->n->pid)
         c->ids_valid = false;
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
     return BH_CONTINUE;
 }
 
@@ -828,11 +833,11 @@ static void watchdog_wake(struct bh_broker *b)
 static void *watchdog_main(void *arg)
 {
     struct bh_broker *b = arg;
-    bool busy = false;
+    bool busy = false, fast = false;
     int idle_ticks = 0;
     int64_t spawn_after = 0;
     while (!atomic_load(&b->stopping)) {
-        int timeout = busy ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS;
+        int timeout = fast ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS;
         if (!busy && idle_ticks >= 2) {
             /* Announce the sleep before the last look: a worker that starts
              * blocking after that look sees the flag and wakes us. */
@@ -855,7 +860,7 @@ static void *watchdog_main(void *arg)
         atomic_store(&b->watchdog_asleep, false);
         if (atomic_load(&b->stopping))
             break;
-        busy = false;
+        busy = fast = false;
         bool need_thread = false;
         pthread_mutex_lock(&b->lock);
         for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
@@ -871,7 +876,9 @@ static void *watchdog_main(void *arg)
                     w->seen_seq = seq;
                 else
                     detach_locked(b, w, &need_thread);
+                fast |= w->role == W_DETACHED;
             } else if (w->role == W_DETACHED) {
+                fast = true;
                 uint64_t id = w->req_id;
                 if (ioctl(w->req_l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
                     interrupt_locked(b, w, "the guest no longer waits for it");
@@ -974,6 +981,7 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     b->root_fd = b->stop_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->park, NULL);
+    pthread_mutex_init(&b->cache_lock, NULL);
     b->notif_size = sizes.seccomp_notif > sizeof(struct seccomp_notif)
                         ? sizes.seccomp_notif
                         : sizeof(struct seccomp_notif);
@@ -1163,5 +1171,6 @@ void bh_broker_free(struct bh_broker *b)
         close(b->root_fd);
     pthread_cond_destroy(&b->park);
     pthread_mutex_destroy(&b->lock);
+    pthread_mutex_destroy(&b->cache_lock);
     free(b);
 }
