@@ -1,9 +1,21 @@
 /* Syscall microbenchmark run *inside* each system compared (native,
  * bubblewrap, bulkhead's tiers, runsc): a direct syscall, I/O on a pipe, a
- * brokered open+close and stat, and a refused syscall. Static, so it runs in
- * any rootfs. Prints one JSON object: nanoseconds per operation. */
+ * brokered open+close and stat, a refused syscall, and the floor of any
+ * broker: a bare seccomp user-notification round trip (a thread blocked in
+ * SECCOMP_IOCTL_NOTIF_RECV answers at once), with and without the
+ * listener's synchronous wake-up. Static, so it runs in any rootfs. Prints
+ * one JSON object: nanoseconds per operation (null: not possible there,
+ * e.g. a sandbox that refuses seccomp filters of its own). */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +103,91 @@ static double measure(const struct bench_op *op, double budget_ns)
     return best;
 }
 
+/* ---- bare notification round trip --------------------------------------- */
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+/* Only getppid with this first argument is notified: nothing else the
+ * filtered thread does is touched. */
+#define NOTIFY_MAGIC 0x5eedUL
+
+static int listener = -1;
+
+static void *receiver_main(void *arg)
+{
+    (void)arg;
+    struct seccomp_notif n;
+    for (;;) {
+        memset(&n, 0, sizeof(n));
+        if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &n) < 0) {
+            if (errno == EINTR || errno == ENOENT)
+                continue;
+            return NULL;
+        }
+        struct seccomp_notif_resp r = {.id = n.id, .val = 0};
+        ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
+    }
+}
+
+static int op_notified(void)
+{
+    return syscall(SYS_getppid, NOTIFY_MAGIC, 0, 0) == 0 ? 0 : -1;
+}
+
+/* In a child (the filter stays on one thread of a process that then ends):
+ * the filtered thread's notified getppid, answered by a receiver thread
+ * blocked in NOTIF_RECV. Writes the ns per round trip to out. */
+static void roundtrip_child(bool sync, double budget_ns, int out)
+{
+    double ns = -1;
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)NOTIFY_MAGIC, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+    pthread_t t;
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+        (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) >= 0 &&
+        (!sync ||
+         ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0) &&
+        pthread_create(&t, NULL, receiver_main, NULL) == 0) {
+        static const struct bench_op op = {"notify", op_notified};
+        ns = measure(&op, budget_ns);
+    }
+    ssize_t w = write(out, &ns, sizeof(ns));
+    (void)w;
+    _exit(0);
+}
+
+static double roundtrip(bool sync, double budget_ns)
+{
+    int p[2];
+    double ns = -1;
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0)
+        roundtrip_child(sync, budget_ns, p[1]);
+    close(p[1]);
+    if (pid > 0) {
+        if (read(p[0], &ns, sizeof(ns)) != (ssize_t)sizeof(ns))
+            ns = -1;
+        waitpid(pid, NULL, 0);
+    }
+    close(p[0]);
+    return ns;
+}
+
 int main(int argc, char **argv)
 {
     double budget_ms = 100;
@@ -115,6 +212,14 @@ int main(int argc, char **argv)
             printf("%s\"%s\":null", i ? "," : "", ops[i].name);
         else
             printf("%s\"%s\":%.1f", i ? "," : "", ops[i].name, ns);
+    }
+    double rt[2] = {roundtrip(false, budget_ms * 1e6), roundtrip(true, budget_ms * 1e6)};
+    static const char *const rt_names[2] = {"notify_roundtrip", "notify_roundtrip_sync"};
+    for (int i = 0; i < 2; i++) {
+        if (rt[i] < 0)
+            printf(",\"%s\":null", rt_names[i]);
+        else
+            printf(",\"%s\":%.1f", rt_names[i], rt[i]);
     }
     printf("}\n");
     return 0;

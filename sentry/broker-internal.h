@@ -39,12 +39,16 @@
 
 #define BH_BROKER_MAX_GROUPS 256
 
-/* A listener (one guest filter). Referenced by the workers answering on it. */
+/* A listener (one guest filter). Referenced by the watched list and by each
+ * request being answered on it. */
 struct bh_listener {
     int fd;
     atomic_int refs;
+    struct bh_worker *receiver;      /* under bh_broker.lock; NULL: none yet */
     struct bh_listener *prev, *next; /* in bh_broker.listeners while watched */
 };
+
+struct bh_worker;
 
 /* What the broker knows of one guest thread, keyed by tid. A pidfd on the
  * thread (PIDFD_THREAD) proves the entry still describes the same task: a
@@ -70,23 +74,29 @@ struct bh_broker {
     size_t root_len;
     pid_t self_pid; /* the sentry's own tgid, never a target */
     dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
-    int epoll_fd;
-    int stop_fd; /* eventfd: readable when the broker stops */
+    int stop_fd;    /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
     bool debug;
     atomic_bool stopping;
     bool started;
 
-    pthread_mutex_t lock; /* threads list, listeners list, guest cache */
+    pthread_mutex_t lock; /* workers, listeners, roles (the watchdog's) */
+    /* The guest cache only: a receiver answering a call never takes b->lock,
+     * so it never waits for a watchdog that a starved cgroup descheduled
+     * while holding it. */
+    pthread_mutex_t cache_lock;
+    pthread_cond_t park;  /* parked workers wait here for a listener */
     struct bh_listener *listeners;
-    pthread_t *threads;
-    size_t n_threads, cap_threads;
-    atomic_int idle;
-    size_t max_threads;
+    struct bh_worker *workers;
+    pthread_t watchdog;
+    bool watchdog_running;
+    atomic_bool watchdog_asleep; /* until bh_blocking_begin writes stop_fd */
+    unsigned max_blocking;       /* calls blocked at once, all guests together */
+    unsigned share;              /* calls blocked at once, per guest process */
 
     struct bh_guest *cache[256];
 
-    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead;
+    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted;
 };
 
 /* One notification being answered. */
@@ -118,8 +128,10 @@ int bh_req_getfd(struct bh_req *r, int guest_fd);
 /* Installs fd in the guest and answers with its number (ADDFD + SEND). */
 long bh_req_addfd(struct bh_req *r, int fd, bool cloexec);
 void bh_debug(struct bh_req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Marks a worker as about to make a call that may block indefinitely (FIFO
- * open, connect): cancellation is allowed only there, at broker shutdown. */
+/* Bracket a call that may block indefinitely (an open that may meet a FIFO
+ * or a device, connect, send). The watchdog hands the listener of a worker
+ * that stays inside longer than a tick to another worker, and interrupts
+ * (EINTR) a call whose guest went away or that exceeds its guest's share. */
 void bh_blocking_begin(void);
 void bh_blocking_end(void);
 

@@ -32,16 +32,30 @@
  * and every later relative path is re-confined by the broker anyway), and
  * execve/execveat (Landlock's execute right decides what may run).
  *
- * Threads: no dispatcher. Every worker waits in epoll_wait on one epoll set
- * holding every listener (EPOLLONESHOT), receives the notification itself,
- * re-arms the listener and answers. A worker blocked in a slow call (a FIFO
- * open, a blocking connect) therefore holds up no one; when the last idle
- * worker takes a notification a new worker is started (up to max_workers).
- * (Workers blocked in RECV on each listener were tried and measured slower
- * here: every waiter wakes for each notification.)
+ * Threads: one receiver per listener, blocked in SECCOMP_IOCTL_NOTIF_RECV
+ * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, when config.sync_wake_up
+ * asks for it, hands the guest thread's CPU straight to the receiver),
+ * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
+ * a device, connect, send) is bracketed by bh_blocking_begin/end; a
+ * watchdog thread looks at those once a tick (50 ms, 5 ms while a detached
+ * call blocks; asleep while none is): a receiver inside one for a whole tick
+ * hands its listener to a parked worker and finishes the call detached, so
+ * the guest's other calls keep being answered. A receiver never waits for
+ * the watchdog (the brackets are atomics, the guest cache has its own lock)
+ * and the watchdog never makes a thread holding the lock: in a sandbox whose
+ * cgroup a fork bomb starves (pids full, CPU quota spent) every wait for
+ * another sentry thread costs a scheduling period. BH_RESERVE parked workers
+ * are made at start; the watchdog replaces spent ones outside the lock. Shares: one guest thread holds at most
+ * one detached call (an older one, left behind by a signal that restarted
+ * the call, is interrupted), one guest process at most max_workers/4, the
+ * broker at most max_workers; a call beyond them is interrupted (EINTR, as
+ * a signal would: the kernel restarts nothing, the guest may retry), and a
+ * detached call whose guest stopped waiting (NOTIF_ID_VALID) too.
+ * Interrupting is a thread-directed signal (BH_INTR_SIG, a no-op handler
+ * without SA_RESTART) that only the workers unblock.
  *
- * Syscalls the broker itself makes (for sentry.policy): epoll_create1,
- * epoll_ctl, epoll_wait, eventfd2, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
+ * Syscalls the broker itself makes (for sentry.policy): poll, eventfd2,
+ * rt_sigaction, rt_sigprocmask, tgkill, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
  * (SECCOMP_GET_NOTIF_SIZES), clone3/clone (threads), unshare(CLONE_FS),
  * futex, mmap/munmap/mprotect, poll, pidfd_open (PIDFD_THREAD), pidfd_getfd,
  * pidfd_send_signal (SIGPIPE), process_vm_readv, process_vm_writev, openat,
@@ -50,8 +64,7 @@
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
  * umask, fchdir,
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
- * write (debug log), rt_sigprocmask, tgkill (thread cancellation at
- * shutdown), madvise, exit.
+ * write (debug log), madvise, exit.
  *
  * Guest ids: each request runs with the fs ids of the thread that made it,
  * read from /proc/TID/status (kept open and re-read with pread, which also
@@ -76,7 +89,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -241,16 +253,6 @@ void bh_debug(struct bh_req *r, const char *fmt, ...)
     fprintf(stderr, "%s\n", line);
 }
 
-void bh_blocking_begin(void)
-{
-    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-}
-
-void bh_blocking_end(void)
-{
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-}
-
 /* ---- guest threads: pidfd, tgid, ids ----------------------------------- */
 
 static void guest_put(struct bh_guest *g)
@@ -337,12 +339,12 @@ static bool pidfd_alive(int pidfd)
 
 static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
 {
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     if (b->cache[slot] == g) {
         b->cache[slot] = NULL;
         guest_put(g);
     }
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
 }
 
 /* The entry of the notifying thread, its ids current. NULL: thread gone.
@@ -353,13 +355,13 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 {
     unsigned slot = (unsigned)tid % BH_ARRAY_SIZE(b->cache);
     struct bh_guest *g = NULL;
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *c = b->cache[slot];
     if (c != NULL && c->tid == tid) {
         atomic_fetch_add(&c->refs, 1);
         g = c;
     }
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
 
     if (g != NULL) {
         bool alive;
@@ -394,10 +396,10 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     }
     g->ids_valid = true;
     atomic_fetch_add(&g->refs, 1);
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *old = b->cache[slot];
     b->cache[slot] = g;
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
     guest_put(old);
     return g;
 }
@@ -407,11 +409,11 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 static long sys_set_ids(struct bh_req *r)
 {
     struct bh_broker *b = r->b;
-    pthread_mutex_lock(&b->lock);
+    pthread_mutex_lock(&b->cache_lock);
     struct bh_guest *c = b->cache[(unsigned)r->n->pid % BH_ARRAY_SIZE(b->cache)];
     if (c != NULL && c->tid == (pid_t)r->n->pid)
         c->ids_valid = false;
-    pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&b->cache_lock);
     return BH_CONTINUE;
 }
 
@@ -487,6 +489,10 @@ long bh_req_addfd(struct bh_req *r, int fd, bool cloexec)
     return -errno; /* EMFILE and friends: the guest sees them */
 }
 
+struct bh_worker;
+static __thread struct bh_worker *self_worker;
+static void set_req_tgid(struct bh_worker *w, pid_t tgid);
+
 /* ---- answering --------------------------------------------------------- */
 
 static void reply(struct bh_req *r, long ret)
@@ -505,7 +511,14 @@ static void reply(struct bh_req *r, long ret)
     } else {
         resp.val = ret;
     }
-    if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0)
+    /* EINTR: the notify lock was contended while a signal was pending;
+     * nothing was sent, and a lost answer would leave the guest waiting for
+     * ever. */
+    int rc;
+    do
+        rc = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0)
         atomic_fetch_add(&b->n_dead, 1);
     else
         atomic_fetch_add(&b->n_handled, 1);
@@ -532,12 +545,94 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
         reply(&r, -ESRCH);
         return;
     }
+    if (self_worker != NULL)
+        set_req_tgid(self_worker, r.g->tgid);
     long ret = handlers[nr].fn(&r);
     reply(&r, ret);
     guest_put(r.g);
 }
 
 /* ---- threads ----------------------------------------------------------- */
+
+/* Sent (thread-directed) to interrupt a worker: its handler does nothing and
+ * has no SA_RESTART, so the blocked call returns EINTR. */
+#define BH_INTR_SIG (SIGRTMIN + 3)
+#define BH_TICK_IDLE_MS 50
+#define BH_TICK_BUSY_MS 5
+/* Parked workers kept ready, made at start: under a full pids limit (a fork
+ * bomb) no thread can be made, and a blocked call must still be handed off. */
+#define BH_RESERVE 2
+/* After a failed thread creation, the watchdog tries again this much later. */
+#define BH_SPAWN_RETRY_MS 50
+
+enum worker_role { W_RECEIVER, W_PARKED, W_DETACHED };
+
+struct bh_worker {
+    struct bh_broker *b;
+    pthread_t thread;
+    struct bh_worker *next; /* b->workers */
+    /* Under b->lock from here on. */
+    enum worker_role role;
+    struct bh_listener *l; /* W_RECEIVER: the listener it receives on */
+    bool exited;
+    /* Inside bh_blocking_begin/end: the call the watchdog looks at. Written
+     * by the worker without the lock (a receiver never waits for the
+     * watchdog, which a starved cgroup may have descheduled holding it). */
+    atomic_bool blocking;
+    atomic_uint seq;
+    unsigned seen_seq;
+    /* Set by the watchdog before it signals the worker (see interrupt_locked
+     * and bh_blocking_end). */
+    atomic_bool interrupted;
+    struct bh_listener *req_l;
+    uint64_t req_id;
+    pid_t req_tid, req_tgid;
+};
+
+/* Read by the watchdog only while the worker blocks, which it enters later
+ * under the lock. */
+static void set_req_tgid(struct bh_worker *w, pid_t tgid)
+{
+    w->req_tgid = tgid;
+}
+
+static void watchdog_wake(struct bh_broker *b);
+
+static void intr_handler(int sig)
+{
+    (void)sig;
+}
+
+void bh_blocking_begin(void)
+{
+    struct bh_worker *w = self_worker;
+    if (w == NULL)
+        return;
+    struct bh_broker *b = w->b;
+    atomic_fetch_add(&w->seq, 1);
+    atomic_store(&w->blocking, true);
+    if (atomic_load(&b->watchdog_asleep) && atomic_exchange(&b->watchdog_asleep, false))
+        watchdog_wake(b);
+}
+
+void bh_blocking_end(void)
+{
+    struct bh_worker *w = self_worker;
+    if (w == NULL)
+        return;
+    atomic_store(&w->blocking, false);
+    /* The watchdog sets interrupted, then reads blocking (both seq_cst): if
+     * it saw us blocking, we see interrupted here. Its signal must not reach
+     * a later call of ours (a SEND or ADDFD ioctl would fail with EINTR), so
+     * wait until it has been sent (under the lock), and let a syscall's
+     * return to user mode run its no-op handler. */
+    if (atomic_load(&w->interrupted)) {
+        pthread_mutex_lock(&w->b->lock);
+        pthread_mutex_unlock(&w->b->lock);
+        (void)syscall(SYS_getpid);
+        atomic_store(&w->interrupted, false);
+    }
+}
 
 static void listener_put(struct bh_listener *l)
 {
@@ -547,97 +642,331 @@ static void listener_put(struct bh_listener *l)
     }
 }
 
-/* Drops the reference the watched list holds. */
-static void listener_unlink(struct bh_broker *b, struct bh_listener *l)
+/* Called with b->lock held; drops the reference the watched list holds. */
+static void listener_unlink_locked(struct bh_broker *b, struct bh_listener *l)
 {
-    pthread_mutex_lock(&b->lock);
     if (l->prev != NULL)
         l->prev->next = l->next;
     else
         b->listeners = l->next;
     if (l->next != NULL)
         l->next->prev = l->prev;
-    pthread_mutex_unlock(&b->lock);
+    l->prev = l->next = NULL;
+    if (l->receiver != NULL && l->receiver->l == l)
+        l->receiver->l = NULL;
+    l->receiver = NULL;
     listener_put(l);
+}
+
+static bool listener_gone(struct bh_listener *l)
+{
+    struct pollfd p = {.fd = l->fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Called with b->lock held. Only while blocking: the signal then either ends
+ * the blocked call or reaches the thread before its next call. */
+static void interrupt_locked(struct bh_broker *b, struct bh_worker *w, const char *why)
+{
+    atomic_store(&w->interrupted, true);
+    if (!atomic_load(&w->blocking))
+        return; /* done meanwhile; bh_blocking_end clears the flag next time */
+    if (b->debug)
+        fprintf(stderr,
+                "bulkhead-sentry: broker: pid %d (process %d): blocked call interrupted (EINTR): "
+                "%s\n",
+                w->req_tid, w->req_tgid, why);
+    atomic_fetch_add(&b->n_interrupted, 1);
+    pthread_kill(w->thread, BH_INTR_SIG);
 }
 
 static void *worker_main(void *arg);
 
-/* Called with b->lock held. */
-static int spawn_worker_locked(struct bh_broker *b)
+/* Called with b->lock held: l gets a receiver, a parked worker or (only when
+ * may_create) a new one. The watchdog never makes a thread holding the lock:
+ * a receiver may need it, and under a fork bomb the creation fails anyway. */
+static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l, bool may_create)
 {
-    if (b->n_threads >= b->max_threads)
-        return -EAGAIN;
-    if (b->n_threads == b->cap_threads) {
-        size_t cap = b->cap_threads ? b->cap_threads * 2 : 8;
-        pthread_t *t = realloc(b->threads, cap * sizeof(*t));
-        if (t == NULL)
-            return -ENOMEM;
-        b->threads = t;
-        b->cap_threads = cap;
+    for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
+        if (w->role == W_PARKED && !w->exited) {
+            w->role = W_RECEIVER;
+            w->l = l;
+            l->receiver = w;
+            pthread_cond_broadcast(&b->park);
+            return 0;
+        }
     }
+    if (!may_create)
+        return -EAGAIN;
+    struct bh_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->b = b;
+    w->role = W_RECEIVER;
+    w->l = l;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    int rc = pthread_create(&b->threads[b->n_threads], &attr, worker_main, b);
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
-    if (rc != 0)
+    if (rc != 0) {
+        free(w);
         return -rc;
-    b->n_threads++;
-    atomic_fetch_add(&b->idle, 1);
+    }
+    w->next = b->workers;
+    b->workers = w;
+    l->receiver = w;
     return 0;
 }
 
-static void *worker_main(void *arg)
+/* Called with b->lock held: the receiver w has sat in one blocking call for a
+ * tick. Its listener goes to another worker, so that the guest's other
+ * calls are answered meanwhile, unless the call is beyond its share. */
+static void detach_locked(struct bh_broker *b, struct bh_worker *w, bool *need_thread)
+{
+    unsigned mine = 0, all = 0;
+    for (struct bh_worker *x = b->workers; x != NULL; x = x->next) {
+        if (x == w || x->role != W_DETACHED || !atomic_load(&x->blocking))
+            continue;
+        if (x->req_tid == w->req_tid) {
+            /* One guest thread waits for one call: an older one was left
+             * behind by a signal that restarted the call. */
+            interrupt_locked(b, x, "the guest thread has made another call since");
+            continue;
+        }
+        all++;
+        if (x->req_tgid == w->req_tgid)
+            mine++;
+    }
+    if (mine >= b->share) {
+        interrupt_locked(b, w, "its process already holds its share of blocked calls");
+        return;
+    }
+    if (all >= b->max_blocking) {
+        interrupt_locked(b, w, "the broker holds its maximum of blocked calls");
+        return;
+    }
+    struct bh_listener *l = w->l;
+    if (l == NULL)
+        return;
+    w->role = W_DETACHED;
+    w->l = NULL;
+    l->receiver = NULL;
+    if (assign_receiver_locked(b, l, false) < 0) {
+        /* No parked worker (the reserve is spent): the call may merely be
+         * slow on a starved machine, so it is not refused; the receiver
+         * keeps its listener, the watchdog makes a thread outside the lock
+         * (when the sandbox's pids limit lets it) and the next tick tries
+         * again. */
+        w->role = W_RECEIVER;
+        w->l = l;
+        l->receiver = w;
+        *need_thread = true;
+    }
+}
+
+/* Called with b->lock held: anything for the watchdog to look at. */
+static bool watchdog_work_locked(struct bh_broker *b)
+{
+    for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
+        if (l->receiver == NULL)
+            return true;
+    for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
+        if (atomic_load(&w->blocking))
+            return true;
+    return false;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A new parked worker, made without the lock held. */
+static int spawn_parked(struct bh_broker *b)
+{
+    struct bh_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->b = b;
+    w->role = W_PARKED;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* The thread parks at once (w->l is NULL) and gets a listener only once
+     * listed. Only the watchdog and bh_broker_start call this, and
+     * bh_broker_free joins the watchdog before it walks the list. */
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (rc == 0) {
+        pthread_mutex_lock(&b->lock);
+        w->next = b->workers;
+        b->workers = w;
+        pthread_mutex_unlock(&b->lock);
+    }
+    if (rc != 0) {
+        free(w);
+        return -rc;
+    }
+    return 0;
+}
+
+/* Called with b->lock held. */
+static unsigned parked_locked(struct bh_broker *b)
+{
+    unsigned n = 0;
+    for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
+        if (w->role == W_PARKED && !w->exited)
+            n++;
+    return n;
+}
+
+static void watchdog_wake(struct bh_broker *b)
+{
+    uint64_t one = 1;
+    ssize_t n = write(b->stop_fd, &one, sizeof(one));
+    (void)n;
+}
+
+/* Looks at every blocked call once a tick: a receiver stuck in one call
+ * hands its listener on, a detached call whose guest went away is
+ * interrupted, a listener without a receiver gets one. With nothing to look
+ * at for two idle ticks it sleeps until bh_blocking_begin (or a listener
+ * left without a receiver) wakes it, so an idle sandbox costs no wake-ups. */
+static void *watchdog_main(void *arg)
 {
     struct bh_broker *b = arg;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
-    /* A private cwd and umask per worker: creating calls set the guest's umask. */
-    if (unshare(CLONE_FS) < 0) {
-        atomic_fetch_sub(&b->idle, 1);
-        return NULL;
+    bool busy = false, fast = false;
+    int idle_ticks = 0;
+    int64_t spawn_after = 0;
+    while (!atomic_load(&b->stopping)) {
+        int timeout = fast ? BH_TICK_BUSY_MS : BH_TICK_IDLE_MS;
+        if (!busy && idle_ticks >= 2) {
+            /* Announce the sleep before the last look: a worker that starts
+             * blocking after that look sees the flag and wakes us. */
+            atomic_store(&b->watchdog_asleep, true);
+            pthread_mutex_lock(&b->lock);
+            bool work = watchdog_work_locked(b);
+            pthread_mutex_unlock(&b->lock);
+            if (work)
+                atomic_store(&b->watchdog_asleep, false);
+            else
+                timeout = -1;
+        }
+        struct pollfd p = {.fd = b->stop_fd, .events = POLLIN};
+        if (poll(&p, 1, timeout) > 0) {
+            uint64_t v;
+            ssize_t n = read(b->stop_fd, &v, sizeof(v));
+            (void)n;
+            idle_ticks = 0;
+        }
+        atomic_store(&b->watchdog_asleep, false);
+        if (atomic_load(&b->stopping))
+            break;
+        busy = fast = false;
+        bool need_thread = false;
+        pthread_mutex_lock(&b->lock);
+        for (struct bh_listener *l = b->listeners; l != NULL; l = l->next)
+            if (l->receiver == NULL && assign_receiver_locked(b, l, false) < 0)
+                need_thread = busy = true; /* try again next tick */
+        for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
+            if (!atomic_load(&w->blocking))
+                continue;
+            busy = true;
+            if (w->role == W_RECEIVER) {
+                unsigned seq = atomic_load(&w->seq);
+                if (w->seen_seq != seq)
+                    w->seen_seq = seq;
+                else
+                    detach_locked(b, w, &need_thread);
+                fast |= w->role == W_DETACHED;
+            } else if (w->role == W_DETACHED) {
+                fast = true;
+                uint64_t id = w->req_id;
+                if (ioctl(w->req_l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
+                    interrupt_locked(b, w, "the guest no longer waits for it");
+            }
+        }
+        if (parked_locked(b) < BH_RESERVE)
+            need_thread = true;
+        pthread_mutex_unlock(&b->lock);
+        /* Threads are made here, with the lock released, one per tick, and
+         * not again for a while after a failure (the sandbox's pids limit
+         * is full): nothing waits for them but the hand-off of a call that
+         * already blocks. */
+        if (need_thread && !atomic_load(&b->stopping) && now_ms() >= spawn_after) {
+            if (spawn_parked(b) < 0)
+                spawn_after = now_ms() + BH_SPAWN_RETRY_MS;
+            else
+                busy = true; /* give it out at the next tick */
+        }
+        idle_ticks = busy ? 0 : idle_ticks + 1;
     }
-    cleanup_free struct seccomp_notif *n = calloc(1, b->notif_size);
+    return NULL;
+}
+
+/* A worker: receives on its listener (blocked in NOTIF_RECV, so that the
+ * kernel's synchronous wake-up hands it the guest's CPU) and answers inline;
+ * parked while it has no listener. */
+static void *worker_main(void *arg)
+{
+    struct bh_worker *w = arg;
+    struct bh_broker *b = w->b;
+    self_worker = w;
+    sigset_t intr;
+    sigemptyset(&intr);
+    sigaddset(&intr, BH_INTR_SIG);
+    pthread_sigmask(SIG_UNBLOCK, &intr, NULL);
+    /* A private cwd and umask per worker: creating calls set the guest's umask. */
+    cleanup_free struct seccomp_notif *n = NULL;
+    if (unshare(CLONE_FS) == 0)
+        n = calloc(1, b->notif_size);
+    pthread_mutex_lock(&b->lock);
     if (n == NULL) {
-        atomic_fetch_sub(&b->idle, 1);
+        /* The watchdog gives the listener to another worker. */
+        if (w->l != NULL)
+            w->l->receiver = NULL;
+        w->l = NULL;
+        w->role = W_PARKED;
+        w->exited = true;
+        pthread_mutex_unlock(&b->lock);
+        watchdog_wake(b);
         return NULL;
     }
     for (;;) {
-        struct epoll_event ev;
-        int got = epoll_wait(b->epoll_fd, &ev, 1, -1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0 || ev.data.ptr == NULL || atomic_load(&b->stopping))
+        if (w->l == NULL) {
+            w->role = W_PARKED;
+            while (!atomic_load(&b->stopping) && w->l == NULL)
+                pthread_cond_wait(&b->park, &b->lock);
+        }
+        if (atomic_load(&b->stopping))
             break;
-        struct bh_listener *l = ev.data.ptr;
-        if (atomic_fetch_sub(&b->idle, 1) == 1) {
+        struct bh_listener *l = w->l;
+        /* The receiver's own reference; the list's stays while it receives. */
+        atomic_fetch_add(&l->refs, 1);
+        pthread_mutex_unlock(&b->lock);
+
+        memset(n, 0, b->notif_size);
+        if (ioctl(l->fd, SECCOMP_IOCTL_NOTIF_RECV, n) == 0) {
+            w->req_l = l;
+            w->req_id = n->id;
+            w->req_tid = (pid_t)n->pid;
+            w->req_tgid = (pid_t)n->pid;
+            handle(b, l, n);
+        } else if ((errno != EINTR && errno != ENOENT) || listener_gone(l)) {
+            /* No task uses this filter any more: it never fires again. */
             pthread_mutex_lock(&b->lock);
-            spawn_worker_locked(b);
+            if (w->l == l && l->receiver == w)
+                listener_unlink_locked(b, l);
             pthread_mutex_unlock(&b->lock);
         }
-        /* The listener is disarmed (EPOLLONESHOT) until we re-arm it, so no
-         * other worker can drop it meanwhile. */
-        atomic_fetch_add(&l->refs, 1);
-        bool received = false;
-        if (ev.events & EPOLLIN) {
-            memset(n, 0, b->notif_size);
-            received = ioctl(l->fd, SECCOMP_IOCTL_NOTIF_RECV, n) == 0;
-        }
-        if (ev.events & (EPOLLHUP | EPOLLERR)) {
-            /* No task uses this filter any more: it never fires again. */
-            epoll_ctl(b->epoll_fd, EPOLL_CTL_DEL, l->fd, NULL);
-            listener_unlink(b, l);
-        } else {
-            struct epoll_event re = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
-            epoll_ctl(b->epoll_fd, EPOLL_CTL_MOD, l->fd, &re);
-        }
-        if (received)
-            handle(b, l, n);
         listener_put(l);
-        atomic_fetch_add(&b->idle, 1);
+        pthread_mutex_lock(&b->lock);
     }
-    atomic_fetch_sub(&b->idle, 1);
+    w->exited = true;
+    pthread_mutex_unlock(&b->lock);
     return NULL;
 }
 
@@ -654,13 +983,16 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     if (b == NULL)
         return bh_error_errno(err, ENOMEM, "broker: allocate");
     b->cfg = *cfg;
-    b->root_fd = b->epoll_fd = b->stop_fd = -1;
+    b->root_fd = b->stop_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->park, NULL);
+    pthread_mutex_init(&b->cache_lock, NULL);
     b->notif_size = sizes.seccomp_notif > sizeof(struct seccomp_notif)
                         ? sizes.seccomp_notif
                         : sizeof(struct seccomp_notif);
     b->resp_size = sizes.seccomp_notif_resp;
-    b->max_threads = cfg->max_workers ? cfg->max_workers : 64;
+    b->max_blocking = cfg->max_workers ? cfg->max_workers : 64;
+    b->share = b->max_blocking / 4 ? b->max_blocking / 4 : 1;
     b->self_pid = getpid();
     const char *dbg = getenv("BULKHEAD_SENTRY_DEBUG");
     b->debug = dbg != NULL && *dbg != '\0' && strcmp(dbg, "0") != 0;
@@ -697,18 +1029,19 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     if (pfd >= 0 && fstatfs(pfd, &psf) == 0 && psf.f_type == PROC_SUPER_MAGIC &&
         fstat(pfd, &pst) == 0)
         b->proc_dev = pst.st_dev;
-    b->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (b->epoll_fd < 0 || b->stop_fd < 0) {
+    if (b->stop_fd < 0) {
         int e = errno;
         bh_broker_free(b);
-        return bh_error_errno(err, e, "broker: create its epoll set");
+        return bh_error_errno(err, e, "broker: create its stop event");
     }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, b->stop_fd, &ev) < 0) {
+    /* Process-wide, but only the broker's workers unblock it. */
+    struct sigaction sa = {.sa_handler = intr_handler};
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(BH_INTR_SIG, &sa, NULL) < 0) {
         int e = errno;
         bh_broker_free(b);
-        return bh_error_errno(err, e, "broker: watch its stop event");
+        return bh_error_errno(err, e, "broker: install the handler of signal %d", BH_INTR_SIG);
     }
     *out = b;
     return 0;
@@ -717,14 +1050,21 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
 int bh_broker_start(struct bh_broker *b, struct bh_error *err)
 {
     pthread_mutex_lock(&b->lock);
-    int rc = 0;
-    /* Two to start with, so that the first slow call never waits for a spawn. */
-    for (int i = 0; i < 2 && rc == 0; i++)
-        rc = spawn_worker_locked(b);
-    b->started = true;
+    int rc = -pthread_create(&b->watchdog, NULL, watchdog_main, b);
+    b->watchdog_running = rc == 0;
+    for (struct bh_listener *l = b->listeners; l != NULL && rc == 0; l = l->next)
+        if (l->receiver == NULL)
+            rc = assign_receiver_locked(b, l, true);
+    b->started = rc == 0;
     pthread_mutex_unlock(&b->lock);
     if (rc < 0)
-        return bh_error_errno(err, -rc, "broker: start its worker threads");
+        return bh_error_errno(err, -rc, "broker: start its threads");
+    /* The reserve, while threads can still be made: a new listener or a
+     * blocked call's hand-off then needs no thread creation. Best effort (a
+     * sandbox's pids limit may be tiny): the watchdog makes up for it. */
+    for (int i = 0; i < BH_RESERVE; i++)
+        if (spawn_parked(b) < 0)
+            break;
     return 0;
 }
 
@@ -733,13 +1073,19 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     cleanup_close int fd = listener_fd;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         return bh_error_errno(err, errno, "broker: listener fd %d", listener_fd);
-    /* Synchronous wake-ups: the guest thread hands its CPU straight to the
-     * worker and back, roughly halving a round trip. Older kernels lack it,
-     * which only costs speed. */
-    unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value, not by pointer */
-    if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL && errno != ENOTTY)
-        return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
-                              listener_fd);
+    /* Synchronous wake-ups (the guest thread hands its CPU straight to the
+     * receiver) only when asked: measured here they gained nothing on a
+     * loaded machine, and under a fork bomb in a bulkheadd session they made
+     * the session's agent miss its deadline more often than the ordinary
+     * wake-up (tests/e2e/test_supervisor_load.c, abuse). Older kernels lack
+     * the flag, which only costs speed. */
+    if (b->cfg.sync_wake_up) {
+        unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value */
+        if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL &&
+            errno != ENOTTY)
+            return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
+                                  listener_fd);
+    }
     struct bh_listener *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return bh_error_errno(err, ENOMEM, "broker: allocate a listener");
@@ -750,13 +1096,13 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     if (l->next != NULL)
         l->next->prev = l;
     b->listeners = l;
+    /* No thread now (the sandbox's pids limit, a fork bomb): the watchdog
+     * tries again every tick, and the guest's brokered calls wait meanwhile
+     * (never unchecked). */
+    bool later = b->started && assign_receiver_locked(b, l, true) < 0;
     pthread_mutex_unlock(&b->lock);
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = l};
-    if (epoll_ctl(b->epoll_fd, EPOLL_CTL_ADD, l->fd, &ev) < 0) {
-        int e = errno;
-        listener_unlink(b, l);
-        return bh_error_errno(err, e, "broker: watch listener fd %d", listener_fd);
-    }
+    if (later)
+        watchdog_wake(b);
     return 0;
 }
 
@@ -767,6 +1113,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->continued = atomic_load(&b->n_continued);
     out->unknown = atomic_load(&b->n_unknown);
     out->dead = atomic_load(&b->n_dead);
+    out->interrupted = atomic_load(&b->n_interrupted);
 }
 
 void bh_broker_free(struct bh_broker *b)
@@ -779,48 +1126,56 @@ void bh_broker_free(struct bh_broker *b)
         ssize_t w = write(b->stop_fd, &one, sizeof(one));
         (void)w;
     }
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 1;
+    if (b->watchdog_running)
+        pthread_join(b->watchdog, NULL);
+    /* Workers in NOTIF_RECV or in a guest's blocking call return EINTR; one
+     * between its check of stopping and its next call needs another go. */
     bool stuck = false;
-    for (size_t i = 0; i < b->n_threads; i++) {
-        if (pthread_timedjoin_np(b->threads[i], NULL, &deadline) == 0)
-            continue;
-        /* Blocked in a guest's slow call: cancellable there if the call is a
-         * cancellation point (connect, send); openat2 through syscall(2) is
-         * not, so give it a moment and otherwise leave it be. */
-        pthread_cancel(b->threads[i]);
-        struct timespec soon;
-        clock_gettime(CLOCK_REALTIME, &soon);
-        soon.tv_nsec += 100 * 1000 * 1000;
-        if (soon.tv_nsec >= 1000000000L)
-            soon.tv_sec++, soon.tv_nsec -= 1000000000L;
-        if (pthread_timedjoin_np(b->threads[i], NULL, &soon) != 0) {
-            pthread_detach(b->threads[i]);
-            stuck = true;
+    for (int round = 0; round < 100; round++) {
+        stuck = false;
+        pthread_mutex_lock(&b->lock);
+        pthread_cond_broadcast(&b->park);
+        for (struct bh_worker *w = b->workers; w != NULL; w = w->next) {
+            if (!w->exited) {
+                pthread_kill(w->thread, BH_INTR_SIG);
+                stuck = true;
+            }
         }
+        pthread_mutex_unlock(&b->lock);
+        if (!stuck)
+            break;
+        usleep(10 * 1000);
     }
     /* Listeners still watched: closing them fails the guests' pending and
      * future notified calls (ENOSYS), never lets them through. */
+    pthread_mutex_lock(&b->lock);
     while (b->listeners != NULL)
-        listener_unlink(b, b->listeners);
+        listener_unlink_locked(b, b->listeners);
+    pthread_mutex_unlock(&b->lock);
     if (stuck) {
-        /* A stuck worker still uses the broker: keep its memory (the sentry
-         * is ending anyway when it frees its broker). */
+        /* A worker the kernel does not let go still uses the broker: keep its
+         * memory (the sentry is ending anyway when it frees its broker). */
+        for (struct bh_worker *w = b->workers; w != NULL; w = w->next)
+            if (w->exited)
+                pthread_join(w->thread, NULL);
         if (b->debug)
             fprintf(stderr, "bulkhead-sentry: broker: a worker is stuck in a guest's call; "
                             "its memory is left allocated\n");
         return;
     }
-    free(b->threads);
+    for (struct bh_worker *w = b->workers, *next; w != NULL; w = next) {
+        next = w->next;
+        pthread_join(w->thread, NULL);
+        free(w);
+    }
     for (size_t i = 0; i < BH_ARRAY_SIZE(b->cache); i++)
         guest_put(b->cache[i]);
     if (b->stop_fd >= 0)
         close(b->stop_fd);
-    if (b->epoll_fd >= 0)
-        close(b->epoll_fd);
     if (b->root_fd >= 0)
         close(b->root_fd);
+    pthread_cond_destroy(&b->park);
     pthread_mutex_destroy(&b->lock);
+    pthread_mutex_destroy(&b->cache_lock);
     free(b);
 }

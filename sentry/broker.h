@@ -38,17 +38,25 @@ struct bh_broker_config {
      * them (no capabilities, real = effective = saved = fs ids,
      * no_new_privs), which is every guest of the kernel tier. */
     bool ids_notified;
-    /* Upper bound of worker threads (0: 64). */
+    /* Upper bound of guest calls blocked in the broker at once, e.g. FIFO
+     * opens waiting for a partner (0: 64). Each guest process may hold a
+     * quarter of them (at least one); a call beyond its share is interrupted
+     * (EINTR), as a signal would. Receiving is never blocked by them. */
     unsigned max_workers;
+    /* Sets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP on every listener. Off by
+     * default: no gain measured on a loaded machine, and more missed agent
+     * deadlines under a fork bomb (sentry/README.md). */
+    bool sync_wake_up;
 };
 
 /* Counters since bh_broker_new, for tests and the sentry's debug output. */
 struct bh_broker_stats {
-    unsigned long handled;   /* every notification answered */
-    unsigned long refused;   /* answered with an errno */
-    unsigned long continued; /* answered with SECCOMP_USER_NOTIF_FLAG_CONTINUE */
-    unsigned long unknown;   /* notified syscalls the broker does not handle (ENOSYS) */
-    unsigned long dead;      /* the caller was gone before the answer */
+    unsigned long handled;     /* every notification answered */
+    unsigned long refused;     /* answered with an errno */
+    unsigned long continued;   /* answered with SECCOMP_USER_NOTIF_FLAG_CONTINUE */
+    unsigned long unknown;     /* notified syscalls the broker does not handle (ENOSYS) */
+    unsigned long dead;        /* the caller was gone before the answer */
+    unsigned long interrupted; /* blocked calls interrupted: guest gone or beyond its share */
 };
 
 struct bh_broker;
@@ -61,8 +69,9 @@ int bh_broker_start(struct bh_broker *broker, struct bh_error *err);
  * from then on. Safe to call from any thread, before or after start. */
 int bh_broker_add_listener(struct bh_broker *broker, int listener_fd, struct bh_error *err);
 void bh_broker_get_stats(struct bh_broker *broker, struct bh_broker_stats *out);
-/* Stops the threads and closes every listener. A worker still blocked in a
- * guest's slow call (a FIFO open, a connect) is cancelled after ~1 s. */
+/* Stops the threads and closes every listener. A worker blocked in a guest's
+ * slow call (a FIFO open, a connect) is interrupted; one the kernel does not
+ * let go within ~1 s is left behind with the broker's memory. */
 void bh_broker_free(struct bh_broker *broker);
 
 #endif
