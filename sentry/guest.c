@@ -395,7 +395,7 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     int r =
         bh_msg_recv(out->setup_fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
     if (r <= 0) {
-        if (r == 0)
+        if (r == 0 || err->code == ECONNRESET || err->code == EPIPE)
             bh_error_set(err, EPROTO, "guest %d died during its setup", pid);
         goto fail;
     }
@@ -436,10 +436,16 @@ int bh_guest_start(struct bh_guest *g, struct bh_error *err)
     if (g->setup_fd < 0)
         return 0;
     cleanup_close int fd = steal_fd(&g->setup_fd);
-    if (send(fd, "g", 1, MSG_NOSIGNAL) != 1)
+    if (send(fd, "g", 1, MSG_NOSIGNAL) != 1) {
+        if (errno == EPIPE || errno == ECONNRESET)
+            return bh_error_set(err, ESRCH, "guest %d died before its exec", g->pid);
         return bh_error_errno(err, errno, "start guest %d", g->pid);
+    }
     json_t *msg = NULL;
     int r = bh_msg_recv(fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
+    if (r < 0 && (err->code == ECONNRESET || err->code == EPIPE))
+        /* it closed its end with our "go" unread: killed before the exec */
+        return bh_error_set(err, ESRCH, "guest %d died before its exec", g->pid);
     if (r < 0)
         return -1;
     if (r == 0)
