@@ -41,7 +41,7 @@ void cli_report_error(const struct cli_globals *g, const char *fmt, ...)
 void cli_log(const struct cli_globals *g, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Subcommands, one file each (oci/do.c, oci/runtime.c, oci/tier.c, oci/client.c, ...). */
+/* Subcommands, one file each (oci/do.c, oci/runtime.c, oci/tier-verify.c, oci/client.c, ...). */
 int cmd_do(const struct cli_globals *g, int argc, char **argv);
 int cmd_tier(const struct cli_globals *g, int argc, char **argv);
 int cmd_create(const struct cli_globals *g, int argc, char **argv);

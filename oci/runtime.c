@@ -1,7 +1,7 @@
 /* Owns the lifecycle commands of the runc-compatible runtime, as
  * containerd's shim (through go-runc) and docker drive them: create, start,
  * run, state, kill, delete, pause, resume, ps, list. exec lives in exec.c,
- * update/events in resources.c, spec/features in spec.c.
+ * update/events in resources.c, spec/features in spec-features.c.
  *
  * Every command takes the per-container lock (state.c) for its whole run,
  * so concurrent calls on one container are serialised. */

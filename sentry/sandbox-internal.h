@@ -120,7 +120,7 @@ void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
 int bh_msg_to_error(json_t *obj, struct bh_error *err);
 json_t *bh_msg_error(const struct bh_error *err, const char *kind);
 
-/* ---- spec (spec.c) ------------------------------------------------------- */
+/* ---- spec (sandbox-spec.c) ----------------------------------------------- */
 json_t *bh_spec_to_json(const struct bh_sandbox_spec *spec);
 int bh_spec_from_json(json_t *obj, struct bh_sandbox_spec *spec, struct bh_error *err);
 json_t *bh_process_to_json(const struct bh_process *proc);
