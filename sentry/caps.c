@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sandbox-internal.h"
+#include "caps-internal.h"
 
 #define CAPBIT(c) (1ull << (c))
 

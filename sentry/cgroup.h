@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "error.h"
-#include "sandbox.h"
+#include "sandbox-spec.h"
 
 enum bh_cgroup_layout {
     BH_CGROUP_UNKNOWN = 0,

@@ -21,7 +21,9 @@
 #include "cleanup.h"
 #include "control.h"
 #include "frame.h"
-#include "sandbox-internal.h"
+#include "conn-internal.h"
+#include "msg-internal.h"
+#include "spec-json-internal.h"
 
 /* ---- messages ----------------------------------------------------------- */
 

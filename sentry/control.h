@@ -10,8 +10,9 @@
 #include <sys/types.h>
 
 #include "error.h"
-#include "sandbox.h"
+#include "sandbox-spec.h"
 
+struct bh_sandbox;
 struct bh_sentry_conn;
 
 int bh_sentry_connect(const char *state_dir, struct bh_sentry_conn **out, struct bh_error *err);

@@ -31,7 +31,9 @@
 #include "frame.h"
 #include "landlock.h"
 #include "policy.h"
-#include "sandbox-internal.h"
+#include "caps-internal.h"
+#include "guest-internal.h"
+#include "msg-internal.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)

@@ -33,7 +33,7 @@
 
 #include "cleanup.h"
 #include "frame.h"
-#include "sandbox-internal.h"
+#include "idmap-internal.h"
 
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1

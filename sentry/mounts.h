@@ -4,7 +4,7 @@
 #define BH_MOUNTS_H
 
 #include "error.h"
-#include "sandbox.h"
+#include "sandbox-spec.h"
 
 /* Builds the whole tree in a private staging root (the rootfs or the
  * embedded default, the spec's mounts in order, fresh /proc with the masked

@@ -28,6 +28,7 @@
 #include "cleanup.h"
 #include "paths.h"
 #include "probe-report.h"
+#include "sandbox.h"
 #include "sha256.h"
 
 /* ---- which tier needs which check ------------------------------------------ */

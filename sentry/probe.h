@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #include "error.h"
-#include "sandbox.h"
+#include "sandbox-spec.h"
 
 enum bh_check_result {
     BH_CHECK_PASS = 0,

@@ -9,7 +9,9 @@
 #include <sys/resource.h>
 
 #include "cleanup.h"
-#include "sandbox-internal.h"
+#include "sandbox-spec.h"
+#include "sentry-params-internal.h"
+#include "spec-json-internal.h"
 
 void bh_sandbox_spec_init(struct bh_sandbox_spec *spec)
 {

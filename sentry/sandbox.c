@@ -38,7 +38,13 @@
 #include "mounts.h"
 #include "paths.h"
 #include "policy.h"
-#include "sandbox-internal.h"
+#include "conn-internal.h"
+#include "ids-internal.h"
+#include "idmap-internal.h"
+#include "msg-internal.h"
+#include "sandbox.h"
+#include "sentry-params-internal.h"
+#include "spec-json-internal.h"
 #include "sha256.h"
 
 #ifndef CLONE_NEWTIME

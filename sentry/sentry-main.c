@@ -31,7 +31,12 @@
 #include "mounts.h"
 #include "netns.h"
 #include "policy.h"
-#include "sandbox-internal.h"
+#include "caps-internal.h"
+#include "guest-internal.h"
+#include "msg-internal.h"
+#include "sandbox.h"
+#include "sentry-params-internal.h"
+#include "spec-json-internal.h"
 
 #define MAX_CONNS 64
 #define MAX_EXITED 256

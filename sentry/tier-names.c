@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "sandbox.h"
+#include "sandbox-spec.h"
 
 static const char *const tier_names[] = {
     [BH_TIER_NONE] = "none",

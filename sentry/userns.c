@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "sandbox-internal.h"
+#include "ids-internal.h"
 
 static int mkdir_p(const char *path)
 {

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox-internal.h"
+#include "ids-internal.h"
 
 static pid_t owner_child = -1;
 

@@ -6,7 +6,11 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#include "sandbox-internal.h"
+#include "ids-internal.h"
+#include "msg-internal.h"
+#include "sandbox.h"
+#include "sentry-params-internal.h"
+#include "spec-json-internal.h"
 
 static char **strv(const char *a, const char *b)
 {
