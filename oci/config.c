@@ -18,12 +18,9 @@
 
 #include "cleanup.h"
 #include "cgroup.h"
+#include "kernel-compat.h"
 #include "oci-internal.h"
 #include "policy.h"
-
-#ifndef MS_NOSYMFOLLOW
-#define MS_NOSYMFOLLOW 256
-#endif
 
 /* ---- small typed getters ------------------------------------------------ */
 

@@ -20,39 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernel-compat.h"
 #include "oci-internal.h"
-
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x00000001
-#define MOUNT_ATTR_NOSUID 0x00000002
-#define MOUNT_ATTR_NODEV 0x00000004
-#define MOUNT_ATTR_NOEXEC 0x00000008
-#define MOUNT_ATTR_NOATIME 0x00000010
-#define MOUNT_ATTR_STRICTATIME 0x00000020
-#define MOUNT_ATTR_NODIRATIME 0x00000080
-#define MOUNT_ATTR_NOSYMFOLLOW 0x00200000
-#endif
-#ifndef MOUNT_ATTR__ATIME
-#define MOUNT_ATTR__ATIME 0x00000070
-#endif
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef MS_NOSYMFOLLOW
-#define MS_NOSYMFOLLOW 256
-#endif
 
 struct oci_mount_attr {
     uint64_t attr_set;

@@ -59,13 +59,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
-#ifndef CGROUP_SUPER_MAGIC
-#define CGROUP_SUPER_MAGIC 0x27e0eb
-#endif
+#include "kernel-compat.h"
 
 #define RES_TEXT (-200000) /* resolve(): the answer is link text, no fd */
 #define WRITE_FLAGS (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)

@@ -13,23 +13,7 @@
 #include <sys/types.h>
 
 #include "broker.h"
-
-/* Linux 6.6 and later, newer than the system headers. */
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
-#endif
-#ifndef PIDFD_THREAD
-#define PIDFD_THREAD O_EXCL
-#endif
-#ifndef SYS_fchmodat2
-#define SYS_fchmodat2 452
-#endif
-#ifndef AT_EACCESS
-#define AT_EACCESS 0x200
-#endif
+#include "kernel-compat.h"
 
 /* Handlers answer through their return value: >= 0 is the syscall's result,
  * -errno a refusal; these two mean the handler already answered (ADDFD with

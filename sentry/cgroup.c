@@ -26,13 +26,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-
-#ifndef CGROUP_SUPER_MAGIC
-#define CGROUP_SUPER_MAGIC 0x27e0eb
-#endif
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
+#include "kernel-compat.h"
 
 #define DEFAULT_ROOT "/sys/fs/cgroup"
 #define WAIT_MS 5000 /* bound on freeze, kill and rmdir waits */

@@ -29,21 +29,12 @@
 #include "cleanup.h"
 #include "control.h"
 #include "frame.h"
+#include "kernel-compat.h"
 #include "landlock.h"
 #include "policy.h"
 #include "caps-internal.h"
 #include "guest-internal.h"
 #include "msg-internal.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define GUEST_SETUP_TIMEOUT_MS 30000

@@ -34,53 +34,7 @@
 #include "cleanup.h"
 #include "frame.h"
 #include "idmap-internal.h"
-
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
-#ifndef MOUNT_ATTR_IDMAP
-#define MOUNT_ATTR_IDMAP 0x00100000
-#endif
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
-#ifndef SYS_fsopen
-#define SYS_fsopen 430
-#define SYS_fsconfig 431
-#define SYS_fsmount 432
-#endif
-#ifndef FSCONFIG_SET_FLAG
-#define FSCONFIG_SET_FLAG 0
-#define FSCONFIG_SET_STRING 1
-#define FSCONFIG_CMD_CREATE 6
-#endif
-#ifndef FSOPEN_CLOEXEC
-#define FSOPEN_CLOEXEC 1
-#endif
-#ifndef FSMOUNT_CLOEXEC
-#define FSMOUNT_CLOEXEC 1
-#endif
-#ifndef OVERLAYFS_SUPER_MAGIC
-#define OVERLAYFS_SUPER_MAGIC 0x794c7630
-#endif
-#ifndef PIDFD_GET_USER_NAMESPACE
-#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9)
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef STATX_MNT_ID
-#define STATX_MNT_ID 0x00001000U
-#endif
-#ifndef STATX_ATTR_MOUNT_ROOT
-#define STATX_ATTR_MOUNT_ROOT 0x00002000
-#endif
+#include "kernel-compat.h"
 
 #define MAX_LAYERS 500
 #define WORK_NAME "bulkhead-work"

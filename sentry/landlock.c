@@ -14,18 +14,9 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "kernel-compat.h"
 
 /* The 6.1 headers stop at ABI 2: everything is defined here. */
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
-#ifndef SYS_landlock_add_rule
-#define SYS_landlock_add_rule 445
-#endif
-#ifndef SYS_landlock_restrict_self
-#define SYS_landlock_restrict_self 446
-#endif
-
 #define LL_CREATE_RULESET_VERSION (1U << 0)
 #define LL_RULE_PATH_BENEATH 1
 

@@ -86,16 +86,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-
-#ifndef OPEN_TREE_CLONE
-#define OPEN_TREE_CLONE 1
-#endif
-#ifndef OPEN_TREE_CLOEXEC
-#define OPEN_TREE_CLOEXEC O_CLOEXEC
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
+#include "kernel-compat.h"
 
 #define MOUNTS_DEFAULT_TMPFS_BYTES (64LL << 20)
 #define MOUNTS_DEFAULT_WORKDIR "/work"

@@ -36,43 +36,7 @@
 #include <netinet/udp.h>
 
 #include "cleanup.h"
-
-#ifndef SECCOMP_FILTER_FLAG_NEW_LISTENER
-#define SECCOMP_FILTER_FLAG_NEW_LISTENER (1UL << 3)
-#endif
-#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
-#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
-#endif
-#ifndef SECCOMP_RET_USER_NOTIF
-#define SECCOMP_RET_USER_NOTIF 0x7fc00000U
-#endif
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
-#ifndef CLONE_CLEAR_SIGHAND
-#define CLONE_CLEAR_SIGHAND 0x100000000ULL
-#endif
-#ifndef CLONE_INTO_CGROUP
-#define CLONE_INTO_CGROUP 0x200000000ULL
-#endif
-#ifndef PR_SET_VMA
-#define PR_SET_VMA 0x53564d41
-#endif
-#ifndef PR_SET_MDWE
-#define PR_SET_MDWE 65
-#endif
-#ifndef PR_GET_MDWE
-#define PR_GET_MDWE 66
-#endif
-#ifndef PR_GET_AUXV
-#define PR_GET_AUXV 0x41555856
-#endif
-#ifndef PR_SET_MEMORY_MERGE
-#define PR_SET_MEMORY_MERGE 67
-#endif
+#include "kernel-compat.h"
 
 /* Bounds on outside input. */
 #define MAX_LINE 1024 /* characters per line, without the newline */

@@ -22,14 +22,9 @@
 
 #include <linux/netlink.h>
 
+#include "kernel-compat.h"
 #include "probe-report.h"
 
-#ifndef KEYCTL_GET_KEYRING_ID
-#define KEYCTL_GET_KEYRING_ID 0
-#endif
-#ifndef KEY_SPEC_SESSION_KEYRING
-#define KEY_SPEC_SESSION_KEYRING -3
-#endif
 #define BPF_MAP_CREATE_CMD 0
 #define BPF_MAP_TYPE_ARRAY_ID 2
 

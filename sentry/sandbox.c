@@ -35,6 +35,7 @@
 #include "cleanup.h"
 #include "control.h"
 #include "frame.h"
+#include "kernel-compat.h"
 #include "mounts.h"
 #include "paths.h"
 #include "policy.h"
@@ -46,22 +47,6 @@
 #include "sentry-params-internal.h"
 #include "spec-json-internal.h"
 #include "sha256.h"
-
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-#ifndef CLONE_PIDFD
-#define CLONE_PIDFD 0x00001000
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_clone3
-#define SYS_clone3 435
-#endif
 
 #define CREATE_TIMEOUT_MS 60000
 #define BH_FLOOR_MEMORY_BYTES (1LL << 30)
@@ -801,17 +786,6 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
  * a detached read-only mount that the sentry attaches: the same view a
  * sandbox with its own netns has. -1 (and no error) when the sandbox can
  * mount sysfs itself: no joined netns, or one its user namespace owns. */
-#ifndef NS_GET_USERNS
-#define NS_GET_USERNS _IO(0xb7, 0x1)
-#endif
-#ifndef SYS_fsopen
-#define SYS_fsopen 430
-#define SYS_fsconfig 431
-#define SYS_fsmount 432
-#endif
-#ifndef FSCONFIG_CMD_CREATE
-#define FSCONFIG_CMD_CREATE 6
-#endif
 static int joined_netns_sysfs(const char *netns_path, struct bh_error *err)
 {
     if (netns_path == NULL)

@@ -23,6 +23,7 @@
 
 #include "cleanup.h"
 #include "ids-internal.h"
+#include "kernel-compat.h"
 
 static int mkdir_p(const char *path)
 {
@@ -201,18 +202,6 @@ uint32_t bh_idmaps_sentry_id(const struct bh_idmap *m, size_t n)
  * of making its own, shares the pod's id range, and holds the range's lock
  * (the owner sentry's open lock file, taken with pidfd_getfd) so the range
  * stays reserved until the last sandbox of the pod is gone. */
-#ifndef NS_GET_USERNS
-#define NS_GET_USERNS _IO(0xb7, 0x1)
-#endif
-#ifndef NS_GET_OWNER_UID
-#define NS_GET_OWNER_UID _IO(0xb7, 0x4)
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 /* Where the sentry keeps its id slot's lock (sandbox.c's SENTRY_SLOT_FD). */
 #define POD_OWNER_SLOT_FD 4
 
