@@ -110,8 +110,13 @@ struct bhd_cell_out {
     bool not_dispatched;
 };
 
+/* daemon.c: shared by every part of the daemon, so none depends on another
+ * for it. The log and the audit stream write under bhd_output_lock. */
 extern struct bhd_config bhd_cfg;
 extern struct bhd_runners bhd_runners;
+extern pthread_mutex_t bhd_output_lock;
+void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t bhd_unix_ms(void);
 
 /* box.c */
 int bhd_runners_load(const char *dir, struct bhd_runners *r, struct bh_error *err);
@@ -170,7 +175,5 @@ void bhd_handover_begin(void);
 /* Makes or checks the state directory and adopts every session a previous
  * daemon left there; -1 when the directory cannot be trusted. */
 int bhd_adopt_sessions(struct bh_error *err);
-void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-int64_t bhd_unix_ms(void);
 
 #endif

@@ -32,8 +32,6 @@
 #include "probe.h"
 #include "sha256.h"
 
-struct bhd_config bhd_cfg;
-struct bhd_runners bhd_runners;
 extern Bulkhead__Control__DescribeResult bhd_describe;
 
 struct limit_flag {

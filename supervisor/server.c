@@ -79,7 +79,6 @@ static struct {
 } stats;
 static int64_t started_ms;
 static FILE *audit;
-static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool shutting_down;
 /* A hand-over is under way: no new call starts; see bhd_handover_sessions. */
 static bool handing_over;
@@ -94,35 +93,16 @@ struct owner_calls {
 };
 static struct owner_calls owner_calls[1024];
 
-int64_t bhd_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void bhd_log(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&audit_lock);
-    fprintf(stderr, "bulkheadd: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    pthread_mutex_unlock(&audit_lock);
-    va_end(ap);
-}
-
 static void audit_line(json_t *obj)
 {
     char *text = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
     if (text == NULL)
         return;
-    pthread_mutex_lock(&audit_lock);
+    pthread_mutex_lock(&bhd_output_lock);
     fprintf(audit, "%s\n", text);
     fflush(audit);
-    pthread_mutex_unlock(&audit_lock);
+    pthread_mutex_unlock(&bhd_output_lock);
     free(text);
 }
 

@@ -17,8 +17,6 @@
 #include "frame.h"
 #include "fuzz.h"
 
-struct bhd_config bhd_cfg;
-struct bhd_runners bhd_runners;
 extern Bulkhead__Control__DescribeResult bhd_describe;
 
 void bh_fuzz_fail(const char *fmt, ...)

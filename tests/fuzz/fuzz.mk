@@ -52,7 +52,7 @@ FUZZ_LDFLAGS := -fsanitize=fuzzer $(FUZZ_SAN)
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_TARGETS ?= $(FUZZ_NAMES)
 FUZZ_COMMON  := tests/fuzz/fuzz-common.c
-FUZZ_SUP_SRC := supervisor/box.c supervisor/server.c
+FUZZ_SUP_SRC := supervisor/daemon.c supervisor/box.c supervisor/server.c
 FUZZ_OCI_SRC := $(filter-out oci/main.c,$(OCI_SRC))
 
 fobj = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(1))
