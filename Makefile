@@ -99,7 +99,8 @@ $(BUILD)/bulkhead-sentry: $(call obj,sentry/sentry-main.c) $(LIB)
 
 # The probe runs inside any rootfs, so it carries its own libc. It is never
 # instrumented: sanitizer runtimes make syscalls the probe must not.
-$(BUILD)/bulkhead-probe: sentry/probe-main.c sentry/probe-report.h sentry/kernel-compat.h
+$(BUILD)/bulkhead-probe: sentry/probe-main.c sentry/probe-report.h sentry/proc-status.h \
+                          sentry/kernel-compat.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isentry -static -o $@ $<
 

@@ -24,6 +24,7 @@
 
 #include "kernel-compat.h"
 #include "probe-report.h"
+#include "proc-status.h"
 
 #define BPF_MAP_CREATE_CMD 0
 #define BPF_MAP_TYPE_ARRAY_ID 2
@@ -87,28 +88,6 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
     return (ssize_t)off;
 }
 
-/* Value of "Key:" in /proc/self/status, or NULL. */
-static const char *status_field(const char *status, const char *key, char *out, size_t size)
-{
-    size_t klen = strlen(key);
-    for (const char *line = status; line && *line; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            const char *v = line + klen + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            size_t n = strcspn(v, "\n");
-            if (n >= size)
-                n = size - 1;
-            memcpy(out, v, n);
-            out[n] = '\0';
-            return out;
-        }
-    }
-    return NULL;
-}
-
 static void check_status(const struct probe_opts *o)
 {
     char status[8192], v[64], f[64];
@@ -121,13 +100,13 @@ static void check_status(const struct probe_opts *o)
         return;
     }
 
-    const char *mode = status_field(status, "Seccomp", v, sizeof(v));
-    const char *filters = status_field(status, "Seccomp_filters", f, sizeof(f));
+    const char *mode = bh_status_field(status, "Seccomp", v, sizeof(v));
+    const char *filters = bh_status_field(status, "Seccomp_filters", f, sizeof(f));
     bool ok = mode && strcmp(mode, "2") == 0 && filters && atoi(filters) >= 1;
     emit("check", BH_CHECK_SECCOMP, ok ? "pass" : "fail", "Seccomp: %s, Seccomp_filters: %s",
          mode ? mode : "missing", filters ? filters : "missing");
 
-    const char *nnp = status_field(status, "NoNewPrivs", v, sizeof(v));
+    const char *nnp = bh_status_field(status, "NoNewPrivs", v, sizeof(v));
     ok = nnp && strcmp(nnp, "1") == 0;
     emit("check", BH_CHECK_NO_NEW_PRIVS, ok ? "pass" : "fail", "NoNewPrivs: %s",
          nnp ? nnp : "missing");
@@ -137,7 +116,7 @@ static void check_status(const struct probe_opts *o)
     size_t used = 0;
     ok = true;
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
-        const char *cap = status_field(status, sets[i], v, sizeof(v));
+        const char *cap = bh_status_field(status, sets[i], v, sizeof(v));
         uint64_t val = cap ? strtoull(cap, NULL, 16) : UINT64_MAX;
         if (cap == NULL || (val & ~o->caps) != 0)
             ok = false;

@@ -28,6 +28,7 @@
 #include "cleanup.h"
 #include "paths.h"
 #include "probe-report.h"
+#include "proc-status.h"
 #include "sandbox.h"
 #include "sha256.h"
 
@@ -425,26 +426,6 @@ static ssize_t read_file(const char *path, char *buf, size_t size)
     return (ssize_t)off;
 }
 
-static bool status_field(const char *status, const char *key, char *out, size_t size)
-{
-    size_t klen = strlen(key);
-    for (const char *line = status; line != NULL; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-            const char *v = line + klen + 1;
-            v += strspn(v, " \t");
-            size_t n = strcspn(v, "\n");
-            if (n >= size)
-                n = size - 1;
-            memcpy(out, v, n);
-            out[n] = '\0';
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Direct children of the sentry (every thread's children): the guests. */
 static size_t find_guests(pid_t sentry, pid_t *out, size_t max)
 {
@@ -496,8 +477,8 @@ static pid_t pod_pid1_sentry(pid_t sentry)
         snprintf(path, sizeof(path), "/proc/%d/status", (int)p);
         if (read_file(path, status, sizeof(status)) < 0)
             continue;
-        status_field(status, "Name", name, sizeof(name));
-        status_field(status, "NSpid", nspid, sizeof(nspid));
+        bh_status_field(status, "Name", name, sizeof(name));
+        bh_status_field(status, "NSpid", nspid, sizeof(nspid));
         const char *last = strrchr(nspid, '\t');
         if (last != NULL && strcmp(last + 1, "1") == 0 && strcmp(name, BH_SENTRY_COMM) == 0)
             found = p;
@@ -516,9 +497,9 @@ static void check_sentry(struct bh_tier_report *r, pid_t sentry)
                            "the sentry (host pid %d) is gone: %s", (int)sentry, strerror((int)-n));
         return;
     }
-    status_field(status, "Name", name, sizeof(name));
-    status_field(status, "State", state, sizeof(state));
-    status_field(status, "NSpid", nspid, sizeof(nspid));
+    bh_status_field(status, "Name", name, sizeof(name));
+    bh_status_field(status, "State", state, sizeof(state));
+    bh_status_field(status, "NSpid", nspid, sizeof(nspid));
     const char *last = strrchr(nspid, '\t');
     last = last ? last + 1 : nspid;
     bool alive = state[0] != 'Z' && state[0] != 'X' && state[0] != '\0';
@@ -595,9 +576,9 @@ static void check_guest_status(struct bh_tier_report *r, pid_t guest, uint64_t c
         return;
     }
     char mode[16] = "", filters[16] = "", nnp[16] = "";
-    status_field(status, "Seccomp", mode, sizeof(mode));
-    status_field(status, "Seccomp_filters", filters, sizeof(filters));
-    status_field(status, "NoNewPrivs", nnp, sizeof(nnp));
+    bh_status_field(status, "Seccomp", mode, sizeof(mode));
+    bh_status_field(status, "Seccomp_filters", filters, sizeof(filters));
+    bh_status_field(status, "NoNewPrivs", nnp, sizeof(nnp));
     bool sc = strcmp(mode, "2") == 0 && atoi(filters) >= 1;
     bh_tier_report_add(r, BH_CHECK_SECCOMP, sc ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
                        "outside, guest %d: Seccomp: %s, Seccomp_filters: %s", (int)guest, mode,
@@ -611,7 +592,7 @@ static void check_guest_status(struct bh_tier_report *r, pid_t guest, uint64_t c
     size_t used = 0;
     for (size_t i = 0; i < BH_ARRAY_SIZE(sets); i++) {
         char v[32] = "";
-        bool have = status_field(status, sets[i], v, sizeof(v));
+        bool have = bh_status_field(status, sets[i], v, sizeof(v)) != NULL;
         if (!have || (strtoull(v, NULL, 16) & ~caps) != 0)
             ok = false;
         used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s: %s", i ? ", " : "",
