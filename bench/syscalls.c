@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../sentry/kernel-compat.h"
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -104,13 +106,6 @@ static double measure(const struct bench_op *op, double budget_ns)
 }
 
 /* ---- bare notification round trip --------------------------------------- */
-
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
-#endif
 
 /* Only getppid with this first argument is notified: nothing else the
  * filtered thread does is touched. */
