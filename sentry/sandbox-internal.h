@@ -51,7 +51,7 @@ struct bh_pod_userns {
     struct bh_idmap *uid, *gid; /* the owner's maps, as the host sees them */
     size_t n_uid, n_gid;
     struct bh_id_slot slot; /* the owner sentry's open lock file, or lock_fd -1 */
-    uid_t creator; /* host uid that made the user namespace (its ucounts owner) */
+    uid_t creator;          /* host uid that made the user namespace (its ucounts owner) */
 };
 int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns *out,
                        struct bh_error *err);
@@ -113,9 +113,9 @@ int bh_msg_send(int sock, json_t *obj, const int *fds, size_t n_fds, struct bh_e
 int bh_msg_recv(int sock, int64_t deadline_ms, json_t **obj, int *fds, size_t max_fds,
                 size_t *n_fds, struct bh_error *err);
 /* Async-signal-safe error report for a child before exec (no malloc):
- * {"ev":"error","code":N,"msg":"..."}. */
-void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ * {"ev":"error","code":N,"msg":"..."} (with "kind":"exec" for an exec failure). */
+void bh_msg_send_raw_error(int sock, enum bh_error_kind kind, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Fills err from an error message object. */
 int bh_msg_to_error(json_t *obj, struct bh_error *err);
 json_t *bh_msg_error(const struct bh_error *err, const char *kind);

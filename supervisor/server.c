@@ -877,7 +877,7 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
         bulkhead__control__cell_result__init(c);
         if (rc < 0) {
             bhd_log("session %.12s: the sandbox ended during a call: %s", s->fp, err.msg);
-            c->exit_code = 137;
+            c->exit_code = BH_EXIT_SIGNAL_BASE + SIGKILL;
             c->stderr = strdup("bulkhead: the session sandbox ended during this call; "
                                "the session is closed\n");
             c->stdout = strdup("");
