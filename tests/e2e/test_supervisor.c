@@ -1276,3 +1276,25 @@ Test(supervisor, matplotlib_figure_comes_back_as_png_through_the_cli)
     free(id);
     free(bin);
 }
+
+Test(supervisor, only_its_stdio_reaches_the_unisolated_agent)
+{
+    /* At tier none the keeper forks the agent itself: its /dev/null (for
+     * stderr) must reach the agent as fd 2 only, not as a second, leaked fd.
+     * The cell runs in the Python runner, a fork of the agent. */
+    char msg[1024];
+    cr_assert_eq(h_daemon_launch(&bhd, "/tmp/bhd-e2e-XXXXXX", "none", "--warm 0", msg, sizeof(msg)),
+                 0, "bulkheadd --tier none did not start: %s", msg);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python",
+                  "import os\n"
+                  "d = '/proc/%d/fd' % os.getppid()\n"
+                  "print(sorted(int(f) for f in os.listdir(d)\n"
+                  "             if os.readlink(d + '/' + f) == '/dev/null'))\n");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 0, "%s", c->stderr);
+    cr_assert_str_eq(c->stdout, "[2]\n", "the agent's /dev/null fds: %s", c->stdout);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
