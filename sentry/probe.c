@@ -287,23 +287,47 @@ static bool name_in_list(const char *list, const char *name)
     return false;
 }
 
-void bh_tier_report_compute(struct bh_tier_report *r)
+/* Only the test build (make test: BH_TEST_HOOKS) has the hook; a production
+ * binary never reads BULKHEAD_TEST_BREAK, and holds not even its name. */
+#ifdef BH_TEST_HOOKS
+/* The checks BULKHEAD_TEST_BREAK names, or NULL. */
+static const char *test_break_list(void)
 {
-    /* The test hook only ever turns a result into a failure. */
     const char *brk = getenv("BULKHEAD_TEST_BREAK");
-    if (brk != NULL && *brk != '\0') {
-        for (size_t i = 0; i < r->n_checks; i++) {
-            struct bh_check *c = &r->checks[i];
-            if (c->result != BH_CHECK_FAIL && name_in_list(brk, c->name)) {
-                c->result = BH_CHECK_FAIL;
-                char *d = NULL;
-                if (asprintf(&d, "%s; failed by BULKHEAD_TEST_BREAK", c->detail) < 0)
-                    abort();
+    return brk != NULL && *brk != '\0' ? brk : NULL;
+}
+
+/* The hook only ever turns a result into a failure. */
+static void test_break_apply(struct bh_tier_report *r)
+{
+    const char *brk = test_break_list();
+    for (size_t i = 0; brk != NULL && i < r->n_checks; i++) {
+        struct bh_check *c = &r->checks[i];
+        if (c->result != BH_CHECK_FAIL && name_in_list(brk, c->name)) {
+            c->result = BH_CHECK_FAIL;
+            char *d = NULL;
+            if (asprintf(&d, "%s; failed by BULKHEAD_TEST_BREAK", c->detail) >= 0) {
                 free(c->detail);
                 c->detail = d;
             }
         }
     }
+}
+#else
+static const char *test_break_list(void)
+{
+    return NULL;
+}
+
+static void test_break_apply(struct bh_tier_report *r)
+{
+    (void)r;
+}
+#endif
+
+void bh_tier_report_compute(struct bh_tier_report *r)
+{
+    test_break_apply(r);
 
     /* Nothing above what the checks were made for can be verified. */
     enum bh_tier tier = r->checked;
@@ -1317,8 +1341,7 @@ int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
                         struct bh_tier_report **out, struct bh_error *err)
 {
     enum bh_tier tier = opts->tier ? opts->tier : BH_TIER_KERNEL;
-    const char *brk = getenv("BULKHEAD_TEST_BREAK");
-    bool bypass = brk != NULL && *brk != '\0';
+    bool bypass = test_break_list() != NULL;
     if (cache_dir == NULL)
         cache_dir = "/run/bulkhead/tier-cache";
 

@@ -17,6 +17,11 @@
 #include "probe-report.h"
 #include "probe.h"
 
+#ifndef BH_TEST_HOOKS
+#error                                                                                             \
+    "the tests are built by make test, test-run, unit or e2e (into build/test, with BH_TEST_HOOKS)"
+#endif
+
 /* Everything the probe reports at the kernel tier, all passing. */
 static char *full_report(const char *override_name, const char *override_result, bool with_end)
 {
