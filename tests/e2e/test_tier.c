@@ -169,18 +169,15 @@ static void oci_cleanup(void)
         h_free(&r);
         free(bh);
     }
+    /* The whole bundle: `create` leaves the rootfs's mount points behind. */
     if (bundle[0]) {
-        static const char *const files[] = {"config.json", "sleep.c", "rootfs/sleep", "rootfs"};
-        for (size_t i = 0; i < BH_ARRAY_SIZE(files); i++) {
-            char p[128];
-            snprintf(p, sizeof(p), "%s/%s", bundle, files[i]);
-            if (unlink(p) < 0)
-                rmdir(p);
-        }
-        rmdir(bundle);
+        h_remove_tree(bundle);
+        bundle[0] = '\0';
     }
-    if (root[0])
-        rmdir(root);
+    if (root[0]) {
+        h_remove_tree(root);
+        root[0] = '\0';
+    }
 }
 
 Test(tier, running_container_is_checked_live, .fini = oci_cleanup, .timeout = 180)
