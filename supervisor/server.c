@@ -1472,15 +1472,34 @@ static void sessions_free(struct session *all)
     }
 }
 
-void bhd_shutdown_sessions(void)
+/* Takes the session table and the warm pool out of service (lock held):
+ * from here no call finds a session and no open takes a warm sandbox. */
+static struct session *sessions_take_locked(struct warm **warm)
 {
-    pthread_mutex_lock(&lock);
     shutting_down = true;
     struct session *all = sessions;
     sessions = NULL;
-    struct warm *w = warm_pool;
+    *warm = warm_pool;
     warm_pool = NULL;
     warm_count = 0;
+    return all;
+}
+
+static void warm_pool_destroy(struct warm *w)
+{
+    while (w) {
+        struct warm *n = w->next;
+        bhd_box_destroy(w->box);
+        free(w);
+        w = n;
+    }
+}
+
+void bhd_shutdown_sessions(void)
+{
+    pthread_mutex_lock(&lock);
+    struct warm *w = NULL;
+    struct session *all = sessions_take_locked(&w);
     for (struct session *s = all; s; s = s->next) {
         s->ended = true;
         s->ended_reason = BULKHEAD__CONTROL__ERROR__ENDED__SHUTDOWN;
@@ -1491,12 +1510,7 @@ void bhd_shutdown_sessions(void)
      * the keeper socket ends the sandbox; the caller's thread sees EOF. */
     for (struct session *s = all; s; s = s->next)
         bhd_box_end_keeper(s->box, 'X');
-    while (w) {
-        struct warm *n = w->next;
-        bhd_box_destroy(w->box);
-        free(w);
-        w = n;
-    }
+    warm_pool_destroy(w);
     for (struct session *s = all; s; s = s->next)
         bhd_box_wait_keeper(s->box, 500);
     sessions_free(all);
@@ -1552,12 +1566,8 @@ void bhd_handover_sessions(void)
     for (int i = 0; i < 3000 && atomic_load(&active_requests) > 0; i++)
         usleep(10000);
     pthread_mutex_lock(&lock);
-    shutting_down = true;
-    struct session *all = sessions;
-    sessions = NULL;
-    struct warm *w = warm_pool;
-    warm_pool = NULL;
-    warm_count = 0;
+    struct warm *w = NULL;
+    struct session *all = sessions_take_locked(&w);
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&lock);
     size_t kept = 0;
@@ -1566,12 +1576,7 @@ void bhd_handover_sessions(void)
             kept++;
     /* closing our ends without 'X' leaves each sandbox to its keeper */
     sessions_free(all);
-    while (w) {
-        struct warm *n = w->next;
-        bhd_box_destroy(w->box);
-        free(w);
-        w = n;
-    }
+    warm_pool_destroy(w);
     audit_line(json_pack("{s:s, s:I, s:I}", "event", "handover", "sessions", (json_int_t)kept,
                          "cut", (json_int_t)n_cut));
 }
