@@ -1412,3 +1412,54 @@ Test(supervisor, session_cli_round_trip)
     h_free(&r);
     free(id);
 }
+
+/* The agent's cleanup in a sandbox kills every process but the kept ones.
+ * A pid it killed may be reaped and reused by a new process of the cell
+ * within the same cleanup: that process must be killed too. Run in a pid
+ * namespace of its own (the cleanup kills all it lists), where
+ * ns_last_pid makes the kernel hand the freed pid to the new process. */
+Test(agent, cleanup_kills_a_process_that_reuses_a_killed_pid, .timeout = 60)
+{
+    static const char script[] =
+        "import os, signal, sys, time\n"
+        "g = {'__name__': 'bh_agent_test'}\n"
+        "exec(open(sys.argv[1]).read(), g)\n"
+        "a = os.fork()\n"
+        "if a == 0:\n"
+        "    signal.pause(); os._exit(0)\n"
+        "state = {}\n"
+        "real_sleep = time.sleep\n"
+        "def between_rounds(t):\n"
+        "    if 'b' not in state:\n"
+        "        os.waitpid(a, 0)\n"
+        "        with open('/proc/sys/kernel/ns_last_pid', 'w') as f:\n"
+        "            f.write(str(a - 1))\n"
+        "        b = os.fork()\n"
+        "        if b == 0:\n"
+        "            signal.pause(); os._exit(0)\n"
+        "        state['b'] = b\n"
+        "    real_sleep(t)\n"
+        "time.sleep = between_rounds\n"
+        "g['Agent'].kill_all_but(None, {1})\n"
+        "time.sleep = real_sleep\n"
+        "b = state.get('b')\n"
+        "if b != a:\n"
+        "    print('the pid was not reused (%s after %d): nothing shown' % (b, a)); sys.exit(2)\n"
+        "for _ in range(200):\n"
+        "    pid, st = os.waitpid(b, os.WNOHANG)\n"
+        "    if pid == b:\n"
+        "        print('killed' if os.WIFSIGNALED(st) and os.WTERMSIG(st) == 9 else 'ended %d' % "
+        "st)\n"
+        "        sys.exit(0)\n"
+        "    time.sleep(0.01)\n"
+        "os.kill(b, 9); os.waitpid(b, 0)\n"
+        "print('survived'); sys.exit(1)\n";
+    cleanup_free char *agent = h_path("runners/agent.py");
+    char *argv[] = {
+        "/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "/usr/bin/python3", "-I", "-c",
+        (char *)script,     agent,   NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 50);
+    cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out, r.err);
+    cr_assert_str_eq(r.out, "killed\n", "the process on the reused pid: %s%s", r.out, r.err);
+    h_free(&r);
+}
