@@ -84,6 +84,11 @@ static bool shutting_down;
 /* A hand-over is under way: no new call starts; see bhd_handover_sessions. */
 static bool handing_over;
 static atomic_int active_requests;
+/* The connections being served (lock held), so that the end of a hand-over
+ * can stop what they read: see connections_stop_reading. */
+static int *live_conns;
+static size_t n_live_conns, cap_live_conns;
+static bool conns_stopped;
 static int state_fd = -1;
 static uint32_t n_adopted, n_adopted_fresh;
 static int n_owner_calls_max = 64;
@@ -1256,21 +1261,91 @@ void bhd_refuse_connection(int fd)
     close(fd);
 }
 
+static void serve_registered(int fd);
+
+/* False when the connection cannot be tracked (out of memory): it is not
+ * served, its client sees the close at once. */
+static bool conn_register(int fd)
+{
+    pthread_mutex_lock(&lock);
+    bool ok = true;
+    if (n_live_conns == cap_live_conns) {
+        size_t cap = cap_live_conns ? cap_live_conns * 2 : 64;
+        int *more = realloc(live_conns, cap * sizeof(*more));
+        if (more == NULL) {
+            ok = false;
+        } else {
+            live_conns = more;
+            cap_live_conns = cap;
+        }
+    }
+    if (ok) {
+        live_conns[n_live_conns++] = fd;
+        if (conns_stopped)
+            shutdown(fd, SHUT_RD);
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+static void conn_unregister(int fd)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_live_conns; i++) {
+        if (live_conns[i] == fd) {
+            live_conns[i] = live_conns[--n_live_conns];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* The end of a hand-over: a connection kept open between calls must not
+ * take a request nobody will read (its client would see a reset and not
+ * know whether the call ran). Shutting our reading side makes every later
+ * send of its client fail (EPIPE: nothing was sent, so nothing ran); what was
+ * sent before is still read and answered (held back: retry). Waits, bounded,
+ * until each connection has been answered and closed. */
+static void connections_stop_reading(void)
+{
+    pthread_mutex_lock(&lock);
+    conns_stopped = true;
+    for (size_t i = 0; i < n_live_conns; i++)
+        shutdown(live_conns[i], SHUT_RD);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 3000; i++) {
+        pthread_mutex_lock(&lock);
+        size_t left = n_live_conns;
+        pthread_mutex_unlock(&lock);
+        if (left == 0)
+            break;
+        usleep(10000);
+    }
+}
+
 void bhd_serve_connection(int fd)
 {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+    if (!conn_register(fd)) {
         close(fd);
         return;
     }
+    serve_registered(fd);
+    conn_unregister(fd);
+    close(fd);
+}
+
+static void serve_registered(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return;
     if (cred.uid != 0 && cred.uid != geteuid() && bhd_cfg.socket_group == NULL) {
         Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
         set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__DISABLED, true, 0,
                   "uid %u may not use this socket", (unsigned)cred.uid);
         send_response(fd, &resp);
         response_free(&resp);
-        close(fd);
         return;
     }
     for (;;) {
@@ -1362,14 +1437,15 @@ void bhd_serve_connection(int fd)
         if (rc < 0)
             break;
         /* during a hand-over: the client's next request goes to the next
-         * daemon, never into a socket nobody will read */
+         * daemon, never into a socket nobody will read. Its sends fail from
+         * now on; one it sent before is still read and answered, then the
+         * end of stream closes the connection. */
         pthread_mutex_lock(&lock);
         bool leaving = handing_over;
         pthread_mutex_unlock(&lock);
         if (leaving)
-            break;
+            shutdown(fd, SHUT_RD);
     }
-    close(fd);
 }
 
 /* ---- maintenance --------------------------------------------------------- */
@@ -1565,6 +1641,7 @@ void bhd_handover_sessions(void)
     /* every request taken gets its answer before we go */
     for (int i = 0; i < 3000 && atomic_load(&active_requests) > 0; i++)
         usleep(10000);
+    connections_stop_reading();
     pthread_mutex_lock(&lock);
     struct warm *w = NULL;
     struct session *all = sessions_take_locked(&w);
