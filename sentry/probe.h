@@ -48,6 +48,9 @@ struct bh_tier_report {
     size_t n_checks;
     uint64_t verified_at_unix_ms;
     bool from_cache;
+    /* A check could not be recorded (out of memory): the report verifies
+     * no tier at all (fail closed). */
+    bool incomplete;
 };
 
 struct bh_probe_opts {
@@ -103,6 +106,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
 
 /* ---- reports -------------------------------------------------------------- */
 
+/* NULL when out of memory. */
 struct bh_tier_report *bh_tier_report_new(const char *subject, enum bh_tier checked);
 /* Adds a check; a second check of the same name merges into the first (a
  * failure wins, details are joined). */

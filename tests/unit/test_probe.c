@@ -87,6 +87,19 @@ Test(probe, all_checks_pass_verifies_kernel)
     bh_tier_report_free(r);
 }
 
+/* A check that could not be recorded (out of memory) must not leave a
+ * report that verifies a tier: it verifies none. */
+Test(probe, an_incomplete_report_verifies_nothing)
+{
+    unsetenv("BULKHEAD_TEST_BREAK");
+    struct bh_tier_report *r = report_for(BH_TIER_KERNEL, NULL, NULL, true);
+    cr_assert_eq(r->tier, BH_TIER_KERNEL);
+    r->incomplete = true;
+    bh_tier_report_compute(r);
+    cr_assert_eq(r->tier, BH_TIER_NONE, "got %s", bh_tier_name(r->tier));
+    bh_tier_report_free(r);
+}
+
 Test(probe, kernel_only_failure_gives_container)
 {
     unsetenv("BULKHEAD_TEST_BREAK");
