@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "control.pb-c.h"
 #include "frame.h"
+#include "text.h"
 
 #define DEFAULT_SOCKET "/run/bulkhead/bulkheadd.sock"
 #define CLIENT_MAX_FRAME (64u * 1024 * 1024)
@@ -188,16 +189,13 @@ static char *slurp(const char *path, struct bh_error *err)
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
     if (f == NULL)
         return bh_error_errno(err, errno, "read `%s`", path), NULL;
-    char *buf = NULL;
     size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(m);
+    char *buf = bh_read_stream(f, &len);
+    int e = errno;
     if (f != stdin)
         fclose(f);
+    if (buf == NULL)
+        return bh_error_errno(err, e, "read `%s`", path), NULL;
     if (memchr(buf, '\0', len) != NULL) {
         free(buf);
         return bh_error_set(err, EINVAL, "`%s` holds a NUL byte: only text is sent", path), NULL;

@@ -35,6 +35,7 @@
 #include "probe.h"
 #include "sandbox.h"
 #include "sha256.h"
+#include "text.h"
 
 #define AGENT_GRACE_MS 10000
 #define AGENT_START_MS 45000
@@ -60,14 +61,9 @@ static char *read_text(const char *dir, const char *name, struct bh_error *err)
     cleanup_fclose FILE *f = fopen(path, "re");
     if (f == NULL)
         return bh_error_errno(err, errno, "read runner `%s`", path), NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(m);
+    char *buf = bh_read_stream(f, NULL);
+    if (buf == NULL)
+        return bh_error_errno(err, errno, "read runner `%s`", path), NULL;
     return buf;
 }
 
