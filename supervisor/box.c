@@ -302,16 +302,6 @@ static int keeper_bind(struct keeper *k, const char *fp)
     return 0;
 }
 
-static bool hex64(const char *s)
-{
-    if (s == NULL || strlen(s) != BH_SHA256_HEX - 1)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
-    return true;
-}
-
 /* One frame from the daemon: <0 end of stream (or garbage), else 0, or
  * 1 + KEEPER_END_* to end. */
 static int keeper_frame(struct keeper *k, int fd)
@@ -332,7 +322,8 @@ static int keeper_frame(struct keeper *k, int fd)
     } else if (op == 'S') {
         json_t *j = json_loadb((char *)buf + 1, len - 1, 0, NULL);
         const char *fp = json_string_value(json_object_get(j, "fp"));
-        if (!json_is_object(j) || !hex64(fp) || (k->fp[0] && strcmp(fp, k->fp) != 0)) {
+        if (!json_is_object(j) || !bh_sha256_hex_valid(fp) ||
+            (k->fp[0] && strcmp(fp, k->fp) != 0)) {
             json_decref(j);
         } else {
             json_decref(k->record);

@@ -1667,16 +1667,6 @@ static bool rec_int(json_t *r, const char *k, int64_t lo, int64_t hi, int64_t *v
     return true;
 }
 
-static bool rec_hex64(const char *h)
-{
-    if (h == NULL || strlen(h) != BH_SHA256_HEX - 1)
-        return false;
-    for (const char *p = h; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
-    return true;
-}
-
 /* A session from a keeper's record, checked like any input from outside;
  * NULL with why filled. */
 static struct session *session_from_record(json_t *r, const char *fp, const char **why)
@@ -1695,7 +1685,7 @@ static struct session *session_from_record(json_t *r, const char *fp, const char
         return *why = "the owner is not valid", NULL;
     if (conv == NULL || strlen(conv) > 1024 || !bhd_utf8_valid(conv, strlen(conv)))
         return *why = "the conversation is not valid", NULL;
-    if (digest == NULL || (digest[0] != '\0' && !rec_hex64(digest)))
+    if (digest == NULL || (digest[0] != '\0' && !bh_sha256_hex_valid(digest)))
         return *why = "the record chain head is not valid", NULL;
     if (tier == NULL || strcmp(tier, bh_tier_name(bhd_cfg.tier)) != 0)
         return *why = "it was made at another tier than this daemon serves", NULL;
@@ -1904,7 +1894,7 @@ int bhd_adopt_sessions(struct bh_error *err)
             continue;
         char fp[BH_SHA256_HEX];
         snprintf(fp, sizeof(fp), "%.*s", BH_SHA256_HEX - 1, e->d_name);
-        if (!rec_hex64(fp))
+        if (!bh_sha256_hex_valid(fp))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
