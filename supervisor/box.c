@@ -468,9 +468,9 @@ static void keeper_main(int ctl, int agent_fd, int keep_chan, const char *workdi
             dup2(agent_fd, 1);
             dup2(null, 2);
             if (chdir(workdir_none) < 0)
-                _exit(127);
+                _exit(BH_EXIT_NOT_FOUND);
             execve(PYTHON_PATH, (char **)argv_agent, (char **)guest_env);
-            _exit(127);
+            _exit(BH_EXIT_NOT_FOUND);
         }
         setpgid(agent, agent);
         pid1 = agent;
