@@ -3,7 +3,8 @@
 #
 #   make                 all binaries into build/
 #   make SANITIZE=address,undefined   the same objects instrumented, into build/san/
-#   make test            unit tests, end-to-end tests, leak check
+#   make test            unit tests, end-to-end tests, leak check (test build:
+#                        build/test, with the test hooks compiled in)
 #   make demo            Python and Node run in a sandbox on the embedded default
 #   make bench [BENCH_ARGS=--quick]
 #   make install PREFIX=/usr/local
@@ -24,12 +25,21 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/lsan.supp):print_suppression
 export UBSAN_OPTIONS := print_stacktrace=1
 endif
 
+# Test hooks (BULKHEAD_TEST_BREAK, sentry/probe.h) exist only in the test
+# build: `make test`, `test-run`, `unit` and `e2e` build everything again into
+# $(BUILD)/test with BH_TEST_HOOKS, a tree of its own, so the binaries `make`
+# and `make demo` build never read a hook and neither rebuilds the other's.
+TEST_BUILD := $(BUILD)/test
+ifeq ($(BH_TEST_HOOKS),1)
+HOOKFLAGS := -DBH_TEST_HOOKS
+endif
+
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -fno-strict-aliasing \
-            -Isentry -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) -MMD -MP
+            -Isentry -I$(BUILD)/gen $(PKG_CFLAGS) $(SANFLAGS) $(HOOKFLAGS) -MMD -MP
 LDFLAGS  += $(SANFLAGS)
 LDLIBS   += $(PKG_LIBS) -lpthread
 
@@ -132,6 +142,12 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory test-run
 
+ifneq ($(BH_TEST_HOOKS),1)
+# The production build too: a test checks that its binaries hold no hook.
+test-run unit e2e: all
+	@BULKHEAD_PRODUCTION_BUILD=$(abspath $(BUILD)) \
+	    $(MAKE) --no-print-directory BUILD=$(TEST_BUILD) BH_TEST_HOOKS=1 $@
+else
 test-run: all $(BUILD)/tests/unit $(BUILD)/tests/e2e
 	tests/run-tests $(BUILD) $(CRITERION_ARGS)
 
@@ -140,6 +156,7 @@ unit: all $(BUILD)/tests/unit
 
 e2e: all $(BUILD)/tests/e2e
 	$(BUILD)/tests/e2e $(CRITERION_ARGS)
+endif
 
 leakcheck:
 	tests/leakcheck

@@ -17,10 +17,10 @@ struct cli_globals {
 };
 
 /* Exit code for a refusal before anything started (as docker run uses). */
-#define CLI_EXIT_REFUSED 125
+#define CLI_EXIT_REFUSED BH_EXIT_REFUSED
 /* `exec` that could not run its process (runc's status for it, which
  * callers tell apart from the process's own exit codes). */
-#define CLI_EXIT_EXEC_FAILED 255
+#define CLI_EXIT_EXEC_FAILED BH_EXIT_FAILED
 
 typedef int (*cli_command_fn)(const struct cli_globals *g, int argc, char **argv);
 

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "control.pb-c.h"
 #include "frame.h"
+#include "text.h"
 
 #define DEFAULT_SOCKET "/run/bulkhead/bulkheadd.sock"
 #define CLIENT_MAX_FRAME (64u * 1024 * 1024)
@@ -188,16 +189,13 @@ static char *slurp(const char *path, struct bh_error *err)
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
     if (f == NULL)
         return bh_error_errno(err, errno, "read `%s`", path), NULL;
-    char *buf = NULL;
     size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(m);
+    char *buf = bh_read_stream(f, &len);
+    int e = errno;
     if (f != stdin)
         fclose(f);
+    if (buf == NULL)
+        return bh_error_errno(err, e, "read `%s`", path), NULL;
     if (memchr(buf, '\0', len) != NULL) {
         free(buf);
         return bh_error_set(err, EINVAL, "`%s` holds a NUL byte: only text is sent", path), NULL;
@@ -236,19 +234,29 @@ static int parse_u64(const char *s, uint64_t *v)
     return 0;
 }
 
-int cmd_session(const struct cli_globals *g, int argc, char **argv)
+/* `bulkhead session SUB` with its flags parsed; rest are the operands. */
+struct session_args {
+    const char *sub;
+    const char *sock, *owner, *conv, *tier, *lang, *code;
+    uint64_t lifetime, idle;
+    double timeout_s;
+    char **file_args; /* --file PATH=LOCAL, in order */
+    size_t n_file_args;
+    char **rest;
+    int n_rest;
+};
+
+/* Fills a from argv; 0 to go on, 1 when --help was answered, -1 when refused
+ * (said on stderr). a->file_args is the caller's to free. */
+static int session_parse_args(const struct cli_globals *g, int argc, char **argv,
+                              struct session_args *a)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        session_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_EXIT_REFUSED : 0;
+    *a = (struct session_args){.sub = argv[1], .sock = default_socket(), .conv = "", .tier = ""};
+    a->file_args = calloc((size_t)argc + 1, sizeof(char *));
+    if (a->file_args == NULL) {
+        cli_report_error(g, "session: out of memory");
+        return -1;
     }
-    const char *sub = argv[1];
-    const char *sock = default_socket(), *owner = NULL, *conv = "", *tier = "", *lang = NULL,
-               *code = NULL;
-    uint64_t lifetime = 0, idle = 0;
-    double timeout_s = 0;
-    char **file_args = calloc((size_t)argc + 1, sizeof(char *));
-    size_t n_file_args = 0;
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'},
         {"owner", required_argument, NULL, 'o'},
@@ -265,162 +273,217 @@ int cmd_session(const struct cli_globals *g, int argc, char **argv)
     optind = 2;
     opterr = 0;
     int c;
-    int status = CLI_EXIT_REFUSED;
     while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (c) {
         case 's':
-            sock = optarg;
+            a->sock = optarg;
             break;
         case 'o':
-            owner = optarg;
+            a->owner = optarg;
             break;
         case 'C':
-            conv = optarg;
+            a->conv = optarg;
             break;
         case 'T':
-            tier = optarg;
+            a->tier = optarg;
             break;
         case 'L':
         case 'I':
-            if (parse_u64(optarg, c == 'L' ? &lifetime : &idle) < 0) {
+            if (parse_u64(optarg, c == 'L' ? &a->lifetime : &a->idle) < 0) {
                 cli_report_error(g, "--%s `%s` is not a number of milliseconds",
                                  c == 'L' ? "lifetime" : "idle", optarg);
-                goto out;
+                return -1;
             }
             break;
         case 'l':
-            lang = optarg;
+            a->lang = optarg;
             break;
         case 'c':
-            code = optarg;
+            a->code = optarg;
             break;
         case 't': {
             char *end;
-            timeout_s = strtod(optarg, &end);
-            if (*end || end == optarg || timeout_s <= 0 || timeout_s > 86400) {
+            a->timeout_s = strtod(optarg, &end);
+            if (*end || end == optarg || a->timeout_s <= 0 || a->timeout_s > 86400) {
                 cli_report_error(g, "--timeout `%s` is not a number of seconds (0 to 86400)",
                                  optarg);
-                goto out;
+                return -1;
             }
             break;
         }
         case 'f':
-            file_args[n_file_args++] = optarg;
+            a->file_args[a->n_file_args++] = optarg;
             break;
         case 'h':
             session_usage(stdout);
-            status = 0;
-            goto out;
+            return 1;
         default:
-            cli_report_error(g, "session %s: unknown or incomplete option `%s`", sub,
+            cli_report_error(g, "session %s: unknown or incomplete option `%s`", a->sub,
                              argv[optind - 1]);
-            goto out;
+            return -1;
         }
+    }
+    a->rest = argv + optind;
+    a->n_rest = argc - optind;
+    return 0;
+}
+
+static int session_open(const struct cli_globals *g, const struct session_args *a)
+{
+    if (a->owner == NULL) {
+        cli_report_error(g, "session open: --owner is required");
+        return CLI_EXIT_REFUSED;
     }
     Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
-    if (strcmp(sub, "open") == 0) {
-        if (owner == NULL) {
-            cli_report_error(g, "session open: --owner is required");
-            goto out;
+    Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
+    o.owner = (char *)a->owner;
+    o.conversation = (char *)a->conv;
+    o.minimum_isolation = (char *)a->tier;
+    o.lifetime_ms = a->lifetime;
+    o.idle_timeout_ms = a->idle;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
+    req.open_session = &o;
+    return call(g, a->sock, &req);
+}
+
+/* The --file arguments read into files (fptrs points at each); false when
+ * one is refused (said on stderr). */
+static bool session_read_files(const struct cli_globals *g, const struct session_args *a,
+                               Bulkhead__Control__File *files, Bulkhead__Control__File **fptrs)
+{
+    struct bh_error err = {0};
+    for (size_t i = 0; i < a->n_file_args; i++) {
+        bulkhead__control__file__init(&files[i]);
+        char *eq = strchr(a->file_args[i], '=');
+        if (eq == NULL) {
+            cli_report_error(g, "--file `%s`: give PATH=LOCAL", a->file_args[i]);
+            return false;
         }
-        Bulkhead__Control__OpenSession o = BULKHEAD__CONTROL__OPEN_SESSION__INIT;
-        o.owner = (char *)owner;
-        o.conversation = (char *)conv;
-        o.minimum_isolation = (char *)tier;
-        o.lifetime_ms = lifetime;
-        o.idle_timeout_ms = idle;
-        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_OPEN_SESSION;
-        req.open_session = &o;
-        status = call(g, sock, &req);
-    } else if (strcmp(sub, "run") == 0) {
-        if (optind >= argc || lang == NULL) {
-            cli_report_error(g, "session run: give the session ID and --lang");
-            goto out;
+        *eq = '\0';
+        files[i].path = a->file_args[i];
+        files[i].content = slurp(eq + 1, &err);
+        if (files[i].content == NULL) {
+            cli_report_error(g, "--file: %s", err.msg);
+            return false;
         }
-        const char *id = argv[optind++];
-        struct bh_error err = {0};
-        cleanup_free char *text = NULL;
-        if (code == NULL) {
-            if (optind >= argc) {
-                cli_report_error(g, "session run: give -c CODE or a FILE (- for stdin)");
-                goto out;
-            }
-            text = slurp(argv[optind], &err);
-            if (text == NULL) {
-                cli_report_error(g, "session run: %s", err.msg);
-                goto out;
-            }
-            code = text;
-        }
-        Bulkhead__Control__File *files = calloc(n_file_args + 1, sizeof(*files));
-        Bulkhead__Control__File **fptrs = calloc(n_file_args + 1, sizeof(*fptrs));
-        bool ok = true;
-        for (size_t i = 0; i < n_file_args; i++) {
-            bulkhead__control__file__init(&files[i]);
-            char *eq = strchr(file_args[i], '=');
-            if (eq == NULL) {
-                cli_report_error(g, "--file `%s`: give PATH=LOCAL", file_args[i]);
-                ok = false;
-                break;
-            }
-            *eq = '\0';
-            files[i].path = file_args[i];
-            files[i].content = slurp(eq + 1, &err);
-            if (files[i].content == NULL) {
-                cli_report_error(g, "--file: %s", err.msg);
-                ok = false;
-                break;
-            }
-            fptrs[i] = &files[i];
-        }
-        if (ok) {
-            Bulkhead__Control__RunCell r = BULKHEAD__CONTROL__RUN_CELL__INIT;
-            r.session_id = (char *)id;
-            r.language = (char *)lang;
-            r.code = (char *)code;
-            r.files = fptrs;
-            r.n_files = n_file_args;
-            r.timeout_ms = (uint64_t)(timeout_s * 1000);
-            req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
-            req.run_cell = &r;
-            status = call(g, sock, &req);
-        }
-        for (size_t i = 0; i < n_file_args; i++)
-            if (files[i].content != protobuf_c_empty_string)
-                free(files[i].content);
-        free(files);
-        free(fptrs);
-    } else if (strcmp(sub, "close") == 0) {
-        if (optind >= argc) {
-            cli_report_error(g, "session close: give the session ID");
-            goto out;
-        }
-        Bulkhead__Control__CloseSession cs = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
-        cs.session_id = argv[optind];
-        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
-        req.close_session = &cs;
-        status = call(g, sock, &req);
-    } else if (strcmp(sub, "list") == 0) {
-        if (owner == NULL) {
-            cli_report_error(g, "session list: --owner is required");
-            goto out;
-        }
-        Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
-        ls.owner = (char *)owner;
-        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
-        req.list_sessions = &ls;
-        status = call(g, sock, &req);
-    } else if (strcmp(sub, "stats") == 0) {
-        Bulkhead__Control__Stats st = BULKHEAD__CONTROL__STATS__INIT;
-        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_STATS;
-        req.stats = &st;
-        status = call(g, sock, &req);
-    } else {
-        cli_report_error(g, "session: unknown subcommand `%s` (open, run, close, list, stats)",
-                         sub);
+        fptrs[i] = &files[i];
     }
-out:
-    free(file_args);
+    return true;
+}
+
+static int session_run(const struct cli_globals *g, const struct session_args *a)
+{
+    if (a->n_rest < 1 || a->lang == NULL) {
+        cli_report_error(g, "session run: give the session ID and --lang");
+        return CLI_EXIT_REFUSED;
+    }
+    const char *id = a->rest[0];
+    const char *code = a->code;
+    cleanup_free char *text = NULL;
+    if (code == NULL) {
+        if (a->n_rest < 2) {
+            cli_report_error(g, "session run: give -c CODE or a FILE (- for stdin)");
+            return CLI_EXIT_REFUSED;
+        }
+        struct bh_error err = {0};
+        text = slurp(a->rest[1], &err);
+        if (text == NULL) {
+            cli_report_error(g, "session run: %s", err.msg);
+            return CLI_EXIT_REFUSED;
+        }
+        code = text;
+    }
+    cleanup_free Bulkhead__Control__File *files = calloc(a->n_file_args + 1, sizeof(*files));
+    cleanup_free Bulkhead__Control__File **fptrs = calloc(a->n_file_args + 1, sizeof(*fptrs));
+    if (files == NULL || fptrs == NULL) {
+        cli_report_error(g, "session run: out of memory");
+        return CLI_EXIT_REFUSED;
+    }
+    int status = CLI_EXIT_REFUSED;
+    if (session_read_files(g, a, files, fptrs)) {
+        Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+        Bulkhead__Control__RunCell r = BULKHEAD__CONTROL__RUN_CELL__INIT;
+        r.session_id = (char *)id;
+        r.language = (char *)a->lang;
+        r.code = (char *)code;
+        r.files = fptrs;
+        r.n_files = a->n_file_args;
+        r.timeout_ms = (uint64_t)(a->timeout_s * 1000);
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_RUN_CELL;
+        req.run_cell = &r;
+        status = call(g, a->sock, &req);
+    }
+    for (size_t i = 0; i < a->n_file_args; i++)
+        if (files[i].content != protobuf_c_empty_string)
+            free(files[i].content);
+    return status;
+}
+
+static int session_close(const struct cli_globals *g, const struct session_args *a)
+{
+    if (a->n_rest < 1) {
+        cli_report_error(g, "session close: give the session ID");
+        return CLI_EXIT_REFUSED;
+    }
+    Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__CloseSession cs = BULKHEAD__CONTROL__CLOSE_SESSION__INIT;
+    cs.session_id = a->rest[0];
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_CLOSE_SESSION;
+    req.close_session = &cs;
+    return call(g, a->sock, &req);
+}
+
+static int session_list(const struct cli_globals *g, const struct session_args *a)
+{
+    if (a->owner == NULL) {
+        cli_report_error(g, "session list: --owner is required");
+        return CLI_EXIT_REFUSED;
+    }
+    Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+    ls.owner = (char *)a->owner;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+    req.list_sessions = &ls;
+    return call(g, a->sock, &req);
+}
+
+static int session_stats(const struct cli_globals *g, const struct session_args *a)
+{
+    Bulkhead__Control__Request req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Stats st = BULKHEAD__CONTROL__STATS__INIT;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_STATS;
+    req.stats = &st;
+    return call(g, a->sock, &req);
+}
+
+static const struct {
+    const char *name;
+    int (*run)(const struct cli_globals *g, const struct session_args *a);
+} session_commands[] = {
+    {"open", session_open}, {"run", session_run},     {"close", session_close},
+    {"list", session_list}, {"stats", session_stats},
+};
+
+int cmd_session(const struct cli_globals *g, int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        session_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? CLI_EXIT_REFUSED : 0;
+    }
+    struct session_args a;
+    int r = session_parse_args(g, argc, argv, &a);
+    int status = r > 0 ? 0 : CLI_EXIT_REFUSED;
+    if (r == 0) {
+        size_t i = 0;
+        while (i < BH_ARRAY_SIZE(session_commands) && strcmp(session_commands[i].name, a.sub) != 0)
+            i++;
+        if (i < BH_ARRAY_SIZE(session_commands))
+            status = session_commands[i].run(g, &a);
+        else
+            cli_report_error(g, "session: unknown subcommand `%s` (open, run, close, list, stats)",
+                             a.sub);
+    }
+    free(a.file_args);
     return status;
 }
 

@@ -23,7 +23,6 @@
 #include "probe.h"
 #include "sandbox.h"
 
-#define DO_EXIT_TIMEOUT 124
 #define DO_GUEST_UID 1000
 #define DO_MAX_ENV 256
 /* Floors a sandbox gets when its caller names none (issue 10, finding 8):
@@ -460,12 +459,7 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     if (bh_sandbox_create(&spec, NULL, &sb, &err) < 0) {
         bh_sandbox_spec_free(&spec);
         cli_report_error(g, "do: %s", err.msg);
-        bool exec_failed = strstr(err.msg, "exec `") != NULL;
-        if (exec_failed && err.code == ENOENT)
-            return 127;
-        if (exec_failed && err.code == EACCES)
-            return 126;
-        return CLI_EXIT_REFUSED;
+        return bh_error_exit_code(&err);
     }
     bh_sandbox_spec_free(&spec);
     sentry_pid = bh_sandbox_pid(sb);
@@ -480,7 +474,7 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     int rc;
     if (bh_sandbox_start(sb, &err) < 0) {
         cli_report_error(g, "do: %s", err.msg);
-        rc = err.code == ENOENT ? 127 : err.code == EACCES ? 126 : CLI_EXIT_REFUSED;
+        rc = bh_error_exit_code(&err);
         sigprocmask(SIG_SETMASK, &old, NULL);
         bh_sandbox_destroy(sb);
         return rc;
@@ -502,7 +496,7 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     if (timed_out) {
         cli_report_error(g, "do: the command ran longer than --timeout %g s and was killed",
                          a.timeout);
-        return DO_EXIT_TIMEOUT;
+        return BH_EXIT_TIMEOUT;
     }
     return rc;
 }

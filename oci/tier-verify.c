@@ -34,7 +34,10 @@ static void tier_usage(FILE *out)
         "built on this host; with it the running container ID is checked live.\n"
         "Exit status: 0 when the requested tier is verified, 1 when a lower tier is,\n"
         "125 when the verification could not run.\n"
-        "BULKHEAD_TEST_BREAK=CHECK[,CHECK] makes those checks fail (tests only).\n");
+#ifdef BH_TEST_HOOKS
+        "BULKHEAD_TEST_BREAK=CHECK[,CHECK] makes those checks fail (this test build only).\n"
+#endif
+    );
 }
 
 static int tier_parse_args(int argc, char **argv, struct tier_args *a, struct bh_error *err)

@@ -116,7 +116,7 @@ static size_t json_escape_into(char *out, size_t size, const char *s)
     return o;
 }
 
-void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
+void bh_msg_send_raw_error(int sock, enum bh_error_kind kind, int code, const char *fmt, ...)
 {
     char msg[BH_ERROR_MSG_MAX];
     va_list ap;
@@ -124,7 +124,8 @@ void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     char buf[BH_ERROR_MSG_MAX * 2 + 64];
-    int n = snprintf(buf, sizeof(buf), "{\"ev\":\"error\",\"code\":%d,\"msg\":\"", code);
+    int n = snprintf(buf, sizeof(buf), "{\"ev\":\"error\",\"code\":%d,%s\"msg\":\"", code,
+                     kind == BH_ERROR_EXEC ? "\"kind\":\"exec\"," : "");
     n += (int)json_escape_into(buf + n, sizeof(buf) - (size_t)n - 3, msg);
     buf[n++] = '"';
     buf[n++] = '}';
@@ -133,8 +134,12 @@ void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
 
 json_t *bh_msg_error(const struct bh_error *err, const char *kind)
 {
-    return json_pack("{s:s,s:i,s:s}", strcmp(kind, "error") == 0 ? "ev" : "re", "error", "code",
-                     err->code, "msg", err->msg);
+    json_t *m = json_pack("{s:s,s:i,s:s}", strcmp(kind, "error") == 0 ? "ev" : "re", "error",
+                          "code", err->code, "msg", err->msg);
+    /* Only the kinds a receiver acts on travel; absent means a setup failure. */
+    if (m != NULL && err->kind == BH_ERROR_EXEC)
+        json_object_set_new(m, "kind", json_string("exec"));
+    return m;
 }
 
 int bh_msg_to_error(json_t *obj, struct bh_error *err)
@@ -143,7 +148,11 @@ int bh_msg_to_error(json_t *obj, struct bh_error *err)
     json_int_t code = json_integer_value(json_object_get(obj, "code"));
     if (code < 0 || code > 4095)
         code = EPROTO;
-    return bh_error_set(err, (int)code, "%s", msg ? msg : "the sentry failed without a reason");
+    bh_error_set(err, (int)code, "%s", msg ? msg : "the sentry failed without a reason");
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    if (kind != NULL && strcmp(kind, "exec") == 0)
+        bh_error_mark(err, BH_ERROR_EXEC);
+    return -1;
 }
 
 /* ---- client half ---------------------------------------------------------- */
@@ -190,7 +199,7 @@ int bh_conn_request(struct bh_sentry_conn *conn, json_t *req, const int *fds, si
 {
     *reply = NULL;
     if (conn->have_error)
-        return bh_error_set(err, conn->error.code, "%s", conn->error.msg);
+        return bh_error_copy(err, &conn->error);
     if (bh_msg_send(conn->fd, req, fds, n_fds, err) < 0) {
         if (err->code == ECONNRESET || err->code == EPIPE)
             return bh_error_set(err, ESRCH,
@@ -204,7 +213,7 @@ int bh_conn_request(struct bh_sentry_conn *conn, json_t *req, const int *fds, si
         if (r < 0 && (err->code == ECONNRESET || err->code == EPIPE)) {
             /* It closed the socket with our request unread: it ended. */
             if (conn->have_error)
-                return bh_error_set(err, conn->error.code, "%s", conn->error.msg);
+                return bh_error_copy(err, &conn->error);
             return bh_error_set(err, ESRCH,
                                 "the sandbox's sentry ended before it answered: the sentry or "
                                 "its guest died during setup");

@@ -1,12 +1,14 @@
 /* Owns struct bh_error: building messages with context as failures rise. */
 #include "error.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 static void error_vset(struct bh_error *err, int code, const char *fmt, va_list ap)
 {
     err->code = code;
+    err->kind = BH_ERROR_SETUP;
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 }
 
@@ -67,5 +69,27 @@ void bh_error_clear(struct bh_error *err)
     if (err == NULL)
         return;
     err->code = 0;
+    err->kind = BH_ERROR_SETUP;
     err->msg[0] = '\0';
+}
+
+int bh_error_mark(struct bh_error *err, enum bh_error_kind kind)
+{
+    if (err != NULL)
+        err->kind = kind;
+    return -1;
+}
+
+int bh_error_copy(struct bh_error *dst, const struct bh_error *src)
+{
+    if (dst != NULL && dst != src)
+        memcpy(dst, src, sizeof(*dst));
+    return -1;
+}
+
+int bh_error_exit_code(const struct bh_error *err)
+{
+    if (err->kind != BH_ERROR_EXEC)
+        return BH_EXIT_REFUSED;
+    return err->code == ENOENT ? BH_EXIT_NOT_FOUND : BH_EXIT_CANNOT_EXEC;
 }

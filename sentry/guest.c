@@ -57,8 +57,10 @@ static int resolve_program(const struct bh_process *proc, char *out, size_t size
         if (snprintf(out, size, "%s", prog) >= (int)size)
             return bh_error_set(err, ENAMETOOLONG, "program path `%s` is too long", prog);
         struct stat st;
-        if (stat(out, &st) < 0)
-            return bh_error_errno(err, errno, "exec `%s`", prog);
+        if (stat(out, &st) < 0) {
+            bh_error_errno(err, errno, "exec `%s`", prog);
+            return bh_error_mark(err, BH_ERROR_EXEC);
+        }
         return 0;
     }
     const char *path = env_get(proc->env, "PATH");
@@ -78,8 +80,10 @@ static int resolve_program(const struct bh_process *proc, char *out, size_t size
         path = *colon ? colon + 1 : colon;
     }
     if (last == EACCES)
-        return bh_error_set(err, EACCES, "exec `%s`: found in $PATH but not executable", prog);
-    return bh_error_set(err, ENOENT, "exec `%s`: executable file not found in $PATH", prog);
+        bh_error_set(err, EACCES, "exec `%s`: found in $PATH but not executable", prog);
+    else
+        bh_error_set(err, ENOENT, "exec `%s`: executable file not found in $PATH", prog);
+    return bh_error_mark(err, BH_ERROR_EXEC);
 }
 
 static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
@@ -225,18 +229,18 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         signal(s, SIG_DFL);
     if (setsid() < 0) {
         bh_error_errno(&err, errno, "setsid");
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (proc->terminal) {
         if (console_fd < 0) {
             bh_error_set(&err, EINVAL, "a terminal was asked for but there is no console socket");
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
         if (open_console(proc, console_fd, stdio, &err) < 0)
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (place_stdio(stdio, &err) < 0)
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     /* Extra fds become 3, 4, ... (inherited across exec); first every one
      * goes above the targets, so no source is overwritten before it moves. */
     int high[BH_EXEC_MAX_EXTRA_FDS];
@@ -245,37 +249,37 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         high[i] = fcntl(extra[i], F_DUPFD_CLOEXEC, sock_at + 1);
         if (high[i] < 0) {
             bh_error_errno(&err, errno, "keep extra fd %zu", i);
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
     }
     if (n_extra > 0) {
         int s2 = fcntl(sock, F_DUPFD_CLOEXEC, sock_at + 1);
         if (s2 < 0) {
             bh_error_errno(&err, errno, "move the setup socket");
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
         sock = s2;
     }
     for (size_t i = 0; i < n_extra; i++) {
         if (dup2(high[i], 3 + (int)i) < 0) {
             bh_error_errno(&err, errno, "place extra fd %zu at %zu", i, 3 + i);
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
     }
     if (sock != sock_at) {
         if (dup3(sock, sock_at, O_CLOEXEC) < 0) {
             bh_error_errno(&err, errno, "move the setup socket");
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
         sock = sock_at;
     }
     /* Only 0, 1, 2, the extra fds (and the close-on-exec setup socket) from here on. */
     if (syscall(SYS_close_range, (unsigned)sock_at + 1, ~0U, 0) < 0) {
         bh_error_errno(&err, errno, "close inherited fds");
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (set_rlimits(proc, &err) < 0)
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     umask(proc->umask >= 0 ? (mode_t)proc->umask : 022);
     if (proc->has_oom_score_adj) {
         int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -283,12 +287,12 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         int len = snprintf(buf, sizeof(buf), "%d", proc->oom_score_adj);
         if (fd < 0 || write(fd, buf, (size_t)len) != len) {
             bh_error_errno(&err, errno, "set oom_score_adj to %d", proc->oom_score_adj);
-            guest_fail(sock, &err, 125);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
         }
         close(fd);
     }
     if (bh_caps_guest_securebits(proc, &err) < 0)
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     gid_t gids[256];
     size_t ng = proc->n_additional_gids < 256 ? proc->n_additional_gids : 256;
     for (size_t i = 0; i < ng; i++)
@@ -298,55 +302,55 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         syscall(SYS_setresuid, proc->uid, proc->uid, proc->uid) < 0) {
         bh_error_errno(&err, errno, "switch to the guest's uid/gid %u/%u (is it mapped?)",
                        proc->uid, proc->gid);
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (bh_caps_guest_apply(proc, &err) < 0)
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     const char *cwd = proc->cwd ? proc->cwd : "/";
     if (chdir(cwd) < 0) {
         bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         bh_error_errno(&err, errno, "set no_new_privs");
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     /* Set after the last id change (which clears it); a sentry already gone
      * shows as another parent. */
     if (ctx->death_parent > 0 &&
         (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != ctx->death_parent)) {
         bh_error_errno(&err, errno ? errno : ESRCH, "die with the sentry (PR_SET_PDEATHSIG)");
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (bh_guest_landlock(ctx->spec, &err) < 0)
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
-        guest_fail(sock, &err, err.code == ENOENT ? 127 : 126);
+        guest_fail(sock, &err, bh_error_exit_code(&err));
     if (ctx->extra_prog != NULL && bh_policy_install(ctx->extra_prog, false, &err) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     int listener = bh_policy_install(ctx->prog, ctx->want_listener, &err);
     if (listener < 0) {
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
-        guest_fail(sock, &err, 125);
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     /* From here only direct syscalls: the broker does not hold our listener yet. */
     char msg[64];
     int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d}",
                        ctx->want_listener ? listener : -1);
     if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
-        _exit(125);
+        _exit(BH_EXIT_REFUSED);
     char go;
     if (read(sock, &go, 1) != 1)
-        _exit(125);
+        _exit(BH_EXIT_REFUSED);
     if (ctx->want_listener && listener > 0)
         close(listener);
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
-    bh_msg_send_raw_error(sock, e, "exec `%s`: %s", program, strerror(e));
-    _exit(e == ENOENT ? 127 : 126);
+    bh_msg_send_raw_error(sock, BH_ERROR_EXEC, e, "exec `%s`: %s", program, strerror(e));
+    _exit(e == ENOENT ? BH_EXIT_NOT_FOUND : BH_EXIT_CANNOT_EXEC);
 }
 
 int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc,

@@ -24,9 +24,9 @@ int bh_msg_send(int sock, json_t *obj, const int *fds, size_t n_fds, struct bh_e
 int bh_msg_recv(int sock, int64_t deadline_ms, json_t **obj, int *fds, size_t max_fds,
                 size_t *n_fds, struct bh_error *err);
 /* Async-signal-safe error report for a child before exec (no malloc):
- * {"ev":"error","code":N,"msg":"..."}. */
-void bh_msg_send_raw_error(int sock, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ * {"ev":"error","code":N,"msg":"..."} (with "kind":"exec" for an exec failure). */
+void bh_msg_send_raw_error(int sock, enum bh_error_kind kind, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Fills err from an error message object. */
 int bh_msg_to_error(json_t *obj, struct bh_error *err);
 json_t *bh_msg_error(const struct bh_error *err, const char *kind);

@@ -110,26 +110,16 @@ static int result_parse(const char *s, enum bh_check_result *out)
     return -1;
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL)
-        abort(); /* a report is small: running out here is not recoverable */
-    return p;
-}
-
-static char *xstrdup(const char *s)
-{
-    char *p = strdup(s ? s : "");
-    if (p == NULL)
-        abort();
-    return p;
-}
-
 struct bh_tier_report *bh_tier_report_new(const char *subject, enum bh_tier checked)
 {
-    struct bh_tier_report *r = xcalloc(1, sizeof(*r));
-    r->subject = xstrdup(subject);
+    struct bh_tier_report *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->subject = strdup(subject ? subject : "");
+    if (r->subject == NULL) {
+        free(r);
+        return NULL;
+    }
     r->checked = checked;
     r->tier = BH_TIER_NONE;
     struct timespec ts;
@@ -147,13 +137,17 @@ const struct bh_check *bh_tier_report_find(const struct bh_tier_report *r, const
     return NULL;
 }
 
+/* Out of memory, a check is still merged where it can be and the report is
+ * marked incomplete, so it verifies nothing. */
 static void report_vadd(struct bh_tier_report *r, const char *name, enum bh_check_result result,
                         enum bh_tier required_for, const char *fmt, va_list ap)
 {
     char *detail = NULL;
-    if (vasprintf(&detail, fmt, ap) < 0)
-        abort();
-    for (char *p = detail; *p; p++) {
+    if (vasprintf(&detail, fmt, ap) < 0) {
+        detail = NULL;
+        r->incomplete = true;
+    }
+    for (char *p = detail; p != NULL && *p; p++) {
         if (*p == '\n')
             *p = ' ';
     }
@@ -165,19 +159,27 @@ static void report_vadd(struct bh_tier_report *r, const char *name, enum bh_chec
         if (required_for > c->required_for)
             c->required_for = required_for;
         char *joined = NULL;
-        if (asprintf(&joined, "%s; %s", c->detail, detail) < 0)
-            abort();
-        free(c->detail);
+        if (detail != NULL && asprintf(&joined, "%s; %s", c->detail, detail) >= 0) {
+            free(c->detail);
+            c->detail = joined;
+        } else {
+            r->incomplete = true;
+        }
         free(detail);
-        c->detail = joined;
         return;
     }
     struct bh_check *grown = realloc(r->checks, (r->n_checks + 1) * sizeof(*grown));
-    if (grown == NULL)
-        abort();
-    r->checks = grown;
+    char *cname = strdup(name);
+    if (grown != NULL)
+        r->checks = grown;
+    if (grown == NULL || cname == NULL || detail == NULL) {
+        r->incomplete = true;
+        free(cname);
+        free(detail);
+        return;
+    }
     r->checks[r->n_checks++] = (struct bh_check){
-        .name = xstrdup(name),
+        .name = cname,
         .result = result,
         .required_for = required_for,
         .detail = detail,
@@ -289,23 +291,47 @@ static bool name_in_list(const char *list, const char *name)
     return false;
 }
 
-void bh_tier_report_compute(struct bh_tier_report *r)
+/* Only the test build (make test: BH_TEST_HOOKS) has the hook; a production
+ * binary never reads BULKHEAD_TEST_BREAK, and holds not even its name. */
+#ifdef BH_TEST_HOOKS
+/* The checks BULKHEAD_TEST_BREAK names, or NULL. */
+static const char *test_break_list(void)
 {
-    /* The test hook only ever turns a result into a failure. */
     const char *brk = getenv("BULKHEAD_TEST_BREAK");
-    if (brk != NULL && *brk != '\0') {
-        for (size_t i = 0; i < r->n_checks; i++) {
-            struct bh_check *c = &r->checks[i];
-            if (c->result != BH_CHECK_FAIL && name_in_list(brk, c->name)) {
-                c->result = BH_CHECK_FAIL;
-                char *d = NULL;
-                if (asprintf(&d, "%s; failed by BULKHEAD_TEST_BREAK", c->detail) < 0)
-                    abort();
+    return brk != NULL && *brk != '\0' ? brk : NULL;
+}
+
+/* The hook only ever turns a result into a failure. */
+static void test_break_apply(struct bh_tier_report *r)
+{
+    const char *brk = test_break_list();
+    for (size_t i = 0; brk != NULL && i < r->n_checks; i++) {
+        struct bh_check *c = &r->checks[i];
+        if (c->result != BH_CHECK_FAIL && name_in_list(brk, c->name)) {
+            c->result = BH_CHECK_FAIL;
+            char *d = NULL;
+            if (asprintf(&d, "%s; failed by BULKHEAD_TEST_BREAK", c->detail) >= 0) {
                 free(c->detail);
                 c->detail = d;
             }
         }
     }
+}
+#else
+static const char *test_break_list(void)
+{
+    return NULL;
+}
+
+static void test_break_apply(struct bh_tier_report *r)
+{
+    (void)r;
+}
+#endif
+
+void bh_tier_report_compute(struct bh_tier_report *r)
+{
+    test_break_apply(r);
 
     /* Nothing above what the checks were made for can be verified. */
     enum bh_tier tier = r->checked;
@@ -321,7 +347,7 @@ void bh_tier_report_compute(struct bh_tier_report *r)
         const struct bh_check *sc = bh_tier_report_find(r, BH_CHECK_SECCOMP);
         tier = sc && sc->result == BH_CHECK_PASS ? BH_TIER_PROCESS : BH_TIER_NONE;
     }
-    if (r->n_checks == 0)
+    if (r->n_checks == 0 || r->incomplete)
         tier = BH_TIER_NONE;
     r->tier = tier;
 }
@@ -370,6 +396,10 @@ int bh_tier_report_from_json(const char *text, struct bh_tier_report **out, stru
         return bh_error_prefix(err, "tier report");
     }
     struct bh_tier_report *r = bh_tier_report_new(subject, t_checked);
+    if (r == NULL) {
+        json_decref(doc);
+        return bh_error_set(err, ENOMEM, "tier report: out of memory");
+    }
     r->tier = t_tier;
     r->verified_at_unix_ms = (uint64_t)at;
     size_t i;
@@ -817,6 +847,8 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
         return bh_error_set(err, EINVAL, "no sentry pid to check");
     if (*r == NULL)
         *r = bh_tier_report_new("host", target->tier);
+    if (*r == NULL)
+        return bh_error_set(err, ENOMEM, "check the sandbox live: out of memory");
     struct bh_tier_report *rep = *r;
 
     check_sentry(rep, target->sentry_pid);
@@ -933,7 +965,9 @@ static int secret_make(struct secret *s, struct bh_error *err)
 static char *read_report(int fd, int64_t deadline)
 {
     size_t cap = 8192, len = 0;
-    char *buf = xcalloc(1, cap);
+    char *buf = calloc(1, cap);
+    if (buf == NULL)
+        return NULL; /* no report: the probe did not complete */
     for (;;) {
         if (strstr(buf, "\n" BH_PROBE_END "\n") != NULL)
             break;
@@ -952,7 +986,7 @@ static char *read_report(int fd, int64_t deadline)
             cap *= 2;
             char *g = realloc(buf, cap);
             if (g == NULL)
-                abort();
+                break; /* what was read so far: without its end line, incomplete */
             buf = g;
         }
         ssize_t n = read(fd, buf + len, cap - 1 - len);
@@ -966,14 +1000,23 @@ static char *read_report(int fd, int64_t deadline)
     return buf;
 }
 
-static void spec_set_argv(struct bh_sandbox_spec *spec, char **argv)
+/* A NULL-terminated copy of v, or NULL (out of memory). */
+static char **strv_dup(char *const *v)
 {
     size_t n = 0;
-    while (argv[n])
+    while (v[n])
         n++;
-    spec->process.argv = xcalloc(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        spec->process.argv[i] = xstrdup(argv[i]);
+    char **out = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        out[i] = strdup(v[i]);
+        if (out[i] == NULL) {
+            while (i > 0)
+                free(out[--i]);
+            free(out);
+            out = NULL;
+        }
+    }
+    return out;
 }
 
 static int probe_run_here(const struct bh_probe_opts *opts, struct bh_tier_report **out,
@@ -1004,31 +1047,39 @@ static int probe_run_here(const struct bh_probe_opts *opts, struct bh_tier_repor
         memset(raw, 0, sizeof(raw));
     bh_hex(raw, sizeof(raw), hex);
     snprintf(id, sizeof(id), "probe-%d-%s", (int)getpid(), hex);
-    spec.id = xstrdup(id);
+    spec.id = strdup(id);
     spec.tier = tier;
     spec.limits = opts->limits;
     if (spec.limits.memory_bytes == 0)
         spec.limits.memory_bytes = 256ll << 20;
     if (spec.limits.pids == 0)
         spec.limits.pids = 64;
-    spec.mounts = xcalloc(1, sizeof(struct bh_mount));
-    spec.n_mounts = 1;
-    spec.mounts[0] = (struct bh_mount){
-        .source = xstrdup(probe),
-        .destination = xstrdup(BH_PROBE_GUEST_PATH),
-        .type = xstrdup("bind"),
-        .flags = MS_BIND | MS_RDONLY,
-    };
+    spec.mounts = calloc(1, sizeof(struct bh_mount));
+    if (spec.mounts != NULL) {
+        spec.n_mounts = 1;
+        spec.mounts[0] = (struct bh_mount){
+            .source = strdup(probe),
+            .destination = strdup(BH_PROBE_GUEST_PATH),
+            .type = strdup("bind"),
+            .flags = MS_BIND | MS_RDONLY,
+        };
+    }
     char errno_arg[16];
     snprintf(errno_arg, sizeof(errno_arg), "%d", EPERM);
     char *argv[] = {BH_PROBE_GUEST_PATH, "--tier",     (char *)bh_tier_name(tier),
                     "--errno",           errno_arg,    "--secret",
                     secret.path,         secret.token, NULL};
-    spec_set_argv(&spec, argv);
-    spec.process.env = xcalloc(2, sizeof(char *));
-    spec.process.env[0] = xstrdup("PATH=/usr/bin:/bin");
+    spec.process.argv = strv_dup(argv);
+    spec.process.env = strv_dup((char *[]){"PATH=/usr/bin:/bin", NULL});
     /* The default working directory tmpfs: a cwd of "/" would be a writable tree. */
-    spec.process.cwd = xstrdup("/work");
+    spec.process.cwd = strdup("/work");
+    if (spec.id == NULL || spec.mounts == NULL || spec.mounts[0].source == NULL ||
+        spec.mounts[0].destination == NULL || spec.mounts[0].type == NULL ||
+        spec.process.argv == NULL || spec.process.env == NULL || spec.process.cwd == NULL) {
+        bh_sandbox_spec_free(&spec);
+        secret_remove(&secret);
+        return bh_error_set(err, ENOMEM, "cannot verify the tier: out of memory");
+    }
 
     int in[2] = {-1, -1}, outp[2] = {-1, -1};
     cleanup_close int errfd = memfd_create("bulkhead-probe-stderr", MFD_CLOEXEC);
@@ -1062,6 +1113,12 @@ static int probe_run_here(const struct bh_probe_opts *opts, struct bh_tier_repor
 
     cleanup_free char *text = read_report(from_probe, deadline);
     struct bh_tier_report *r = bh_tier_report_new("host", tier);
+    if (r == NULL) {
+        bh_sandbox_destroy(sb);
+        bh_sandbox_spec_free(&spec);
+        secret_remove(&secret);
+        return bh_error_set(err, ENOMEM, "cannot verify the tier: out of memory");
+    }
     struct bh_error perr = {0};
     if (bh_tier_report_parse_probe(r, text, &perr) < 0)
         bh_tier_report_add(r, "probe_complete", BH_CHECK_FAIL, BH_TIER_CONTAINER, "%s", perr.msg);
@@ -1079,7 +1136,7 @@ static int probe_run_here(const struct bh_probe_opts *opts, struct bh_tier_repor
 
     /* A probe that did not finish its report may never read stdin again. */
     close(steal_fd(&to_probe));
-    if (now_ms() > deadline || strstr(text, "\n" BH_PROBE_END "\n") == NULL)
+    if (now_ms() > deadline || text == NULL || strstr(text, "\n" BH_PROBE_END "\n") == NULL)
         bh_sandbox_signal(sb, SIGKILL, NULL);
     int status = 0;
     struct bh_error werr = {0};
@@ -1192,8 +1249,8 @@ static struct bh_tier_report *cache_load(const char *file)
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
         (st.st_mode & 022) != 0 || st.st_size > (1 << 20))
         return NULL;
-    cleanup_free char *text = xcalloc(1, (size_t)st.st_size + 1);
-    if (read(fd, text, (size_t)st.st_size) != st.st_size)
+    cleanup_free char *text = calloc(1, (size_t)st.st_size + 1);
+    if (text == NULL || read(fd, text, (size_t)st.st_size) != st.st_size)
         return NULL;
     struct bh_tier_report *r = NULL;
     if (bh_tier_report_from_json(text, &r, NULL) < 0)
@@ -1299,8 +1356,7 @@ int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
                         struct bh_tier_report **out, struct bh_error *err)
 {
     enum bh_tier tier = opts->tier ? opts->tier : BH_TIER_KERNEL;
-    const char *brk = getenv("BULKHEAD_TEST_BREAK");
-    bool bypass = brk != NULL && *brk != '\0';
+    bool bypass = test_break_list() != NULL;
     if (cache_dir == NULL)
         cache_dir = "/run/bulkhead/tier-cache";
 

@@ -11,9 +11,10 @@
  * not passed for the tier that requires it (fail closed); informational
  * checks (required for no tier) never change the result.
  *
- * Test hook: env BULKHEAD_TEST_BREAK=name[,name...] turns those checks into
- * failures after they ran (never the reverse), so it can only lower the tier;
- * a report so lowered is never written to the cache. */
+ * Test hook, compiled into the test build only (BH_TEST_HOOKS, make test):
+ * env BULKHEAD_TEST_BREAK=name[,name...] turns those checks into failures
+ * after they ran (never the reverse), so it can only lower the tier; a report
+ * so lowered is never written to the cache. */
 #ifndef BH_PROBE_H
 #define BH_PROBE_H
 
@@ -47,6 +48,9 @@ struct bh_tier_report {
     size_t n_checks;
     uint64_t verified_at_unix_ms;
     bool from_cache;
+    /* A check could not be recorded (out of memory): the report verifies
+     * no tier at all (fail closed). */
+    bool incomplete;
 };
 
 struct bh_probe_opts {
@@ -71,7 +75,8 @@ int bh_probe_run(const struct bh_probe_opts *opts, struct bh_tier_report **out,
  * release and runtime binaries (bulkhead, bulkhead-sentry, bulkhead-probe,
  * the policies: device, inode, size and mtime of each) in cache_dir (NULL:
  * /run/bulkhead/tier-cache, root-only). A cache miss runs the probe and
- * stores its report. With BULKHEAD_TEST_BREAK set the cache is bypassed. */
+ * stores its report. With BULKHEAD_TEST_BREAK set (test build) the cache is
+ * bypassed. */
 int bh_probe_run_cached(const struct bh_probe_opts *opts, const char *cache_dir,
                         struct bh_tier_report **out, struct bh_error *err);
 
@@ -101,6 +106,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
 
 /* ---- reports -------------------------------------------------------------- */
 
+/* NULL when out of memory. */
 struct bh_tier_report *bh_tier_report_new(const char *subject, enum bh_tier checked);
 /* Adds a check; a second check of the same name merges into the first (a
  * failure wins, details are joined). */

@@ -82,8 +82,8 @@ int bh_status_to_exit_code(int status)
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return 255;
+        return BH_EXIT_SIGNAL_BASE + WTERMSIG(status);
+    return BH_EXIT_FAILED;
 }
 
 pid_t bh_sandbox_pid(const struct bh_sandbox *sb)
@@ -120,7 +120,7 @@ struct child_args {
 
 #define CHILD_FAIL(...)                                                                            \
     do {                                                                                           \
-        bh_msg_send_raw_error(a->sync_fd, errno, __VA_ARGS__);                                     \
+        bh_msg_send_raw_error(a->sync_fd, BH_ERROR_SETUP, errno, __VA_ARGS__);                     \
         syscall(SYS_exit_group, 125);                                                              \
         __builtin_unreachable();                                                                   \
     } while (0)
@@ -1105,7 +1105,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     const char *kind = json_string_value(json_object_get(ev, "ev"));
     if (kind == NULL || strcmp(kind, "ready") != 0) {
         if (sb->conn.have_error)
-            bh_error_set(err, sb->conn.error.code, "%s", sb->conn.error.msg);
+            bh_error_copy(err, &sb->conn.error);
         else
             bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
                          kind ? kind : "?");
@@ -1179,7 +1179,7 @@ int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err)
     else if (sb->conn.have_error) {
         sb->waited = true;
         sb->status = st;
-        return bh_error_set(err, sb->conn.error.code, "%s", sb->conn.error.msg);
+        return bh_error_copy(err, &sb->conn.error);
     }
     sb->waited = true;
     sb->status = st;

@@ -101,7 +101,7 @@ static __attribute__((noreturn)) void die(const struct bh_error *err)
         json_decref(m);
     }
     /* pid 1: its exit kills every guest of the namespace. */
-    _exit(125);
+    _exit(BH_EXIT_REFUSED);
 }
 
 static void reply(int fd, json_t *msg, const int *fds, size_t n)

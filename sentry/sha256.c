@@ -122,3 +122,13 @@ void bh_sha256_hex(const void *data, size_t len, char out[BH_SHA256_HEX])
     bh_sha256_final(&s, d);
     bh_hex(d, sizeof(d), out);
 }
+
+bool bh_sha256_hex_valid(const char *s)
+{
+    if (s == NULL || strlen(s) != BH_SHA256_HEX - 1)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}

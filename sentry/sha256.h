@@ -2,6 +2,7 @@
 #ifndef BH_SHA256_H
 #define BH_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,5 +22,8 @@ void bh_sha256_final(struct bh_sha256 *s, uint8_t out[BH_SHA256_LEN]);
 /* One shot, as lowercase hex (NUL-terminated). */
 void bh_sha256_hex(const void *data, size_t len, char out[BH_SHA256_HEX]);
 void bh_hex(const uint8_t *in, size_t len, char *out);
+/* True when s is a digest as bh_sha256_hex writes it: 64 lowercase hex
+ * digits (a fingerprint or record digest read from outside is checked). */
+bool bh_sha256_hex_valid(const char *s);
 
 #endif

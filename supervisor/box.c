@@ -35,6 +35,7 @@
 #include "probe.h"
 #include "sandbox.h"
 #include "sha256.h"
+#include "text.h"
 
 #define AGENT_GRACE_MS 10000
 #define AGENT_START_MS 45000
@@ -60,14 +61,9 @@ static char *read_text(const char *dir, const char *name, struct bh_error *err)
     cleanup_fclose FILE *f = fopen(path, "re");
     if (f == NULL)
         return bh_error_errno(err, errno, "read runner `%s`", path), NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(m);
+    char *buf = bh_read_stream(f, NULL);
+    if (buf == NULL)
+        return bh_error_errno(err, errno, "read runner `%s`", path), NULL;
     return buf;
 }
 
@@ -306,16 +302,6 @@ static int keeper_bind(struct keeper *k, const char *fp)
     return 0;
 }
 
-static bool hex64(const char *s)
-{
-    if (s == NULL || strlen(s) != BH_SHA256_HEX - 1)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
-    return true;
-}
-
 /* One frame from the daemon: <0 end of stream (or garbage), else 0, or
  * 1 + KEEPER_END_* to end. */
 static int keeper_frame(struct keeper *k, int fd)
@@ -336,7 +322,8 @@ static int keeper_frame(struct keeper *k, int fd)
     } else if (op == 'S') {
         json_t *j = json_loadb((char *)buf + 1, len - 1, 0, NULL);
         const char *fp = json_string_value(json_object_get(j, "fp"));
-        if (!json_is_object(j) || !hex64(fp) || (k->fp[0] && strcmp(fp, k->fp) != 0)) {
+        if (!json_is_object(j) || !bh_sha256_hex_valid(fp) ||
+            (k->fp[0] && strcmp(fp, k->fp) != 0)) {
             json_decref(j);
         } else {
             json_decref(k->record);
@@ -476,14 +463,14 @@ static void keeper_main(int ctl, int agent_fd, int keep_chan, const char *workdi
         if (agent == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             setpgid(0, 0);
-            int null = open("/dev/null", O_RDWR);
+            int null = open("/dev/null", O_RDWR | O_CLOEXEC);
             dup2(agent_fd, 0);
             dup2(agent_fd, 1);
             dup2(null, 2);
             if (chdir(workdir_none) < 0)
-                _exit(127);
+                _exit(BH_EXIT_NOT_FOUND);
             execve(PYTHON_PATH, (char **)argv_agent, (char **)guest_env);
-            _exit(127);
+            _exit(BH_EXIT_NOT_FOUND);
         }
         setpgid(agent, agent);
         pid1 = agent;
@@ -667,27 +654,32 @@ int bhd_box_counters(struct bhd_box *box, struct bhd_box_counters *c)
     return 0;
 }
 
+/* A tier-none working directory not (yet) handed to a keeper is removed. */
+static void rmdir_unowned(char **dir)
+{
+    if (*dir != NULL)
+        rmdir(*dir);
+}
+
 int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *err)
 {
     int64_t t0 = bh_now_ms();
-    int chan[2], ctl[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
         return bh_error_errno(err, errno, "socketpair for the agent channel");
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
-        close(chan[0]);
-        close(chan[1]);
+    cleanup_close int chan = pair[0];
+    cleanup_close int chan_keeper = pair[1];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
         return bh_error_errno(err, errno, "socketpair for the keeper");
-    }
+    cleanup_close int ctl = pair[0];
+    cleanup_close int ctl_keeper = pair[1];
     char workdir_none[64] = "";
+    __attribute__((cleanup(rmdir_unowned))) char *unowned_workdir = NULL;
     if (bhd_cfg.tier == BH_TIER_NONE) {
         strcpy(workdir_none, "/tmp/bulkheadd-none-XXXXXX");
-        if (mkdtemp(workdir_none) == NULL) {
-            close(chan[0]);
-            close(chan[1]);
-            close(ctl[0]);
-            close(ctl[1]);
+        if (mkdtemp(workdir_none) == NULL)
             return bh_error_errno(err, errno, "make a working directory");
-        }
+        unowned_workdir = workdir_none;
     }
     /* Named here, not in the keeper: if the keeper must be killed before it
      * could destroy its sandbox, the daemon still knows which cgroup to remove. */
@@ -705,47 +697,38 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
     char keeper_arg[PATH_MAX + 160];
     snprintf(keeper_arg, sizeof(keeper_arg), "--internal-keeper=%d,%d,%s,%s", KEEPER_CTL_FD,
              KEEPER_CHAN_FD, name, workdir_none[0] ? workdir_none : "-");
-    char **kargv = calloc((size_t)bhd_argc + 2, sizeof(char *));
-    if (kargv == NULL) {
-        close(chan[0]);
-        close(chan[1]);
-        close(ctl[0]);
-        close(ctl[1]);
+    cleanup_free char **kargv = calloc((size_t)bhd_argc + 2, sizeof(char *));
+    /* Allocated before the fork: once a keeper runs, nothing may fail here. */
+    cleanup_free struct bhd_box *box = calloc(1, sizeof(*box));
+    if (kargv == NULL || box == NULL)
         return bh_error_errno(err, ENOMEM, "start a keeper");
-    }
     for (int i = 0; i < bhd_argc; i++)
         kargv[i] = bhd_argv[i];
     kargv[bhd_argc] = keeper_arg;
     pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        free(kargv);
-        close(chan[0]);
-        close(chan[1]);
-        close(ctl[0]);
-        close(ctl[1]);
-        return bh_error_errno(err, e, "fork a keeper");
-    }
+    if (pid < 0)
+        return bh_error_errno(err, errno, "fork a keeper");
     if (pid == 0) {
-        int a = fcntl(ctl[1], F_DUPFD, 100), b = fcntl(chan[1], F_DUPFD, 100),
-            c = fcntl(chan[0], F_DUPFD, 100);
+        int a = fcntl(ctl_keeper, F_DUPFD, 100), b = fcntl(chan_keeper, F_DUPFD, 100),
+            c = fcntl(chan, F_DUPFD, 100);
         if (a < 0 || b < 0 || c < 0 || dup2(a, KEEPER_CTL_FD) < 0 || dup2(b, KEEPER_CHAN_FD) < 0 ||
             dup2(c, KEEPER_KEEP_FD) < 0)
-            _exit(126);
+            _exit(BH_EXIT_CANNOT_EXEC);
         syscall(SYS_close_range, KEEPER_KEEP_FD + 1, ~0U, 0);
         execv("/proc/self/exe", kargv);
-        _exit(127);
+        _exit(BH_EXIT_NOT_FOUND);
     }
-    free(kargv);
-    close(chan[1]);
-    close(ctl[1]);
-    struct bhd_box *box = calloc(1, sizeof(*box));
+    /* The keeper removes its working directory; our ends of its sockets
+     * close now, so its death shows as end of stream. */
+    unowned_workdir = NULL;
+    close(steal_fd(&chan_keeper));
+    close(steal_fd(&ctl_keeper));
     pthread_mutex_init(&box->tell_lock, NULL);
     box->pidfd = -1;
     box->keeper = pid;
     snprintf(box->name, sizeof(box->name), "%s", name);
-    box->keeper_fd = ctl[0];
-    box->chan = chan[0];
+    box->keeper_fd = steal_fd(&ctl);
+    box->chan = steal_fd(&chan);
     box->tier = bhd_cfg.tier;
     box->created_ms = t0;
 
@@ -780,11 +763,11 @@ int bhd_box_create(const char *prestart, struct bhd_box **out, struct bh_error *
     }
     if (rc < 0) {
         bh_error_prefix(err, "start a session sandbox");
-        bhd_box_destroy(box);
+        bhd_box_destroy(steal_pointer(&box));
         return -1;
     }
     box->create_ms = bh_now_ms() - t0;
-    *out = box;
+    *out = steal_pointer(&box);
     return 0;
 }
 

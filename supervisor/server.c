@@ -83,6 +83,11 @@ static bool shutting_down;
 /* A hand-over is under way: no new call starts; see bhd_handover_sessions. */
 static bool handing_over;
 static atomic_int active_requests;
+/* The connections being served (lock held), so that the end of a hand-over
+ * can stop what they read: see connections_stop_reading. */
+static int *live_conns;
+static size_t n_live_conns, cap_live_conns;
+static bool conns_stopped;
 static int state_fd = -1;
 static uint32_t n_adopted, n_adopted_fresh;
 static int n_owner_calls_max = 64;
@@ -730,103 +735,266 @@ static void record_digest(Bulkhead__Control__RunRecord *r, char out[BH_SHA256_HE
     bh_sha256_hex(buf, (size_t)n, out);
 }
 
-static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control__Response *resp)
+/* One RunCell call on its way through do_run's steps. */
+struct cell_call {
+    Bulkhead__Control__RunCell *req;
+    uid_t uid;
+    struct session *s; /* a reference held while the call has its turn */
+    uint64_t timeout;
+    int64_t t0, t0_unix, t_start, t_end;
+    bool ended; /* the session had ended when the call's turn came */
+    int ended_reason;
+    bool fresh_sandbox;
+    uint64_t cell_no;
+    /* what running it gave */
+    struct bhd_cell_out out;
+    struct bh_error err;
+    int rc;
+    bool oom, pids_hit;
+    bool cut; /* a hand-over ended the sandbox under the call */
+    int end_reason;
+    int64_t disk_used;
+};
+
+/* The request alone, before any session is touched. */
+static bool cell_call_check(struct cell_call *c, Bulkhead__Control__Response *resp)
 {
-    int64_t t0 = bh_now_ms();
-    int64_t t0_unix = bhd_unix_ms();
     char why[512];
-    const char *bad = check_cell(req, why, sizeof(why));
+    const char *bad = check_cell(c->req, why, sizeof(why));
     if (bad != NULL) {
         set_error(resp,
-                  lang_ok(req->language) ? BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST
-                                         : BULKHEAD__CONTROL__ERROR__CODE__UNSUPPORTED,
+                  lang_ok(c->req->language) ? BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST
+                                            : BULKHEAD__CONTROL__ERROR__CODE__UNSUPPORTED,
                   true, 0, "%s", bad);
-        return;
+        return false;
     }
-    uint64_t timeout = req->timeout_ms ? req->timeout_ms : (uint64_t)bhd_cfg.default_timeout_ms;
-    if (timeout > (uint64_t)bhd_cfg.max_timeout_ms) {
+    c->timeout = c->req->timeout_ms ? c->req->timeout_ms : (uint64_t)bhd_cfg.default_timeout_ms;
+    if (c->timeout > (uint64_t)bhd_cfg.max_timeout_ms) {
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0,
                   "timeout_ms %llu is above this host's maximum of %lld ms",
-                  (unsigned long long)req->timeout_ms, (long long)bhd_cfg.max_timeout_ms);
-        return;
+                  (unsigned long long)c->req->timeout_ms, (long long)bhd_cfg.max_timeout_ms);
+        return false;
     }
+    return true;
+}
+
+/* Gives the turn to the next call of the session and drops the call's
+ * reference. */
+static void cell_call_release_turn(struct cell_call *c)
+{
     pthread_mutex_lock(&lock);
-    struct session *s = session_get_locked(req->session_id, uid);
+    c->s->ticket_serving++;
+    c->s->in_flight--;
+    owner_calls_leave(c->s->owner_fp, c->uid);
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    session_put(c->s);
+}
+
+/* Finds the session and waits for the call's turn (calls of a session run
+ * one at a time, in order); false with resp filled when the call goes no
+ * further. */
+static bool cell_call_take_turn(struct cell_call *c, Bulkhead__Control__Response *resp)
+{
+    pthread_mutex_lock(&lock);
+    struct session *s = session_get_locked(c->req->session_id, c->uid);
     if (s == NULL) {
-        refuse_missing_unlock(req->session_id, uid, "the session ended", ": open a new one", resp);
-        return;
+        refuse_missing_unlock(c->req->session_id, c->uid, "the session ended", ": open a new one",
+                              resp);
+        return false;
     }
-    if (!owner_calls_enter(s->owner_fp, uid)) {
+    if (!owner_calls_enter(s->owner_fp, c->uid)) {
         pthread_mutex_unlock(&lock);
         session_put(s);
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
                   "this owner has %d calls in flight (limit): retry later", n_owner_calls_max);
-        return;
+        return false;
     }
+    c->s = s;
     uint64_t ticket = s->ticket_next++;
     s->in_flight++;
     while (s->ticket_serving != ticket && !s->ended)
         pthread_cond_wait(&cond, &lock);
-    int64_t t_start = bh_now_ms();
-    bool ended = s->ended;
-    int reason = s->ended_reason;
+    c->t_start = bh_now_ms();
+    c->ended = s->ended;
+    c->ended_reason = s->ended_reason;
     /* nothing starts once a hand-over began: the next daemon runs it */
-    bool held_back = !ended && handing_over;
-    bool fresh_sandbox = s->fresh_sandbox_pending;
-    uint64_t cell_no = s->calls;
+    bool held_back = !c->ended && handing_over;
+    c->fresh_sandbox = s->fresh_sandbox_pending;
+    c->cell_no = s->calls;
     if (!held_back) {
         s->fresh_sandbox_pending = false;
-        cell_no = ++s->calls;
+        c->cell_no = ++s->calls;
     }
-    json_t *busy_rec = !ended && !held_back ? session_record_locked(s, true) : NULL;
+    json_t *busy_rec = !c->ended && !held_back ? session_record_locked(s, true) : NULL;
     pthread_mutex_unlock(&lock);
     if (held_back) {
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
                   "bulkheadd is handing its sessions to a new process: nothing ran; retry in a "
                   "moment (the session is kept)");
-        pthread_mutex_lock(&lock);
-        s->ticket_serving++;
-        s->in_flight--;
-        owner_calls_leave(s->owner_fp, uid);
-        pthread_cond_broadcast(&cond);
-        pthread_mutex_unlock(&lock);
-        session_put(s);
-        return;
+        cell_call_release_turn(c);
+        return false;
     }
     /* the keeper knows a cell is out: a daemon that adopts the session after
      * a crash now cannot trust the channel, and starts it fresh */
     if (busy_rec != NULL)
         bhd_box_tell(s->box, 'S', busy_rec);
     json_decref(busy_rec);
+    return true;
+}
 
-    struct bhd_cell_out out = {0};
-    struct bh_error err = {0};
-    int rc = 0;
+/* Runs the cell in the session's sandbox and measures what it ran into. */
+static void cell_call_run(struct cell_call *c)
+{
+    struct session *s = c->s;
     struct bhd_box_counters before, after;
-    bool counted = !ended && bhd_box_counters(s->box, &before) == 0;
-    if (!ended)
-        rc = bhd_box_run(s->box, req, timeout, &out, &err);
-    int64_t t_end = bh_now_ms();
+    bool counted = !c->ended && bhd_box_counters(s->box, &before) == 0;
+    if (!c->ended)
+        c->rc = bhd_box_run(s->box, c->req, c->timeout, &c->out, &c->err);
+    c->t_end = bh_now_ms();
     counted = counted && bhd_box_counters(s->box, &after) == 0;
-    bool oom = counted && after.oom_kills > before.oom_kills;
-    bool pids_hit = counted && after.pids_max_hits > before.pids_max_hits;
+    c->oom = counted && after.oom_kills > before.oom_kills;
+    c->pids_hit = counted && after.pids_max_hits > before.pids_max_hits;
 
-    int end_reason = 0;
-    int64_t used = -1;
-    if (!ended && rc == 0 && out.files_error == NULL) {
-        used = bhd_box_disk_used(s->box);
-        if (used < 0 && out.disk_known && s->box->tier != BH_TIER_NONE)
-            used = (int64_t)out.disk_used;
-        if (used > bhd_cfg.disk_bytes)
-            end_reason = BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET;
+    c->disk_used = -1;
+    if (!c->ended && c->rc == 0 && c->out.files_error == NULL) {
+        c->disk_used = bhd_box_disk_used(s->box);
+        if (c->disk_used < 0 && c->out.disk_known && s->box->tier != BH_TIER_NONE)
+            c->disk_used = (int64_t)c->out.disk_used;
+        if (c->disk_used > bhd_cfg.disk_bytes)
+            c->end_reason = BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET;
     }
     pthread_mutex_lock(&lock);
-    bool cut = s->handover_cut;
+    c->cut = s->handover_cut;
     pthread_mutex_unlock(&lock);
-    if (!ended && rc < 0 && !cut)
-        end_reason = BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED;
+    if (!c->ended && c->rc < 0 && !c->cut)
+        c->end_reason = BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED;
+}
 
-    if (cut && rc < 0) {
+/* The result of a cell that ran (or died with its sandbox): output, value,
+ * images and the limits it hit. */
+static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
+{
+    struct bhd_cell_out *out = &c->out;
+    Bulkhead__Control__CellResult *cr = calloc(1, sizeof(*cr));
+    bulkhead__control__cell_result__init(cr);
+    if (c->rc < 0) {
+        bhd_log("session %.12s: the sandbox ended during a call: %s", c->s->fp, c->err.msg);
+        cr->exit_code = BH_EXIT_SIGNAL_BASE + SIGKILL;
+        cr->stderr = strdup("bulkhead: the session sandbox ended during this call; "
+                            "the session is closed\n");
+        cr->stdout = strdup("");
+        cr->value = strdup("");
+    } else {
+        cr->stdout = out->out ? steal_pointer(&out->out) : strdup("");
+        cr->stderr = out->err ? steal_pointer(&out->err) : strdup("");
+        cr->stdout_bytes = out->out_total;
+        cr->stderr_bytes = out->err_total;
+        cr->stdout_truncated = out->out_total > out->out_len;
+        cr->stderr_truncated = out->err_total > out->err_len;
+        cr->exit_code = out->exit_code;
+        cr->timed_out = out->timed_out;
+        cr->value = out->value ? steal_pointer(&out->value) : strdup("");
+        cr->has_value = out->has_value;
+        cr->state_kept = out->state_kept;
+        cr->files_persist = c->end_reason == 0;
+        cr->fresh_interpreter = out->fresh_interpreter;
+        if (c->oom) {
+            /* say so where a reader of the output looks */
+            char *more = NULL;
+            if (asprintf(&more,
+                         "%sbulkhead: the sandbox ran out of memory (limit %lld MiB): the "
+                         "process that used the most was killed%s\n",
+                         cr->stderr, (long long)(bhd_cfg.memory_bytes >> 20),
+                         out->state_kept ? "" : "; the next cell starts a fresh interpreter") >=
+                0) {
+                free_str(cr->stderr);
+                cr->stderr = more;
+            }
+        }
+        cr->images = calloc(out->n_images + 1, sizeof(*cr->images));
+        for (size_t i = 0; i < out->n_images; i++) {
+            Bulkhead__Control__Image *im = calloc(1, sizeof(*im));
+            bulkhead__control__image__init(im);
+            im->mime = "image/png";
+            im->data.data = steal_pointer(&out->images[i]);
+            im->data.len = out->image_lens[i];
+            cr->images[cr->n_images++] = im;
+        }
+    }
+    cr->fresh_sandbox = c->fresh_sandbox;
+    cr->tier = strdup(bh_tier_name(c->s->tier));
+    const char *hit[5];
+    size_t n_hit = 0;
+    if (c->oom)
+        hit[n_hit++] = "memory";
+    if (c->pids_hit)
+        hit[n_hit++] = "pids";
+    if (cr->timed_out)
+        hit[n_hit++] = "deadline";
+    if (cr->stdout_truncated || cr->stderr_truncated)
+        hit[n_hit++] = "output";
+    if (c->end_reason == BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET)
+        hit[n_hit++] = "disk_budget";
+    cr->limits_hit = calloc(n_hit + 1, sizeof(char *));
+    for (size_t i = 0; i < n_hit; i++)
+        cr->limits_hit[cr->n_limits_hit++] = strdup(hit[i]);
+    return cr;
+}
+
+/* The call's run record, chained to the session's previous one. */
+static Bulkhead__Control__RunRecord *cell_record(struct cell_call *c,
+                                                 const Bulkhead__Control__CellResult *cr)
+{
+    Bulkhead__Control__RunRecord *r = calloc(1, sizeof(*r));
+    bulkhead__control__run_record__init(r);
+    r->cell = c->cell_no;
+    r->language = strdup(c->req->language);
+    r->started_at_unix_ms = (uint64_t)c->t0_unix;
+    r->queue_ms = (uint64_t)(c->t_start - c->t0);
+    r->run_ms = c->out.run_ms;
+    r->total_ms = (uint64_t)(c->t_end - c->t0);
+    r->timeout_ms = c->timeout;
+    r->memory_bytes = (uint64_t)bhd_cfg.memory_bytes;
+    r->pids = (uint64_t)bhd_cfg.pids;
+    r->output_bytes = (uint64_t)bhd_cfg.output_bytes;
+    r->disk_bytes = (uint64_t)bhd_cfg.disk_bytes;
+    r->disk_used_bytes = c->disk_used > 0 ? (uint64_t)c->disk_used : 0;
+    r->exit_code = cr->exit_code;
+    pthread_mutex_lock(&lock);
+    r->previous_digest = strdup(c->s->last_digest);
+    char d[BH_SHA256_HEX];
+    record_digest(r, d);
+    memcpy(c->s->last_digest, d, sizeof(d));
+    if (cr->timed_out)
+        stats.timed_out++;
+    stats.calls++;
+    pthread_mutex_unlock(&lock);
+    r->digest = strdup(d);
+    return r;
+}
+
+static void cell_audit(const struct cell_call *c, const Bulkhead__Control__CellResult *cr)
+{
+    const Bulkhead__Control__RunRecord *r = cr->record;
+    json_t *limits = json_array();
+    for (size_t i = 0; i < cr->n_limits_hit; i++)
+        json_array_append_new(limits, json_string(cr->limits_hit[i]));
+    audit_line(json_pack(
+        "{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:b, s:I, s:I, s:s, s:b, s:o}", "event",
+        "cell", "owner", c->s->owner_fp, "session", c->s->fp, "cell", (json_int_t)c->cell_no,
+        "language", c->req->language, "queue_ms", (json_int_t)r->queue_ms, "run_ms",
+        (json_int_t)r->run_ms, "total_ms", (json_int_t)r->total_ms, "exit", cr->exit_code,
+        "timed_out", cr->timed_out, "stdout_bytes", (json_int_t)cr->stdout_bytes, "stderr_bytes",
+        (json_int_t)cr->stderr_bytes, "tier", bh_tier_name(c->s->tier), "fresh_interpreter",
+        cr->fresh_interpreter, "limits_hit", limits));
+}
+
+/* The answer: a refusal that says whether anything ran, or the result with
+ * its run record (audited). */
+static void cell_call_answer(struct cell_call *c, Bulkhead__Control__Response *resp)
+{
+    if (c->cut && c->rc < 0) {
         /* the hand-over ended the sandbox under this cell: whether it ran
          * (all, some or none of it) cannot be known */
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, false,
@@ -834,154 +1002,63 @@ static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control
                   "bulkheadd handed its sessions to a new process while this cell ran: the cell "
                   "may have run, in whole or in part; the session goes on with a fresh sandbox "
                   "(its next call says fresh_sandbox)");
-        cell_no = 0;
-    } else if (ended) {
-        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, reason,
-                  "the session ended (%s): open a new one", ended_name(reason));
-        cell_no = 0;
-    } else if (out.files_error != NULL) {
+    } else if (c->ended) {
+        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true, c->ended_reason,
+                  "the session ended (%s): open a new one", ended_name(c->ended_reason));
+    } else if (c->out.files_error != NULL) {
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__INVALID_REQUEST, true, 0, "%s: nothing ran",
-                  out.files_error);
-        cell_no = 0;
-    } else if (rc < 0 && out.not_dispatched) {
+                  c->out.files_error);
+    } else if (c->rc < 0 && c->out.not_dispatched) {
         /* the sandbox died between calls: no cell result for a cell that never ran */
-        bhd_log("session %.12s: the sandbox had ended before a call: %s", s->fp, err.msg);
+        bhd_log("session %.12s: the sandbox had ended before a call: %s", c->s->fp, c->err.msg);
         set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED, true,
                   BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED,
                   "the session ended (%s): its sandbox had ended before this call, nothing ran; "
                   "open a new one",
                   ended_name(BULKHEAD__CONTROL__ERROR__ENDED__SANDBOX_DIED));
-        cell_no = 0;
     } else {
-        Bulkhead__Control__CellResult *c = calloc(1, sizeof(*c));
-        bulkhead__control__cell_result__init(c);
-        if (rc < 0) {
-            bhd_log("session %.12s: the sandbox ended during a call: %s", s->fp, err.msg);
-            c->exit_code = 137;
-            c->stderr = strdup("bulkhead: the session sandbox ended during this call; "
-                               "the session is closed\n");
-            c->stdout = strdup("");
-            c->value = strdup("");
-        } else {
-            c->stdout = out.out ? steal_pointer(&out.out) : strdup("");
-            c->stderr = out.err ? steal_pointer(&out.err) : strdup("");
-            c->stdout_bytes = out.out_total;
-            c->stderr_bytes = out.err_total;
-            c->stdout_truncated = out.out_total > out.out_len;
-            c->stderr_truncated = out.err_total > out.err_len;
-            c->exit_code = out.exit_code;
-            c->timed_out = out.timed_out;
-            c->value = out.value ? steal_pointer(&out.value) : strdup("");
-            c->has_value = out.has_value;
-            c->state_kept = out.state_kept;
-            c->files_persist = end_reason == 0;
-            c->fresh_interpreter = out.fresh_interpreter;
-            if (oom) {
-                /* say so where a reader of the output looks */
-                char *more = NULL;
-                if (asprintf(&more,
-                             "%sbulkhead: the sandbox ran out of memory (limit %lld MiB): the "
-                             "process that used the most was killed%s\n",
-                             c->stderr, (long long)(bhd_cfg.memory_bytes >> 20),
-                             out.state_kept ? "" : "; the next cell starts a fresh interpreter") >=
-                    0) {
-                    free_str(c->stderr);
-                    c->stderr = more;
-                }
-            }
-            c->images = calloc(out.n_images + 1, sizeof(*c->images));
-            for (size_t i = 0; i < out.n_images; i++) {
-                Bulkhead__Control__Image *im = calloc(1, sizeof(*im));
-                bulkhead__control__image__init(im);
-                im->mime = "image/png";
-                im->data.data = steal_pointer(&out.images[i]);
-                im->data.len = out.image_lens[i];
-                c->images[c->n_images++] = im;
-            }
-        }
-        c->fresh_sandbox = fresh_sandbox;
-        c->tier = strdup(bh_tier_name(s->tier));
-        const char *hit[5];
-        size_t n_hit = 0;
-        if (oom)
-            hit[n_hit++] = "memory";
-        if (pids_hit)
-            hit[n_hit++] = "pids";
-        if (c->timed_out)
-            hit[n_hit++] = "deadline";
-        if (c->stdout_truncated || c->stderr_truncated)
-            hit[n_hit++] = "output";
-        if (end_reason == BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET)
-            hit[n_hit++] = "disk_budget";
-        c->limits_hit = calloc(n_hit + 1, sizeof(char *));
-        for (size_t i = 0; i < n_hit; i++)
-            c->limits_hit[c->n_limits_hit++] = strdup(hit[i]);
-        Bulkhead__Control__RunRecord *r = calloc(1, sizeof(*r));
-        bulkhead__control__run_record__init(r);
-        r->cell = cell_no;
-        r->language = strdup(req->language);
-        r->started_at_unix_ms = (uint64_t)t0_unix;
-        r->queue_ms = (uint64_t)(t_start - t0);
-        r->run_ms = out.run_ms;
-        r->total_ms = (uint64_t)(t_end - t0);
-        r->timeout_ms = timeout;
-        r->memory_bytes = (uint64_t)bhd_cfg.memory_bytes;
-        r->pids = (uint64_t)bhd_cfg.pids;
-        r->output_bytes = (uint64_t)bhd_cfg.output_bytes;
-        r->disk_bytes = (uint64_t)bhd_cfg.disk_bytes;
-        r->disk_used_bytes = used > 0 ? (uint64_t)used : 0;
-        r->exit_code = c->exit_code;
-        pthread_mutex_lock(&lock);
-        r->previous_digest = strdup(s->last_digest);
-        char d[BH_SHA256_HEX];
-        record_digest(r, d);
-        memcpy(s->last_digest, d, sizeof(d));
-        if (c->timed_out)
-            stats.timed_out++;
-        stats.calls++;
-        pthread_mutex_unlock(&lock);
-        r->digest = strdup(d);
-        c->record = r;
+        Bulkhead__Control__CellResult *cr = cell_result(c);
+        cr->record = cell_record(c, cr);
         resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL;
-        resp->run_cell = c;
-        json_t *limits = json_array();
-        for (size_t i = 0; i < c->n_limits_hit; i++)
-            json_array_append_new(limits, json_string(c->limits_hit[i]));
-        audit_line(json_pack(
-            "{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:b, s:I, s:I, s:s, s:b, s:o}", "event",
-            "cell", "owner", s->owner_fp, "session", s->fp, "cell", (json_int_t)cell_no, "language",
-            req->language, "queue_ms", (json_int_t)r->queue_ms, "run_ms", (json_int_t)r->run_ms,
-            "total_ms", (json_int_t)r->total_ms, "exit", c->exit_code, "timed_out", c->timed_out,
-            "stdout_bytes", (json_int_t)c->stdout_bytes, "stderr_bytes",
-            (json_int_t)c->stderr_bytes, "tier", bh_tier_name(s->tier), "fresh_interpreter",
-            c->fresh_interpreter, "limits_hit", limits));
+        resp->run_cell = cr;
+        cell_audit(c, cr);
     }
-    bhd_cell_out_free(&out);
+}
 
+/* Ends the session when the call used up its disk budget, its sandbox or
+ * its lifetime; otherwise hands the keeper the new chain head. */
+static void cell_call_leave(struct cell_call *c)
+{
+    struct session *s = c->s;
     pthread_mutex_lock(&lock);
     s->last_used_ms = bh_now_ms();
     bool was_ended = s->ended;
-    if (end_reason)
-        session_end_locked(s, end_reason);
+    if (c->end_reason)
+        session_end_locked(s, c->end_reason);
     if (!s->ended && s->last_used_ms >= s->expires_ms)
         session_end_locked(s, BULKHEAD__CONTROL__ERROR__ENDED__LIFETIME);
     bool drop_table_ref = !was_ended && s->ended;
-    json_t *rec = !s->ended && !cut ? session_record_locked(s, false) : NULL;
+    json_t *rec = !s->ended && !c->cut ? session_record_locked(s, false) : NULL;
     pthread_mutex_unlock(&lock);
     /* before the ticket goes: a hand-over waits for it, so the keeper has the
      * chain head and LRU stamp of every answered call */
     if (rec != NULL)
         bhd_box_tell(s->box, 'S', rec);
     json_decref(rec);
-    pthread_mutex_lock(&lock);
-    s->ticket_serving++;
-    s->in_flight--;
-    owner_calls_leave(s->owner_fp, uid);
-    pthread_cond_broadcast(&cond);
-    pthread_mutex_unlock(&lock);
     if (drop_table_ref)
         session_put(s);
-    session_put(s);
+    cell_call_release_turn(c);
+}
+
+static void do_run(Bulkhead__Control__RunCell *req, uid_t uid, Bulkhead__Control__Response *resp)
+{
+    struct cell_call c = {.req = req, .uid = uid, .t0 = bh_now_ms(), .t0_unix = bhd_unix_ms()};
+    if (!cell_call_check(&c, resp) || !cell_call_take_turn(&c, resp))
+        return;
+    cell_call_run(&c);
+    cell_call_answer(&c, resp);
+    bhd_cell_out_free(&c.out);
+    cell_call_leave(&c);
 }
 
 static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
@@ -1164,21 +1241,91 @@ void bhd_refuse_connection(int fd)
     close(fd);
 }
 
+static void serve_registered(int fd);
+
+/* False when the connection cannot be tracked (out of memory): it is not
+ * served, its client sees the close at once. */
+static bool conn_register(int fd)
+{
+    pthread_mutex_lock(&lock);
+    bool ok = true;
+    if (n_live_conns == cap_live_conns) {
+        size_t cap = cap_live_conns ? cap_live_conns * 2 : 64;
+        int *more = realloc(live_conns, cap * sizeof(*more));
+        if (more == NULL) {
+            ok = false;
+        } else {
+            live_conns = more;
+            cap_live_conns = cap;
+        }
+    }
+    if (ok) {
+        live_conns[n_live_conns++] = fd;
+        if (conns_stopped)
+            shutdown(fd, SHUT_RD);
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+static void conn_unregister(int fd)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_live_conns; i++) {
+        if (live_conns[i] == fd) {
+            live_conns[i] = live_conns[--n_live_conns];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* The end of a hand-over: a connection kept open between calls must not
+ * take a request nobody will read (its client would see a reset and not
+ * know whether the call ran). Shutting our reading side makes every later
+ * send of its client fail (EPIPE: nothing was sent, so nothing ran); what was
+ * sent before is still read and answered (held back: retry). Waits, bounded,
+ * until each connection has been answered and closed. */
+static void connections_stop_reading(void)
+{
+    pthread_mutex_lock(&lock);
+    conns_stopped = true;
+    for (size_t i = 0; i < n_live_conns; i++)
+        shutdown(live_conns[i], SHUT_RD);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < 3000; i++) {
+        pthread_mutex_lock(&lock);
+        size_t left = n_live_conns;
+        pthread_mutex_unlock(&lock);
+        if (left == 0)
+            break;
+        usleep(10000);
+    }
+}
+
 void bhd_serve_connection(int fd)
 {
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+    if (!conn_register(fd)) {
         close(fd);
         return;
     }
+    serve_registered(fd);
+    conn_unregister(fd);
+    close(fd);
+}
+
+static void serve_registered(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return;
     if (cred.uid != 0 && cred.uid != geteuid() && bhd_cfg.socket_group == NULL) {
         Bulkhead__Control__Response resp = BULKHEAD__CONTROL__RESPONSE__INIT;
         set_error(&resp, BULKHEAD__CONTROL__ERROR__CODE__DISABLED, true, 0,
                   "uid %u may not use this socket", (unsigned)cred.uid);
         send_response(fd, &resp);
         response_free(&resp);
-        close(fd);
         return;
     }
     for (;;) {
@@ -1270,14 +1417,15 @@ void bhd_serve_connection(int fd)
         if (rc < 0)
             break;
         /* during a hand-over: the client's next request goes to the next
-         * daemon, never into a socket nobody will read */
+         * daemon, never into a socket nobody will read. Its sends fail from
+         * now on; one it sent before is still read and answered, then the
+         * end of stream closes the connection. */
         pthread_mutex_lock(&lock);
         bool leaving = handing_over;
         pthread_mutex_unlock(&lock);
         if (leaving)
-            break;
+            shutdown(fd, SHUT_RD);
     }
-    close(fd);
 }
 
 /* ---- maintenance --------------------------------------------------------- */
@@ -1380,15 +1528,34 @@ static void sessions_free(struct session *all)
     }
 }
 
-void bhd_shutdown_sessions(void)
+/* Takes the session table and the warm pool out of service (lock held):
+ * from here no call finds a session and no open takes a warm sandbox. */
+static struct session *sessions_take_locked(struct warm **warm)
 {
-    pthread_mutex_lock(&lock);
     shutting_down = true;
     struct session *all = sessions;
     sessions = NULL;
-    struct warm *w = warm_pool;
+    *warm = warm_pool;
     warm_pool = NULL;
     warm_count = 0;
+    return all;
+}
+
+static void warm_pool_destroy(struct warm *w)
+{
+    while (w) {
+        struct warm *n = w->next;
+        bhd_box_destroy(w->box);
+        free(w);
+        w = n;
+    }
+}
+
+void bhd_shutdown_sessions(void)
+{
+    pthread_mutex_lock(&lock);
+    struct warm *w = NULL;
+    struct session *all = sessions_take_locked(&w);
     for (struct session *s = all; s; s = s->next) {
         s->ended = true;
         s->ended_reason = BULKHEAD__CONTROL__ERROR__ENDED__SHUTDOWN;
@@ -1399,12 +1566,7 @@ void bhd_shutdown_sessions(void)
      * the keeper socket ends the sandbox; the caller's thread sees EOF. */
     for (struct session *s = all; s; s = s->next)
         bhd_box_end_keeper(s->box, 'X');
-    while (w) {
-        struct warm *n = w->next;
-        bhd_box_destroy(w->box);
-        free(w);
-        w = n;
-    }
+    warm_pool_destroy(w);
     for (struct session *s = all; s; s = s->next)
         bhd_box_wait_keeper(s->box, 500);
     sessions_free(all);
@@ -1459,13 +1621,10 @@ void bhd_handover_sessions(void)
     /* every request taken gets its answer before we go */
     for (int i = 0; i < 3000 && atomic_load(&active_requests) > 0; i++)
         usleep(10000);
+    connections_stop_reading();
     pthread_mutex_lock(&lock);
-    shutting_down = true;
-    struct session *all = sessions;
-    sessions = NULL;
-    struct warm *w = warm_pool;
-    warm_pool = NULL;
-    warm_count = 0;
+    struct warm *w = NULL;
+    struct session *all = sessions_take_locked(&w);
     pthread_cond_broadcast(&cond);
     pthread_mutex_unlock(&lock);
     size_t kept = 0;
@@ -1474,12 +1633,7 @@ void bhd_handover_sessions(void)
             kept++;
     /* closing our ends without 'X' leaves each sandbox to its keeper */
     sessions_free(all);
-    while (w) {
-        struct warm *n = w->next;
-        bhd_box_destroy(w->box);
-        free(w);
-        w = n;
-    }
+    warm_pool_destroy(w);
     audit_line(json_pack("{s:s, s:I, s:I}", "event", "handover", "sessions", (json_int_t)kept,
                          "cut", (json_int_t)n_cut));
 }
@@ -1490,16 +1644,6 @@ static bool rec_int(json_t *r, const char *k, int64_t lo, int64_t hi, int64_t *v
     if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
         return false;
     *v = json_integer_value(x);
-    return true;
-}
-
-static bool rec_hex64(const char *h)
-{
-    if (h == NULL || strlen(h) != BH_SHA256_HEX - 1)
-        return false;
-    for (const char *p = h; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
     return true;
 }
 
@@ -1521,7 +1665,7 @@ static struct session *session_from_record(json_t *r, const char *fp, const char
         return *why = "the owner is not valid", NULL;
     if (conv == NULL || strlen(conv) > 1024 || !bhd_utf8_valid(conv, strlen(conv)))
         return *why = "the conversation is not valid", NULL;
-    if (digest == NULL || (digest[0] != '\0' && !rec_hex64(digest)))
+    if (digest == NULL || (digest[0] != '\0' && !bh_sha256_hex_valid(digest)))
         return *why = "the record chain head is not valid", NULL;
     if (tier == NULL || strcmp(tier, bh_tier_name(bhd_cfg.tier)) != 0)
         return *why = "it was made at another tier than this daemon serves", NULL;
@@ -1730,7 +1874,7 @@ int bhd_adopt_sessions(struct bh_error *err)
             continue;
         char fp[BH_SHA256_HEX];
         snprintf(fp, sizeof(fp), "%.*s", BH_SHA256_HEX - 1, e->d_name);
-        if (!rec_hex64(fp))
+        if (!bh_sha256_hex_valid(fp))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;

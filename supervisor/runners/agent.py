@@ -12,6 +12,7 @@
 # with its fds 1 and 2 on pipes this agent reads (so child processes' output
 # counts) and a separate control socketpair for cell requests and results.
 import ctypes
+import errno
 import gc
 import json
 import os
@@ -25,6 +26,13 @@ import time
 CHAN_IN = 0
 CHAN_OUT = 1
 FRAME_MAX = 64 * 1024 * 1024
+
+
+def pidfd_ended(fd):
+    """True once the process behind the pidfd has ended (a zombie has)."""
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
 
 
 def read_exact(fd, n):
@@ -196,22 +204,54 @@ class Agent:
         """In a sandbox every other process is the cell's: kill by listing
         /proc alone. Reading each /proc/N/stat is a brokered open per process,
         and after a fork bomb, with the sandbox's CPU quota spent, those opens
-        cost tens of ms each: the cleanup overran the daemon's deadline. A
-        SIGKILL cannot be blocked, so a pid killed once is only waited for by
-        its reaper; a round that lists no new pid ends the cleanup."""
-        killed = set()
-        for _ in range(200):
-            fresh = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-            victims = [pid for pid in fresh if pid not in keep and pid not in killed]
-            if not victims:
-                return
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                killed.add(pid)
-            time.sleep(0.002)
+        cost tens of ms each: the cleanup overran the daemon's deadline.
+        Each kill goes through a pidfd, which names that one process: a pid
+        listed again is passed over while the process killed under it has
+        not ended yet (a SIGKILL cannot be blocked: only its reaper is
+        awaited), and looked at afresh once it has, since the pid may now be
+        another process's. A zombie is left to its reaper. A round that
+        signals no live process ends the cleanup."""
+        killed = {}  # pid -> pidfd of the process we killed (None: without one)
+        try:
+            for _ in range(200):
+                signalled = False
+                for name in os.listdir("/proc"):
+                    if not name.isdigit() or int(name) in keep:
+                        continue
+                    pid = int(name)
+                    old = killed.get(pid, -1)
+                    if old is None or (old != -1 and not pidfd_ended(old)):
+                        continue
+                    try:
+                        fd = os.pidfd_open(pid)
+                    except OSError as e:
+                        if e.errno != errno.ESRCH:
+                            # no pidfds here: kill by pid, once
+                            try:
+                                os.kill(pid, signal.SIGKILL)
+                                signalled = True
+                            except OSError:
+                                pass
+                            killed[pid] = None
+                        continue
+                    if pidfd_ended(fd):
+                        os.close(fd)
+                        continue
+                    try:
+                        signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    if old != -1:
+                        os.close(old)
+                    killed[pid] = fd
+                    signalled = True
+                if not signalled:
+                    return
+                time.sleep(0.002)
+        finally:
+            for fd in killed.values():
+                if fd is not None:
+                    os.close(fd)
 
     def kill_leftovers(self):
         """Kill every process a cell left behind: all but pid 1, us and the
@@ -493,4 +533,6 @@ def main():
     agent.serve()
 
 
-main()
+# Run as `python3 -c`; a test loads the source under another name.
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,13 @@
 #include "control.pb-c.h"
 #include "error.h"
 
+/* The suites drive the test hooks (BULKHEAD_TEST_BREAK): only the test build
+ * has them. */
+#ifndef BH_TEST_HOOKS
+#error                                                                                             \
+    "the tests are built by make test, test-run, unit or e2e (into build/test, with BH_TEST_HOOKS)"
+#endif
+
 struct run_result {
     int status; /* exit code, 128+signal, or -1 when it timed out */
     char *out;

@@ -854,3 +854,73 @@ Test(adoption, a_session_with_a_cell_out_at_a_crash_goes_on_fresh_and_never_reru
     free(id);
     free(idle);
 }
+
+/* Clients that keep their connection between calls, sending without pause
+ * through a hand-over: every request that left the client (its send
+ * succeeded) is answered; a request the ending daemon will not read fails
+ * to send (EPIPE), so its client knows nothing was sent. Never a reset or
+ * end of stream after a send: that would leave the caller guessing. */
+#define PERSISTENT_CLIENTS 8
+
+struct persistent {
+    int fd;
+    atomic_bool *stop;
+    long answered, send_failed, lost; /* lost: sent, then no answer */
+};
+
+static void *persistent_client(void *arg)
+{
+    struct persistent *p = arg;
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__Stats st = BULKHEAD__CONTROL__STATS__INIT;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_STATS;
+    req.stats = &st;
+    while (!atomic_load(p->stop)) {
+        if (h_send(p->fd, &req) < 0) {
+            p->send_failed++;
+            return NULL;
+        }
+        struct bh_error err = {0};
+        Resp *r = h_recv(p->fd, 60000, &err);
+        if (r == NULL) {
+            p->lost++;
+            return NULL;
+        }
+        p->answered++;
+        FREE(r);
+    }
+    return NULL;
+}
+
+Test(adoption, a_connection_kept_open_through_a_handover_never_loses_a_request)
+{
+    signal(SIGPIPE, SIG_IGN);
+    launch(NULL, NULL);
+    atomic_bool stop_flag = false;
+    struct persistent ps[PERSISTENT_CLIENTS];
+    pthread_t ts[PERSISTENT_CLIENTS];
+    for (int i = 0; i < PERSISTENT_CLIENTS; i++) {
+        ps[i] = (struct persistent){.fd = h_connect(sock), .stop = &stop_flag};
+        cr_assert_geq(ps[i].fd, 0);
+        cr_assert_eq(pthread_create(&ts[i], NULL, persistent_client, &ps[i]), 0);
+    }
+    usleep(300000);
+    cr_assert(WIFEXITED(stop(SIGUSR2)));
+    usleep(200000);
+    atomic_store(&stop_flag, true);
+    long answered = 0, failed = 0, lost = 0;
+    for (int i = 0; i < PERSISTENT_CLIENTS; i++) {
+        pthread_join(ts[i], NULL);
+        close(ps[i].fd);
+        answered += ps[i].answered;
+        failed += ps[i].send_failed;
+        lost += ps[i].lost;
+    }
+    fprintf(stderr,
+            "test_adoption: %d connections kept open through a hand-over: %ld requests "
+            "answered, %ld refused at send, %ld lost\n",
+            PERSISTENT_CLIENTS, answered, failed, lost);
+    cr_assert_gt(answered, 0);
+    cr_assert_eq(lost, 0, "%ld requests were sent and never answered (reset or end of stream)",
+                 lost);
+}

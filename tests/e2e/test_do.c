@@ -227,6 +227,16 @@ TIER_TEST(exit_codes_and_signals_map, .timeout = 60)
     cr_assert_eq(r.status, 127, "%s", r.err);
     cr_assert(strstr(r.err, "/nonexistent/program") != NULL, "%s", r.err);
     h_free(&r);
+    r = bh_do(kernel, 30, NULL, "--", "/etc/hostname", NULL);
+    cr_assert_eq(r.status, 126, "%s", r.err);
+    cr_assert(strstr(r.err, "/etc/hostname") != NULL, "%s", r.err);
+    h_free(&r);
+    /* A setup step that fails with ENOENT is a refusal, not "command not
+     * found": the status comes from the error's kind, not its errno or text. */
+    r = bh_do(kernel, 30, NULL, "--workdir", "/proc/nowhere", "--", "/bin/true", NULL);
+    cr_assert_eq(r.status, 125, "%s", r.err);
+    cr_assert(strstr(r.err, "No such file or directory") != NULL, "%s", r.err);
+    h_free(&r);
 }
 
 TIER_TEST(only_stdio_fds_reach_the_guest, .timeout = 60)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "cleanup.h"
 #include "harness.h"
 
 typedef Bulkhead__Control__Request Req;
@@ -1275,4 +1277,189 @@ Test(supervisor, matplotlib_figure_comes_back_as_png_through_the_cli)
     close_session(id);
     free(id);
     free(bin);
+}
+
+Test(supervisor, only_its_stdio_reaches_the_unisolated_agent)
+{
+    /* At tier none the keeper forks the agent itself: its /dev/null (for
+     * stderr) must reach the agent as fd 2 only, not as a second, leaked fd.
+     * The cell runs in the Python runner, a fork of the agent. */
+    char msg[1024];
+    cr_assert_eq(h_daemon_launch(&bhd, "/tmp/bhd-e2e-XXXXXX", "none", "--warm 0", msg, sizeof(msg)),
+                 0, "bulkheadd --tier none did not start: %s", msg);
+    char *id = open_session("alice");
+    Resp *r = run(id, "python",
+                  "import os\n"
+                  "d = '/proc/%d/fd' % os.getppid()\n"
+                  "print(sorted(int(f) for f in os.listdir(d)\n"
+                  "             if os.readlink(d + '/' + f) == '/dev/null'))\n");
+    Bulkhead__Control__CellResult *c = ok(r);
+    cr_assert_eq(c->exit_code, 0, "%s", c->stderr);
+    cr_assert_str_eq(c->stdout, "[2]\n", "the agent's /dev/null fds: %s", c->stdout);
+    FREE(r);
+    close_session(id);
+    free(id);
+}
+
+/* Runs `bulkhead session ARGS...` (NULL-terminated); the caller frees. */
+static struct run_result session_cli(const char *first, ...)
+{
+    char *argv[32];
+    size_t n = 0;
+    argv[n++] = h_path("bulkhead");
+    argv[n++] = "session";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL && n < BH_ARRAY_SIZE(argv) - 1;
+         a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    struct run_result r = h_run(argv, NULL, NULL, 120);
+    free(argv[0]);
+    return r;
+}
+
+/* Every refusal of the session CLI names what is wrong and exits 125 before
+ * any daemon is asked (the socket does not exist). */
+Test(session_cli, refusals_say_what_is_missing)
+{
+    static const struct {
+        const char *args[12];
+        const char *says;
+    } cases[] = {
+        {{"open", "--socket", "/nonexistent.sock", NULL}, "--owner is required"},
+        {{"list", "--socket", "/nonexistent.sock", NULL}, "--owner is required"},
+        {{"run", "--socket", "/nonexistent.sock", "ID", NULL}, "give the session ID and --lang"},
+        {{"run", "--socket", "/nonexistent.sock", "ID", "--lang", "python", NULL},
+         "give -c CODE or a FILE"},
+        {{"run", "--socket", "/nonexistent.sock", "ID", "--lang", "python", "-c", "1", "--file",
+          "nolocal", NULL},
+         "give PATH=LOCAL"},
+        {{"run", "--socket", "/nonexistent.sock", "ID", "--lang", "python", "/nonexistent.py",
+          NULL},
+         "read `/nonexistent.py`"},
+        {{"close", "--socket", "/nonexistent.sock", NULL}, "give the session ID"},
+        {{"open", "--lifetime", "soon", NULL}, "--lifetime `soon` is not a number"},
+        {{"run", "--timeout", "-1", NULL}, "--timeout `-1` is not a number of seconds"},
+        {{"bogus", NULL}, "unknown subcommand `bogus`"},
+        {{"open", "--bogus", NULL}, "unknown or incomplete option `--bogus`"},
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(cases); i++) {
+        const char *const *a = cases[i].args;
+        struct run_result r =
+            session_cli(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], NULL);
+        cr_assert_eq(r.status, 125, "case %zu (%s): exit %d: %s", i, a[0], r.status, r.err);
+        cr_assert(strstr(r.err, cases[i].says) != NULL, "case %zu: %s", i, r.err);
+        cr_assert_str_eq(r.out, "", "case %zu", i);
+        h_free(&r);
+    }
+    struct run_result r = session_cli("--help", NULL);
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "bulkhead session open") != NULL, "%s", r.out);
+    h_free(&r);
+    r = session_cli("stats", "--socket", "/nonexistent.sock", NULL);
+    cr_assert_eq(r.status, 125, "%s", r.err);
+    cr_assert(strstr(r.err, "is it running?") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+/* open, run (code from a file, a handed-in --file), list, stats and close
+ * through the CLI; an error answer exits 1. */
+Test(supervisor, session_cli_round_trip)
+{
+    start_daemon(NULL);
+    struct run_result r = session_cli("open", "--socket", bhd.sock, "--owner", "erin", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert_not_null(j, "%s", r.out);
+    char *id = strdup(
+        json_string_value(json_object_get(json_object_get(j, "open_session"), "session_id")));
+    json_decref(j);
+    h_free(&r);
+
+    char dir[] = "/tmp/bh-session-cli-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    h_write_file(dir, "cell.py", "print(open('in.txt').read().upper(), end='')\n");
+    h_write_file(dir, "in.txt", "handed in");
+    char cell[128], in[128];
+    snprintf(cell, sizeof(cell), "%s/cell.py", dir);
+    snprintf(in, sizeof(in), "in.txt=%s/in.txt", dir);
+    r = session_cli("run", "--socket", bhd.sock, id, "--lang", "python", "--file", in, cell, NULL);
+    h_remove_tree(dir);
+    cr_assert_eq(r.status, 0, "%s %s", r.out, r.err);
+    j = json_loads(r.out, 0, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "run_cell"), "stdout")),
+                     "HANDED IN", "%s", r.out);
+    json_decref(j);
+    h_free(&r);
+
+    r = session_cli("list", "--socket", bhd.sock, "--owner", "erin", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "list_sessions") != NULL, "%s", r.out);
+    h_free(&r);
+    r = session_cli("stats", "--socket", bhd.sock, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"stats\"") != NULL, "%s", r.out);
+    h_free(&r);
+    r = session_cli("close", "--socket", bhd.sock, id, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_free(&r);
+    /* an answer that is an error: printed, exit 1 */
+    r = session_cli("run", "--socket", bhd.sock, id, "--lang", "python", "-c", "1", NULL);
+    cr_assert_eq(r.status, 1, "%s %s", r.out, r.err);
+    cr_assert(strstr(r.out, "\"error\"") != NULL, "%s", r.out);
+    h_free(&r);
+    free(id);
+}
+
+/* The agent's cleanup in a sandbox kills every process but the kept ones.
+ * A pid it killed may be reaped and reused by a new process of the cell
+ * within the same cleanup: that process must be killed too. Run in a pid
+ * namespace of its own (the cleanup kills all it lists), where
+ * ns_last_pid makes the kernel hand the freed pid to the new process. */
+Test(agent, cleanup_kills_a_process_that_reuses_a_killed_pid, .timeout = 60)
+{
+    static const char script[] =
+        "import os, signal, sys, time\n"
+        "g = {'__name__': 'bh_agent_test'}\n"
+        "exec(open(sys.argv[1]).read(), g)\n"
+        "a = os.fork()\n"
+        "if a == 0:\n"
+        "    signal.pause(); os._exit(0)\n"
+        "state = {}\n"
+        "real_sleep = time.sleep\n"
+        "def between_rounds(t):\n"
+        "    if 'b' not in state:\n"
+        "        os.waitpid(a, 0)\n"
+        "        with open('/proc/sys/kernel/ns_last_pid', 'w') as f:\n"
+        "            f.write(str(a - 1))\n"
+        "        b = os.fork()\n"
+        "        if b == 0:\n"
+        "            signal.pause(); os._exit(0)\n"
+        "        state['b'] = b\n"
+        "    real_sleep(t)\n"
+        "time.sleep = between_rounds\n"
+        "g['Agent'].kill_all_but(None, {1})\n"
+        "time.sleep = real_sleep\n"
+        "b = state.get('b')\n"
+        "if b != a:\n"
+        "    print('the pid was not reused (%s after %d): nothing shown' % (b, a)); sys.exit(2)\n"
+        "for _ in range(200):\n"
+        "    pid, st = os.waitpid(b, os.WNOHANG)\n"
+        "    if pid == b:\n"
+        "        print('killed' if os.WIFSIGNALED(st) and os.WTERMSIG(st) == 9 else 'ended %d' % "
+        "st)\n"
+        "        sys.exit(0)\n"
+        "    time.sleep(0.01)\n"
+        "os.kill(b, 9); os.waitpid(b, 0)\n"
+        "print('survived'); sys.exit(1)\n";
+    cleanup_free char *agent = h_path("runners/agent.py");
+    char *argv[] = {
+        "/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "/usr/bin/python3", "-I", "-c",
+        (char *)script,     agent,   NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 50);
+    cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out, r.err);
+    cr_assert_str_eq(r.out, "killed\n", "the process on the reused pid: %s%s", r.out, r.err);
+    h_free(&r);
 }

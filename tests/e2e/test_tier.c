@@ -169,18 +169,15 @@ static void oci_cleanup(void)
         h_free(&r);
         free(bh);
     }
+    /* The whole bundle: `create` leaves the rootfs's mount points behind. */
     if (bundle[0]) {
-        static const char *const files[] = {"config.json", "sleep.c", "rootfs/sleep", "rootfs"};
-        for (size_t i = 0; i < BH_ARRAY_SIZE(files); i++) {
-            char p[128];
-            snprintf(p, sizeof(p), "%s/%s", bundle, files[i]);
-            if (unlink(p) < 0)
-                rmdir(p);
-        }
-        rmdir(bundle);
+        h_remove_tree(bundle);
+        bundle[0] = '\0';
     }
-    if (root[0])
-        rmdir(root);
+    if (root[0]) {
+        h_remove_tree(root);
+        root[0] = '\0';
+    }
 }
 
 Test(tier, running_container_is_checked_live, .fini = oci_cleanup, .timeout = 180)
@@ -261,4 +258,56 @@ Test(tier, running_container_is_checked_live, .fini = oci_cleanup, .timeout = 18
     json_decref(doc);
     h_free(&r);
     free(bh);
+}
+
+/* The binaries `make` builds (BULKHEAD_PRODUCTION_BUILD, which `make test`
+ * exports; else the parent of the test build) never read the test hook: they
+ * do not even hold its name, and a check it names still passes. */
+Test(tier, the_production_build_has_no_test_hook, .timeout = 180)
+{
+    const char *env = getenv("BULKHEAD_PRODUCTION_BUILD");
+    char prod[PATH_MAX];
+    if (env != NULL && *env != '\0')
+        snprintf(prod, sizeof(prod), "%s", env);
+    else
+        snprintf(prod, sizeof(prod), "%s/..", h_build());
+    static const char *const bins[] = {"bulkhead", "bulkheadd", "bulkhead-sentry"};
+    static const char hook[] = "BULKHEAD_TEST_BREAK";
+    for (size_t i = 0; i < BH_ARRAY_SIZE(bins); i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/%s", prod, bins[i]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "the production build's %s is not there (run make, or make test)",
+                      path);
+        cleanup_free char *text = h_read_fd(fd);
+        close(fd);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_assert(memmem(text, (size_t)st.st_size, hook, strlen(hook)) == NULL,
+                  "%s holds the test hook", path);
+    }
+    /* The scan can see the hook: the test build's bulkhead holds it. */
+    cleanup_free char *mine = h_path("bulkhead");
+    int fd = open(mine, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "%s", mine);
+    cleanup_free char *text = h_read_fd(fd);
+    close(fd);
+    struct stat st;
+    cr_assert_eq(stat(mine, &st), 0);
+    cr_assert(memmem(text, (size_t)st.st_size, hook, strlen(hook)) != NULL,
+              "the test build's bulkhead has no hook: was it built by make test?");
+
+    char bh[PATH_MAX + 16];
+    snprintf(bh, sizeof(bh), "%s/bulkhead", prod);
+    char *argv[] = {bh, "tier", "--json", "--tier", "container", NULL};
+    char *extra[] = {"BULKHEAD_TEST_BREAK=capabilities", NULL};
+    struct run_result r = h_run(argv, extra, NULL, 120);
+    json_t *doc = parse_report(&r);
+    const char *res = check_result(doc, "capabilities");
+    cr_assert(res != NULL && strcmp(res, "pass") == 0,
+              "the production bulkhead obeyed BULKHEAD_TEST_BREAK: capabilities %s\n%s",
+              res ? res : "(missing)", r.out);
+    cr_assert(strstr(r.out, hook) == NULL, "%s", r.out);
+    json_decref(doc);
+    h_free(&r);
 }

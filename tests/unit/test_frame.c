@@ -138,3 +138,21 @@ Test(sha256, known_vectors)
     cr_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     free(m);
 }
+
+Test(sha256, hex_digest_check_takes_only_what_bh_sha256_hex_writes)
+{
+    char d[BH_SHA256_HEX];
+    bh_sha256_hex("abc", 3, d);
+    cr_assert(bh_sha256_hex_valid(d));
+    cr_assert_not(bh_sha256_hex_valid(NULL));
+    cr_assert_not(bh_sha256_hex_valid(""));
+    char bad[BH_SHA256_HEX];
+    memcpy(bad, d, sizeof(bad));
+    bad[10] = 'A'; /* upper case is not what we write */
+    cr_assert_not(bh_sha256_hex_valid(bad));
+    bad[10] = '/';
+    cr_assert_not(bh_sha256_hex_valid(bad));
+    bad[BH_SHA256_HEX - 2] = '\0'; /* one digit short */
+    memcpy(bad, d, BH_SHA256_HEX - 2);
+    cr_assert_not(bh_sha256_hex_valid(bad));
+}

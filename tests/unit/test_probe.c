@@ -17,6 +17,11 @@
 #include "probe-report.h"
 #include "probe.h"
 
+#ifndef BH_TEST_HOOKS
+#error                                                                                             \
+    "the tests are built by make test, test-run, unit or e2e (into build/test, with BH_TEST_HOOKS)"
+#endif
+
 /* Everything the probe reports at the kernel tier, all passing. */
 static char *full_report(const char *override_name, const char *override_result, bool with_end)
 {
@@ -79,6 +84,19 @@ Test(probe, all_checks_pass_verifies_kernel)
     cr_assert_not_null(c);
     cr_assert_str_eq(c->detail, "detail of landlock");
     cr_assert_eq(c->required_for, BH_TIER_KERNEL);
+    bh_tier_report_free(r);
+}
+
+/* A check that could not be recorded (out of memory) must not leave a
+ * report that verifies a tier: it verifies none. */
+Test(probe, an_incomplete_report_verifies_nothing)
+{
+    unsetenv("BULKHEAD_TEST_BREAK");
+    struct bh_tier_report *r = report_for(BH_TIER_KERNEL, NULL, NULL, true);
+    cr_assert_eq(r->tier, BH_TIER_KERNEL);
+    r->incomplete = true;
+    bh_tier_report_compute(r);
+    cr_assert_eq(r->tier, BH_TIER_NONE, "got %s", bh_tier_name(r->tier));
     bh_tier_report_free(r);
 }
 

@@ -172,13 +172,14 @@ Test(msg, raw_child_error_survives_quotes_and_newlines)
 {
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-    bh_msg_send_raw_error(sv[0], ENOENT, "exec `%s`: %s", "a\"b\\c\nd", "gone");
+    bh_msg_send_raw_error(sv[0], BH_ERROR_EXEC, ENOENT, "exec `%s`: %s", "a\"b\\c\nd", "gone");
     json_t *m = NULL;
     struct bh_error err = {0};
     cr_assert_eq(bh_msg_recv(sv[1], -1, &m, NULL, 0, NULL, &err), 1, "%s", err.msg);
     cr_assert_str_eq(json_string_value(json_object_get(m, "ev")), "error");
     bh_msg_to_error(m, &err);
     cr_assert_eq(err.code, ENOENT);
+    cr_assert_eq(err.kind, BH_ERROR_EXEC);
     cr_assert_str_eq(err.msg, "exec `a\"b\\c\nd`: gone");
     json_decref(m);
     close(sv[0]);
