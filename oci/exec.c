@@ -482,6 +482,17 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     pid_t pid = 0;
     bool set_oom = proc.has_oom_score_adj;
     proc.has_oom_score_adj = false;
+    /* runc's stage names, as at create (runtime.c's create_logged). */
+    cli_log(g, "debug",
+            "nsexec container setup: exec %s: the sentry forks the process in the sandbox's "
+            "namespaces",
+            id);
+    cli_log(g, "debug",
+            "child process in init(): exec %s: the sentry sets its ids, capabilities, seccomp "
+            "and Landlock",
+            id);
+    cli_log(g, "debug", "setns_init: about to exec `%s` in %s",
+            proc.argv && proc.argv[0] ? proc.argv[0] : "", id);
     if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
                            (size_t)n_extra, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);

@@ -363,6 +363,27 @@ fail_nosb:
     return rc;
 }
 
+/* runc's --debug names its set-up stages (nsexec, init) and tools and
+ * runc's own tests follow those names: bulkhead's lines for the same steps
+ * carry them. */
+static int create_logged(const struct cli_globals *g, const char *cmd, const char *id,
+                         const struct oci_create_args *a, pid_t *pid)
+{
+    cli_log(g, "debug",
+            "nsexec container setup: %s %s: bulkhead-sentry makes the sandbox (namespaces, id "
+            "maps, mounts, cgroup)",
+            cmd, id);
+    int rc = oci_do_create(g, id, a, pid);
+    if (rc == 0) {
+        cli_log(g, "debug",
+                "child process in init(): %s %s: the container's process is set up in the "
+                "sandbox and waits for start",
+                cmd, id);
+        cli_log(g, "debug", "init: closing the pipe to signal completion (%s %s)", cmd, id);
+    }
+    return rc;
+}
+
 static const char create_help[] =
     "usage: bulkhead create [--bundle DIR] [--pid-file FILE] [--console-socket SOCK] ID\n"
     "Creates a container from the OCI bundle DIR (default: the current directory); its\n"
@@ -386,7 +407,7 @@ int cmd_create(const struct cli_globals *g, int argc, char **argv)
     const char *id;
     if (oci_need_id(g, "create", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
-    return oci_do_create(g, id, &a, NULL);
+    return create_logged(g, "create", id, &a, NULL);
 }
 
 /* ---- start -------------------------------------------------------------- */
@@ -1083,7 +1104,7 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
     oci_tty_init(&tty);
     if (!detach)
         a.tty = &tty;
-    int rc = oci_do_create(g, id, &a, &pid);
+    int rc = create_logged(g, "run", id, &a, &pid);
     if (rc != 0) {
         oci_tty_finish(&tty);
         return rc;

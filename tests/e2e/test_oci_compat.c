@@ -887,6 +887,42 @@ Test(oci_compat_cli, debug_lines_go_to_stderr_or_the_log)
     cr_expect(seen, "no JSON debug line in the log");
 }
 
+/* runc's set-up stage names in --debug lines, which tools and runc's own
+ * tests follow: for run (on stderr, or only in --log) and for exec. */
+static const char *const run_stages[] = {"nsexec container setup", "child process in init()",
+                                         "init: closing the pipe to signal completion", NULL};
+static const char *const exec_stages[] = {"nsexec container setup", "child process in init()",
+                                          "setns_init: about to exec", NULL};
+
+static void expect_stages(const char *text, const char *const *stages)
+{
+    for (int i = 0; stages[i]; i++)
+        cr_expect(strstr(text, stages[i]) != NULL, "no `%s` line: %s", stages[i], text);
+}
+
+Test(oci_compat_cli, debug_lines_name_runcs_stages)
+{
+    config("[\"true\"]", false, NULL);
+    const char *id = new_id("dbg");
+    cr_assert_eq(RUN0("--debug", "run", id), 0, "%s", err_text);
+    expect_stages(err_text, run_stages);
+    char log[512], text[16384];
+    snprintf(log, sizeof(log), "%s/run.log", tmp);
+    cr_assert_eq(RUN0("--debug", "--log", log, "--log-format", "json", "run", id), 0, "%s",
+                 err_text);
+    cr_expect_null(strstr(err_text, "nsexec"), "stage lines on stderr with --log: %s", err_text);
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    read_all(fd, text, sizeof(text));
+    close(fd);
+    expect_stages(text, run_stages);
+    cr_expect(strstr(text, "{\"level\":\"debug\",\"msg\":\"nsexec container setup") != NULL,
+              "not a JSON line: %s", text);
+    const char *sl = start_sleeper(NULL);
+    cr_assert_eq(RUN0("--debug", "exec", sl, "true"), 0, "%s", err_text);
+    expect_stages(err_text, exec_stages);
+}
+
 /* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 at the
  * container tier (nothing else leaks in); the kernel tier refuses them. */
 static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
