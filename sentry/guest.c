@@ -331,7 +331,16 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         guest_fail(sock, &err, 125);
     const char *cwd = proc->cwd ? proc->cwd : "/";
     if (chdir(cwd) < 0) {
-        bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
+        /* Entered with the process's own ids and capabilities: runc enters
+         * it earlier with its own privileges, which no part of a sandbox holds. */
+        if (errno == EACCES)
+            bh_error_errno(&err, errno,
+                           "enter the working directory `%s` as uid %u: its permissions do not "
+                           "let that user in (the process's own ids and capabilities count, not "
+                           "the runtime's)",
+                           cwd, proc->uid);
+        else
+            bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, 125);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {

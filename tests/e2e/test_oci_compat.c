@@ -507,6 +507,48 @@ static void pid1_status(const char *tier)
                   out);
 }
 
+/* A working directory the exec'd user may not enter (runc's `exec --user 0`
+ * into another uid's 0700 cwd, where runc's own privileges get it in): the
+ * refusal says whose permissions were checked; the owner still gets in. */
+static void cwd_permissions_are_the_processs(const char *tier)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    char cfg[8192], dir[300];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    snprintf(dir, sizeof(dir), "%s/bundle/rootfs/root", tmp);
+    cr_assert_eq(chown(dir, 42, 0), 0);
+    cr_assert_eq(chmod(dir, 0700), 0);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_t *proc = json_object_get(j, "process");
+    json_object_set_new(proc, "cwd", json_string("/root"));
+    json_object_set_new(proc, "user", json_pack("{s:i,s:i}", "uid", 42, "gid", 0));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    const char *id = new_id("cwd");
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d as the directory's owner: %s", err_text);
+    cr_expect_eq(RUN0("exec", id, "true"), 0, "exec as the owner: %s", err_text);
+    cr_expect_eq(RUN0("exec", "--user", "0", id, "true"), 255);
+    cr_expect(strstr(err_text, "working directory `/root` as uid 0") != NULL &&
+                  strstr(err_text, "Permission denied") != NULL,
+              "%s", err_text);
+}
+
+Test(oci_compat_cli, cwd_permissions_are_the_processs_container_tier)
+{
+    cwd_permissions_are_the_processs("container");
+}
+
+Test(oci_compat_cli, cwd_permissions_are_the_processs_kernel_tier)
+{
+    h_require_kernel_tier();
+    cwd_permissions_are_the_processs("kernel");
+}
+
 Test(oci_compat_cli, pid1_status_container_tier)
 {
     pid1_status("container");
