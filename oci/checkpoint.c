@@ -16,10 +16,15 @@
  *   layer is a restore to a lower tier, which bulkhead never does without
  *   saying so; it refuses instead (fail closed).
  * The CRIU in Debian bookworm (3.17.1) does not start on kernels whose vDSO
- * layout it does not know (6.18 here: "Unexpected rt vDSO area bounds"), so
- * nothing beyond the refusal could be verified on such a host either. */
+ * layout it does not know (6.18 here maps [vvar], [vvar_vclock] and [vdso]:
+ * its kernel-feature detection stops at "Unexpected rt vDSO area bounds",
+ * so `criu check`, a `criu dump` of a plain host process and runc's own
+ * checkpoint tests all fail), so nothing beyond the refusal could be
+ * verified on such a host either. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cleanup.h"
 #include "cli.h"
@@ -32,6 +37,32 @@ static const char *const lost_layer[] = {
     [BH_TIER_KERNEL] = "the sentry's seccomp notification listeners (CRIU can neither dump nor "
                        "re-create them, so the restored guests would have no syscall broker)",
 };
+
+/* runc's checks of --parent-path, made before anything else (scripts and
+ * runc's own tests match the flag's name in the message): relative to the
+ * image directory, and there. */
+static int check_parent_path(const struct cli_globals *g, const char *image, const char *parent)
+{
+    if (parent == NULL)
+        return 0;
+    if (parent[0] == '/') {
+        cli_report_error(g,
+                         "checkpoint: --parent-path `%s` must be relative (to --image-path, "
+                         "where the pre-dump's images are)",
+                         parent);
+        return -1;
+    }
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s", image ? image : "checkpoint", parent);
+    const char *why_not = stat(path, &st) < 0    ? strerror(errno)
+                          : !S_ISDIR(st.st_mode) ? "not a directory"
+                                                 : NULL;
+    if (why_not == NULL)
+        return 0;
+    cli_report_error(g, "checkpoint: invalid --parent-path `%s`: `%s`: %s", parent, path, why_not);
+    return -1;
+}
 
 static const char *why(enum bh_tier t)
 {
@@ -81,6 +112,8 @@ int cmd_checkpoint(const struct cli_globals *g, int argc, char **argv)
     }
     const char *id;
     if (oci_need_id(g, "checkpoint", argc, argv, pos, &id) < 0)
+        return CLI_EXIT_REFUSED;
+    if (check_parent_path(g, image, parent) < 0)
         return CLI_EXIT_REFUSED;
     cleanup_close int dirfd = -1;
     struct oci_state st;

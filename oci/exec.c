@@ -120,29 +120,286 @@ static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
     return copy;
 }
 
+/* The command line of `exec`, as parsed. */
+struct exec_opts {
+    const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve,
+        *cgroup;
+    bool detach, tty, nnp, ignore_paused;
+    struct oci_list env, gids, caps;
+};
+
+static void exec_opts_free(struct exec_opts *o)
+{
+    oci_list_free(&o->env);
+    oci_list_free(&o->gids);
+    oci_list_free(&o->caps);
+}
+
+/* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
+static int exec_preserved_fds(const struct cli_globals *g, const char *preserve,
+                              int extra[BH_EXEC_MAX_EXTRA_FDS], int *n_extra)
+{
+    *n_extra = 0;
+    if (preserve == NULL)
+        return 0;
+    char *end;
+    long v = strtol(preserve, &end, 10);
+    if (*preserve == '\0' || *end != '\0' || v < 0 || v > BH_EXEC_MAX_EXTRA_FDS) {
+        cli_report_error(g, "exec: --preserve-fds `%s` must be a number from 0 to %d", preserve,
+                         BH_EXEC_MAX_EXTRA_FDS);
+        return -1;
+    }
+    for (int i = 0; i < (int)v; i++) {
+        extra[i] = 3 + i;
+        if (fcntl(extra[i], F_GETFD) < 0) {
+            cli_report_error(g, "exec: --preserve-fds %ld: fd %d is not open", v, extra[i]);
+            return -1;
+        }
+    }
+    *n_extra = (int)v;
+    return 0;
+}
+
+static int exec_check_status(const struct cli_globals *g, const char *id,
+                             const struct oci_state *st, bool ignore_paused)
+{
+    const char *status = oci_state_status(st);
+    if (strcmp(status, "running") == 0 || strcmp(status, "created") == 0 ||
+        (ignore_paused && strcmp(status, "paused") == 0))
+        return 0;
+    /* runc's words for the paused case, which scripts match. */
+    if (strcmp(status, "paused") == 0)
+        cli_report_error(g,
+                         "exec: cannot exec in a paused container (`%s`; resume it or use "
+                         "--ignore-paused)",
+                         id);
+    else
+        cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
+    return -1;
+}
+
+/* The process from --process FILE (or - for stdin). */
+static json_t *exec_process_from_file(const struct cli_globals *g, const char *process_file)
+{
+    json_error_t jerr;
+    json_t *pj = strcmp(process_file, "-") == 0
+                     ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
+                     : json_load_file(process_file, JSON_REJECT_DUPLICATES, &jerr);
+    if (pj == NULL) {
+        cli_report_error(g, "exec: --process `%s` line %d column %d: %s", process_file, jerr.line,
+                         jerr.column, jerr.text);
+        return NULL;
+    }
+    /* config.json must name the user; an exec'd process without one
+     * runs as the container's root, as under runc. */
+    if (json_is_object(pj) && json_object_get(pj, "user") == NULL)
+        json_object_set_new(pj, "user", json_pack("{s:i,s:i}", "uid", 0, "gid", 0));
+    return pj;
+}
+
+/* The bundle's process with the command line's args and overrides; *rc is
+ * set for a refusal of the command line itself. */
+static json_t *exec_process_from_args(const struct cli_globals *g, const struct exec_opts *o,
+                                      const char *bundle, int argc, char **argv, int pos, int *rc)
+{
+    struct bh_error err = {0};
+    if (pos + 1 >= argc) {
+        cli_report_error(g, "exec: a command to run is required (or --process FILE)");
+        *rc = CLI_EXIT_REFUSED;
+        return NULL;
+    }
+    json_t *pj = load_bundle_process(bundle, &err);
+    if (pj == NULL) {
+        cli_report_error(g, "exec: %s", err.msg);
+        return NULL;
+    }
+    json_t *args = json_array();
+    for (int i = pos + 1; i < argc; i++)
+        json_array_append_new(args, json_string(argv[i]));
+    json_object_set_new(pj, "args", args);
+    json_object_set_new(pj, "terminal", json_boolean(o->tty));
+    if (o->cwd)
+        json_object_set_new(pj, "cwd", json_string(o->cwd));
+    json_t *e = json_object_get(pj, "env");
+    if (!json_is_array(e)) {
+        e = json_array();
+        json_object_set_new(pj, "env", e);
+    }
+    for (size_t i = 0; i < o->env.n; i++)
+        json_array_append_new(e, json_string(o->env.items[i]));
+    if (o->user) {
+        unsigned long uid = 0, gid = 0;
+        char *end;
+        uid = strtoul(o->user, &end, 10);
+        if (*end == ':')
+            gid = strtoul(end + 1, &end, 10);
+        if (*end != '\0' || end == o->user) {
+            cli_report_error(g, "exec: --user `%s` must be UID or UID:GID (numbers)", o->user);
+            *rc = CLI_EXIT_REFUSED;
+            json_decref(pj);
+            return NULL;
+        }
+        json_t *u = json_object();
+        json_object_set_new(u, "uid", json_integer((json_int_t)uid));
+        json_object_set_new(u, "gid", json_integer((json_int_t)gid));
+        json_object_set_new(pj, "user", u);
+    }
+    if (o->gids.n) {
+        json_t *u = json_object_get(pj, "user");
+        json_t *ag = json_array();
+        for (size_t i = 0; i < o->gids.n; i++)
+            json_array_append_new(ag, json_integer(strtoll(o->gids.items[i], NULL, 10)));
+        json_object_set_new(u, "additionalGids", ag);
+    }
+    return pj;
+}
+
+/* runc's rules and words for the console socket, as at create. */
+static int exec_check_terminal(const struct cli_globals *g, const char *console_socket, bool detach,
+                               bool terminal)
+{
+    if (console_socket != NULL && (!detach || !terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         detach ? "the process has no terminal"
+                                : "in the foreground the pty is relayed to our own stdio");
+        return -1;
+    }
+    if (terminal && console_socket == NULL && detach) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (the process has a terminal: give --console-socket)");
+        return -1;
+    }
+    return 0;
+}
+
+/* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
+static void exec_set_oom_score_adj(pid_t pid, int adj)
+{
+    char path[64], buf[16];
+    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pid);
+    int len = snprintf(buf, sizeof(buf), "%d", adj);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t w = write(fd, buf, (size_t)len);
+        (void)w; /* the process may already be gone: nothing to adjust */
+        close(fd);
+    }
+}
+
+/* The detached proxy's life: holds nothing of the caller's but the channel,
+ * and ends the way the guest ended. Never returns. */
+static void exec_proxy_main(const struct cli_globals *g, struct bh_sentry_conn *conn,
+                            const char *state_dir, pid_t pid)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        close(null);
+    }
+    prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
+    int wst = 0;
+    struct bh_error werr = {0};
+    if (wait_forwarding(conn, state_dir, pid, NULL, &wst, &werr) < 0) {
+        /* Nobody reads our stderr any more: the log is the only witness. */
+        cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
+        _exit(255);
+    }
+    if (WIFSIGNALED(wst)) {
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        signal(WTERMSIG(wst), SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, WTERMSIG(wst));
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
+        kill(getpid(), WTERMSIG(wst));
+        _exit(128 + WTERMSIG(wst));
+    }
+    _exit(WEXITSTATUS(wst));
+}
+
+/* Detached: forks the proxy that stands for the process and writes its pid.
+ * Called with every signal blocked; restores *old. */
+static int exec_detach(const struct cli_globals *g, struct bh_sentry_conn *conn,
+                       const char *state_dir, pid_t pid, const char *pid_file, const sigset_t *old)
+{
+    struct bh_error err = {0};
+    pid_t proxy = fork();
+    if (proxy < 0) {
+        int e = errno;
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, old, NULL);
+        cli_report_error(g, "exec: fork the proxy: %s", strerror(e));
+        return -1;
+    }
+    if (proxy == 0)
+        exec_proxy_main(g, conn, state_dir, pid);
+    sigprocmask(SIG_SETMASK, old, NULL);
+    if (pid_file && write_pid_file(pid_file, proxy, &err) < 0) {
+        kill(proxy, SIGKILL);
+        cli_report_error(g, "exec: pid file: %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Attached: we are the proxy ourselves (the container's lock is not held
+ * while waiting). Called with every signal blocked; restores *old. Returns
+ * 0 with *wst, or -1. */
+static int exec_attached(const struct cli_globals *g, struct bh_sentry_conn *conn,
+                         const char *state_dir, pid_t pid, const char *pid_file,
+                         struct oci_tty *relay, const sigset_t *old, int *wst)
+{
+    struct bh_error err = {0};
+    /* The pid is the process's own host pid, as runc writes it. */
+    if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, old, NULL);
+        cli_report_error(g, "exec: pid file: %s", err.msg);
+        return -1;
+    }
+    if (relay->listen_fd >= 0 && oci_tty_attach(relay, &err) < 0) {
+        struct bh_error kerr = {0};
+        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+        sigprocmask(SIG_SETMASK, old, NULL);
+        cli_report_error(g, "exec: %s", err.msg);
+        return -1;
+    }
+    int r = wait_forwarding(conn, state_dir, pid, relay, wst, &err);
+    sigprocmask(SIG_SETMASK, old, NULL);
+    if (r < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_exec(const struct cli_globals *g, int argc, char **argv)
 {
-    const char *process_file = NULL, *pid_file = NULL, *console_socket = NULL, *cwd = NULL,
-               *user = NULL, *apparmor = NULL, *label = NULL, *preserve = NULL, *cgroup = NULL;
-    bool detach = false, tty = false, nnp = false, ignore_paused = false;
-    struct oci_list env = {0}, gids = {0}, caps = {0};
+    struct exec_opts o = {0};
     const struct oci_opt opts[] = {
-        {"process", 'p', OCI_OPT_STRING, &process_file},
-        {"detach", 'd', OCI_OPT_BOOL, &detach},
-        {"pid-file", 0, OCI_OPT_STRING, &pid_file},
-        {"console-socket", 0, OCI_OPT_STRING, &console_socket},
-        {"tty", 't', OCI_OPT_BOOL, &tty},
-        {"cwd", 0, OCI_OPT_STRING, &cwd},
-        {"env", 'e', OCI_OPT_LIST, &env},
-        {"user", 'u', OCI_OPT_STRING, &user},
-        {"additional-gids", 'g', OCI_OPT_LIST, &gids},
-        {"cap", 'c', OCI_OPT_LIST, &caps},
-        {"no-new-privs", 0, OCI_OPT_BOOL, &nnp},
-        {"apparmor", 0, OCI_OPT_STRING, &apparmor},
-        {"process-label", 0, OCI_OPT_STRING, &label},
-        {"preserve-fds", 0, OCI_OPT_STRING, &preserve},
-        {"ignore-paused", 0, OCI_OPT_BOOL, &ignore_paused},
-        {"cgroup", 0, OCI_OPT_STRING, &cgroup},
+        {"process", 'p', OCI_OPT_STRING, &o.process_file},
+        {"detach", 'd', OCI_OPT_BOOL, &o.detach},
+        {"pid-file", 0, OCI_OPT_STRING, &o.pid_file},
+        {"console-socket", 0, OCI_OPT_STRING, &o.console_socket},
+        {"tty", 't', OCI_OPT_BOOL, &o.tty},
+        {"cwd", 0, OCI_OPT_STRING, &o.cwd},
+        {"env", 'e', OCI_OPT_LIST, &o.env},
+        {"user", 'u', OCI_OPT_STRING, &o.user},
+        {"additional-gids", 'g', OCI_OPT_LIST, &o.gids},
+        {"cap", 'c', OCI_OPT_LIST, &o.caps},
+        {"no-new-privs", 0, OCI_OPT_BOOL, &o.nnp},
+        {"apparmor", 0, OCI_OPT_STRING, &o.apparmor},
+        {"process-label", 0, OCI_OPT_STRING, &o.label},
+        {"preserve-fds", 0, OCI_OPT_STRING, &o.preserve},
+        {"ignore-paused", 0, OCI_OPT_BOOL, &o.ignore_paused},
+        {"cgroup", 0, OCI_OPT_STRING, &o.cgroup},
     };
     bool help = false;
     struct bh_error err = {0};
@@ -172,128 +429,30 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         rc = CLI_EXIT_REFUSED;
         goto out_args;
     }
-    /* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
     int n_extra = 0;
     int extra[BH_EXEC_MAX_EXTRA_FDS];
-    if (preserve) {
-        char *end;
-        long v = strtol(preserve, &end, 10);
-        if (*preserve == '\0' || *end != '\0' || v < 0 || v > BH_EXEC_MAX_EXTRA_FDS) {
-            cli_report_error(g, "exec: --preserve-fds `%s` must be a number from 0 to %d", preserve,
-                             BH_EXEC_MAX_EXTRA_FDS);
-            goto out_args;
-        }
-        n_extra = (int)v;
-        for (int i = 0; i < n_extra; i++) {
-            extra[i] = 3 + i;
-            if (fcntl(extra[i], F_GETFD) < 0) {
-                cli_report_error(g, "exec: --preserve-fds %d: fd %d is not open", n_extra,
-                                 extra[i]);
-                goto out_args;
-            }
-        }
-    }
+    if (exec_preserved_fds(g, o.preserve, extra, &n_extra) < 0)
+        goto out_args;
     if (oci_open(g, "exec", id, &dirfd, &st) < 0)
         goto out_args;
-    const char *status = oci_state_status(&st);
-    if (strcmp(status, "running") != 0 && strcmp(status, "created") != 0 &&
-        !(ignore_paused && strcmp(status, "paused") == 0)) {
-        /* runc's words for the paused case, which scripts match. */
-        if (strcmp(status, "paused") == 0)
-            cli_report_error(g,
-                             "exec: cannot exec in a paused container (`%s`; resume it or use "
-                             "--ignore-paused)",
-                             id);
-        else
-            cli_report_error(g, "exec: cannot exec in container `%s`: it is %s", id, status);
+    if (exec_check_status(g, id, &st, o.ignore_paused) < 0)
         goto out;
-    }
-    if (process_file) {
-        json_error_t jerr;
-        pj = strcmp(process_file, "-") == 0
-                 ? json_loadf(stdin, JSON_REJECT_DUPLICATES, &jerr)
-                 : json_load_file(process_file, JSON_REJECT_DUPLICATES, &jerr);
-        if (pj == NULL) {
-            cli_report_error(g, "exec: --process `%s` line %d column %d: %s", process_file,
-                             jerr.line, jerr.column, jerr.text);
-            goto out;
-        }
-        /* config.json must name the user; an exec'd process without one
-         * runs as the container's root, as under runc. */
-        if (json_is_object(pj) && json_object_get(pj, "user") == NULL)
-            json_object_set_new(pj, "user", json_pack("{s:i,s:i}", "uid", 0, "gid", 0));
-    } else {
-        if (pos + 1 >= argc) {
-            cli_report_error(g, "exec: a command to run is required (or --process FILE)");
-            rc = CLI_EXIT_REFUSED;
-            goto out;
-        }
-        pj = load_bundle_process(st.bundle, &err);
-        if (pj == NULL) {
-            cli_report_error(g, "exec: %s", err.msg);
-            goto out;
-        }
-        json_t *args = json_array();
-        for (int i = pos + 1; i < argc; i++)
-            json_array_append_new(args, json_string(argv[i]));
-        json_object_set_new(pj, "args", args);
-        json_object_set_new(pj, "terminal", json_boolean(tty));
-        if (cwd)
-            json_object_set_new(pj, "cwd", json_string(cwd));
-        json_t *e = json_object_get(pj, "env");
-        if (!json_is_array(e)) {
-            e = json_array();
-            json_object_set_new(pj, "env", e);
-        }
-        for (size_t i = 0; i < env.n; i++)
-            json_array_append_new(e, json_string(env.items[i]));
-        if (user) {
-            unsigned long uid = 0, gid = 0;
-            char *end;
-            uid = strtoul(user, &end, 10);
-            if (*end == ':')
-                gid = strtoul(end + 1, &end, 10);
-            if (*end != '\0' || end == user) {
-                cli_report_error(g, "exec: --user `%s` must be UID or UID:GID (numbers)", user);
-                rc = CLI_EXIT_REFUSED;
-                goto out;
-            }
-            json_t *u = json_object();
-            json_object_set_new(u, "uid", json_integer((json_int_t)uid));
-            json_object_set_new(u, "gid", json_integer((json_int_t)gid));
-            json_object_set_new(pj, "user", u);
-        }
-        if (gids.n) {
-            json_t *u = json_object_get(pj, "user");
-            json_t *ag = json_array();
-            for (size_t i = 0; i < gids.n; i++)
-                json_array_append_new(ag, json_integer(strtoll(gids.items[i], NULL, 10)));
-            json_object_set_new(u, "additionalGids", ag);
-        }
-    }
+    pj = o.process_file ? exec_process_from_file(g, o.process_file)
+                        : exec_process_from_args(g, &o, st.bundle, argc, argv, pos, &rc);
+    if (pj == NULL)
+        goto out;
     bool nnp_cfg = false;
     if (oci_process_parse(pj, "process", &proc, &nnp_cfg, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
         rc = CLI_EXIT_REFUSED;
         goto out;
     }
-    /* runc's rules and words, as at create. */
-    if (console_socket != NULL && (!detach || !proc.terminal)) {
-        cli_report_error(g,
-                         "cannot use console socket if runc will not detach or allocate tty "
-                         "(%s)",
-                         detach ? "the process has no terminal"
-                                : "in the foreground the pty is relayed to our own stdio");
+    if (exec_check_terminal(g, o.console_socket, o.detach, proc.terminal) < 0) {
         rc = CLI_EXIT_REFUSED;
         goto out;
     }
-    if (proc.terminal && console_socket == NULL && detach) {
-        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
-                            "socket (the process has a terminal: give --console-socket)");
-        rc = CLI_EXIT_REFUSED;
-        goto out;
-    }
-    if (proc.terminal && !detach) {
+    const char *console_socket = o.console_socket;
+    if (proc.terminal && !o.detach) {
         if (oci_tty_listen(&relay, &err) < 0) {
             cli_report_error(g, "exec: %s", err.msg);
             goto out;
@@ -321,9 +480,19 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     sigprocmask(SIG_BLOCK, &all, &old);
     const int stdio[3] = {0, 1, 2};
     pid_t pid = 0;
-    /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
     bool set_oom = proc.has_oom_score_adj;
     proc.has_oom_score_adj = false;
+    /* runc's stage names, as at create (runtime.c's create_logged). */
+    cli_log(g, "debug",
+            "nsexec container setup: exec %s: the sentry forks the process in the sandbox's "
+            "namespaces",
+            id);
+    cli_log(g, "debug",
+            "child process in init(): exec %s: the sentry sets its ids, capabilities, seccomp "
+            "and Landlock",
+            id);
+    cli_log(g, "debug", "setns_init: about to exec `%s` in %s",
+            proc.argv && proc.argv[0] ? proc.argv[0] : "", id);
     if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
                            (size_t)n_extra, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -331,93 +500,16 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         goto out;
     }
     cli_log(g, "debug", "exec %s: process %d started in the sandbox", id, pid);
-    if (set_oom) {
-        char path[64], buf[16];
-        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", pid);
-        int len = snprintf(buf, sizeof(buf), "%d", proc.oom_score_adj);
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            ssize_t w = write(fd, buf, (size_t)len);
-            (void)w; /* the process may already be gone: nothing to adjust */
-            close(fd);
-        }
-    }
-    if (detach) {
-        pid_t proxy = fork();
-        if (proxy < 0) {
-            int e = errno;
-            struct bh_error kerr = {0};
-            bh_sentry_signal(conn, pid, SIGKILL, &kerr);
-            sigprocmask(SIG_SETMASK, &old, NULL);
-            cli_report_error(g, "exec: fork the proxy: %s", strerror(e));
-            goto out;
-        }
-        if (proxy == 0) {
-            /* The proxy: holds nothing of the caller's but the channel. */
-            close(dirfd);
-            dirfd = -1;
-            int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-            if (null >= 0) {
-                dup2(null, 0);
-                dup2(null, 1);
-                dup2(null, 2);
-                close(null);
-            }
-            prctl(PR_SET_NAME, "bulkhead-exec", 0, 0, 0);
-            int wst = 0;
-            struct bh_error werr = {0};
-            if (wait_forwarding(conn, state_dir, pid, NULL, &wst, &werr) < 0) {
-                /* Nobody reads our stderr any more: the log is the only witness. */
-                cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
-                _exit(255);
-            }
-            if (WIFSIGNALED(wst)) {
-                struct rlimit none = {0, 0};
-                setrlimit(RLIMIT_CORE, &none);
-                signal(WTERMSIG(wst), SIG_DFL);
-                sigset_t one;
-                sigemptyset(&one);
-                sigaddset(&one, WTERMSIG(wst));
-                sigprocmask(SIG_UNBLOCK, &one, NULL);
-                kill(getpid(), WTERMSIG(wst));
-                _exit(128 + WTERMSIG(wst));
-            }
-            _exit(WEXITSTATUS(wst));
-        }
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid_file && write_pid_file(pid_file, proxy, &err) < 0) {
-            kill(proxy, SIGKILL);
-            cli_report_error(g, "exec: pid file: %s", err.msg);
-            goto out;
-        }
-        rc = 0;
-        goto out;
-    }
-    /* Attached, the pid is the process's own host pid, as runc writes it. */
-    if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
-        struct bh_error kerr = {0};
-        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        cli_report_error(g, "exec: pid file: %s", err.msg);
-        goto out;
-    }
-    /* Attached: we are the proxy ourselves; the lock is not held while waiting. */
-    close(dirfd);
-    dirfd = -1;
-    if (relay.listen_fd >= 0 && oci_tty_attach(&relay, &err) < 0) {
-        struct bh_error kerr = {0};
-        bh_sentry_signal(conn, pid, SIGKILL, &kerr);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        cli_report_error(g, "exec: %s", err.msg);
+    if (set_oom)
+        exec_set_oom_score_adj(pid, proc.oom_score_adj);
+    if (o.detach) {
+        if (exec_detach(g, conn, state_dir, pid, o.pid_file, &old) == 0)
+            rc = 0;
         goto out;
     }
     int wst = 0;
-    if (wait_forwarding(conn, state_dir, pid, &relay, &wst, &err) < 0) {
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        cli_report_error(g, "exec: %s", err.msg);
+    if (exec_attached(g, conn, state_dir, pid, o.pid_file, &relay, &old, &wst) < 0)
         goto out;
-    }
-    sigprocmask(SIG_SETMASK, &old, NULL);
     rc = bh_status_to_exit_code(wst);
     ran = true;
     cli_log(g, "debug", "exec %s: process %d ended with status %#x", id, pid, wst);
@@ -430,9 +522,7 @@ out:
         json_decref(pj);
     oci_state_free(&st);
 out_args:
-    oci_list_free(&env);
-    oci_list_free(&gids);
-    oci_list_free(&caps);
+    exec_opts_free(&o);
     /* Any failure before the process's own status: runc's 255. */
     if (rc != 0 && !ran)
         rc = CLI_EXIT_EXEC_FAILED;

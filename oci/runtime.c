@@ -8,12 +8,15 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -360,6 +363,27 @@ fail_nosb:
     return rc;
 }
 
+/* runc's --debug names its set-up stages (nsexec, init) and tools and
+ * runc's own tests follow those names: bulkhead's lines for the same steps
+ * carry them. */
+static int create_logged(const struct cli_globals *g, const char *cmd, const char *id,
+                         const struct oci_create_args *a, pid_t *pid)
+{
+    cli_log(g, "debug",
+            "nsexec container setup: %s %s: bulkhead-sentry makes the sandbox (namespaces, id "
+            "maps, mounts, cgroup)",
+            cmd, id);
+    int rc = oci_do_create(g, id, a, pid);
+    if (rc == 0) {
+        cli_log(g, "debug",
+                "child process in init(): %s %s: the container's process is set up in the "
+                "sandbox and waits for start",
+                cmd, id);
+        cli_log(g, "debug", "init: closing the pipe to signal completion (%s %s)", cmd, id);
+    }
+    return rc;
+}
+
 static const char create_help[] =
     "usage: bulkhead create [--bundle DIR] [--pid-file FILE] [--console-socket SOCK] ID\n"
     "Creates a container from the OCI bundle DIR (default: the current directory); its\n"
@@ -383,7 +407,7 @@ int cmd_create(const struct cli_globals *g, int argc, char **argv)
     const char *id;
     if (oci_need_id(g, "create", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
-    return oci_do_create(g, id, &a, NULL);
+    return create_logged(g, "create", id, &a, NULL);
 }
 
 /* ---- start -------------------------------------------------------------- */
@@ -854,8 +878,32 @@ int cmd_resume(const struct cli_globals *g, int argc, char **argv)
     return set_frozen(g, "resume", argc, argv, false);
 }
 
-/* ps(1)'s output (run with args) into a malloc'd string, or NULL. */
-static char *run_ps(char **args, size_t n_args, struct bh_error *err)
+/* In ps(1)'s child: become the container's root in its user namespace, so
+ * ps names the container's users (uid 0 is `root`, not a mapped host id)
+ * and its BSD `x` ("my processes") selects the container's root's, as
+ * under runc where they are host root's. Reports on stderr: exec is next. */
+static void ps_enter_userns(int userns_pidfd)
+{
+    gid_t none[1];
+    if (setns(userns_pidfd, CLONE_NEWUSER) < 0) {
+        fprintf(stderr, "bulkhead: ps: enter the container's user namespace: %s\n",
+                strerror(errno));
+        _exit(125);
+    }
+    /* A namespace whose setgroups is denied keeps no group of ours mapped anyway. */
+    if (setgroups(0, none) < 0 && errno != EPERM) {
+        fprintf(stderr, "bulkhead: ps: drop supplementary groups: %s\n", strerror(errno));
+        _exit(125);
+    }
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+        fprintf(stderr, "bulkhead: ps: become the container's root: %s\n", strerror(errno));
+        _exit(125);
+    }
+}
+
+/* ps(1)'s output (run with args) into a malloc'd string, or NULL; with
+ * userns_pidfd >= 0, run as the container's root (ps_enter_userns). */
+static char *run_ps(char **args, size_t n_args, int userns_pidfd, struct bh_error *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) {
@@ -875,6 +923,8 @@ static char *run_ps(char **args, size_t n_args, struct bh_error *err)
     pid_t pid = fork();
     if (pid == 0) {
         dup2(p[1], 1);
+        if (userns_pidfd >= 0)
+            ps_enter_userns(userns_pidfd);
         execvp("ps", (char **)argv);
         _exit(127);
     }
@@ -971,6 +1021,9 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
     struct bh_error err = {0};
     pid_t *pids = NULL;
     size_t n = 0;
+    /* Opened before the cgroup is listed: the sentry found in it below
+     * proves the pidfd is the container's, not a reused pid's. */
+    cleanup_close int sentry_pidfd = st.pid > 0 ? (int)syscall(SYS_pidfd_open, st.pid, 0) : -1;
     if (bh_cgroup_open(oci_cgroup_of(&st, cgbuf, sizeof(cgbuf)), &cg, &err) < 0 ||
         bh_cgroup_pids(cg, &pids, &n, &err) < 0) {
         if (cg)
@@ -988,10 +1041,16 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
     bh_cgroup_free(cg);
     /* The sentry is bulkhead's, not the container's: only its guests are listed. */
     size_t m = 0;
-    for (size_t i = 0; i < n; i++)
+    bool sentry_seen = false;
+    for (size_t i = 0; i < n; i++) {
         if (pids[i] != st.pid)
             pids[m++] = pids[i];
+        else
+            sentry_seen = true;
+    }
     n = m;
+    /* No sentry, no guests: ps runs only for its header. */
+    int userns_pidfd = sentry_seen ? sentry_pidfd : -1;
     int rc = 0;
     if (json) {
         printf("[");
@@ -1001,7 +1060,8 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
     } else {
         char *def[] = {"-ef"};
         bool own = pos + 1 < argc;
-        char *text = run_ps(own ? argv + pos + 1 : def, own ? (size_t)(argc - pos - 1) : 1, &err);
+        char *text = run_ps(own ? argv + pos + 1 : def, own ? (size_t)(argc - pos - 1) : 1,
+                            userns_pidfd, &err);
         if (text == NULL || print_ps_lines(text, pids, n, &err) < 0) {
             cli_report_error(g, "ps: %s", err.msg);
             rc = 1;
@@ -1044,7 +1104,7 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
     oci_tty_init(&tty);
     if (!detach)
         a.tty = &tty;
-    int rc = oci_do_create(g, id, &a, &pid);
+    int rc = create_logged(g, "run", id, &a, &pid);
     if (rc != 0) {
         oci_tty_finish(&tty);
         return rc;

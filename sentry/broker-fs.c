@@ -374,15 +374,18 @@ static int note_proc(struct bh_req *r, struct walk *w)
     return 0;
 }
 
-/* Of the sentry's /proc entries only its comm may be read (its name is no
- * secret, and it lets a guest tell it runs under bulkhead); the walk may
- * pass through /proc/N to get there. Everything else: EACCES. */
+/* Of the sentry's /proc entries only its comm and status may be read: its
+ * name is no secret and lets a guest tell it runs under bulkhead, and
+ * container tools read the container's umask and state from pid 1's status
+ * (the confinement it shows is the documented one); the walk may pass
+ * through /proc/N to get there. Everything else: EACCES. */
 static bool sentry_entry_ok(struct bh_req *r, const struct walk *w, bool final)
 {
     const char *parts[4];
     size_t lens[4];
     int n = canon_split(w->canon, parts, lens, 4);
-    if ((n == 2 && !final) || (n == 3 && part_is(parts[2], lens[2], "comm")))
+    if ((n == 2 && !final) ||
+        (n == 3 && (part_is(parts[2], lens[2], "comm") || part_is(parts[2], lens[2], "status"))))
         return true;
     bh_debug(r, "refused: %s belongs to the sentry", w->canon);
     return false;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -126,23 +127,42 @@ static int place_stdio(const int in[3], struct bh_error *err)
     return 0;
 }
 
+/* Opens a pty pair with the process's fs ids: devpts makes a pty its
+ * opener's, and runc's owner is the process itself; devpts' gid= (tty in
+ * runc's config) takes precedence for the group. */
+static int open_pty_as_guest(const struct bh_process *proc, int *master, int *slave, char *name,
+                             size_t len, struct bh_error *err)
+{
+    uid_t old_uid = (uid_t)setfsuid(proc->uid);
+    gid_t old_gid = (gid_t)setfsgid(proc->gid);
+    int unlock = 0, rc = 0;
+    /* setfsuid answers with the previous id, never an error: ask again. */
+    if ((uid_t)setfsuid(proc->uid) != proc->uid || (gid_t)setfsgid(proc->gid) != proc->gid)
+        rc = bh_error_set(err, EPERM, "take uid/gid %u/%u to open the guest's terminal", proc->uid,
+                          proc->gid);
+    else if ((*master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+        rc = bh_error_errno(err, errno, "open /dev/ptmx for the guest's terminal");
+    else if (ioctl(*master, TIOCSPTLCK, &unlock) < 0 || ptsname_r(*master, name, len) != 0)
+        rc = bh_error_errno(err, errno, "unlock the guest's pty");
+    else if ((*slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+        rc = bh_error_errno(err, errno, "open the guest's pty `%s`", name);
+    setfsuid(old_uid);
+    setfsgid(old_gid);
+    return rc;
+}
+
 static int open_console(const struct bh_process *proc, int console_fd, int stdio[3],
                         struct bh_error *err)
 {
-    cleanup_close int master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (master < 0)
-        return bh_error_errno(err, errno, "open /dev/ptmx for the guest's terminal");
+    cleanup_close int master = -1;
+    int slave = -1;
     char name[64];
-    int unlock = 0;
-    if (ioctl(master, TIOCSPTLCK, &unlock) < 0 || ptsname_r(master, name, sizeof(name)) != 0)
-        return bh_error_errno(err, errno, "unlock the guest's pty");
+    if (open_pty_as_guest(proc, &master, &slave, name, sizeof(name), err) < 0)
+        return -1;
     if (proc->console_rows && proc->console_cols) {
         struct winsize ws = {.ws_row = proc->console_rows, .ws_col = proc->console_cols};
         ioctl(master, TIOCSWINSZ, &ws);
     }
-    int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (slave < 0)
-        return bh_error_errno(err, errno, "open the guest's pty `%s`", name);
     if (ioctl(slave, TIOCSCTTY, 0) < 0) {
         close(slave);
         return bh_error_errno(err, errno, "make `%s` the guest's controlling terminal", name);
@@ -308,7 +328,16 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     const char *cwd = proc->cwd ? proc->cwd : "/";
     if (chdir(cwd) < 0) {
-        bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
+        /* Entered with the process's own ids and capabilities: runc enters
+         * it earlier with its own privileges, which no part of a sandbox holds. */
+        if (errno == EACCES)
+            bh_error_errno(&err, errno,
+                           "enter the working directory `%s` as uid %u: its permissions do not "
+                           "let that user in (the process's own ids and capabilities count, not "
+                           "the runtime's)",
+                           cwd, proc->uid);
+        else
+            bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {

@@ -820,6 +820,10 @@ int main(int argc, char **argv)
         die(&err);
     if (console_fd >= 0)
         close(console_fd);
+    /* Container tools read the container's umask from pid 1's status, and
+     * pid 1 is the sentry: it wears its first guest's. It creates no file
+     * from here on, and the broker's workers set each caller's own. */
+    umask(S.spec.process.umask >= 0 ? (mode_t)S.spec.process.umask : 022);
     if (S.first.listener >= 0) {
         if (bh_broker_add_listener(S.broker, S.first.listener, &err) < 0)
             die(&err);

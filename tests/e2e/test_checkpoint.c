@@ -188,3 +188,39 @@ Test(checkpoint, restore_refused_creates_nothing)
     cr_expect_neq(r.status, 0, "a container `restored` exists");
     h_free(&r);
 }
+
+/* runc's --parent-path checks come first and name the flag: an absolute
+ * path, and one that is not a directory under --image-path, are refused. */
+Test(checkpoint, parent_path_checked_as_runc_does)
+{
+    start_counter("container");
+    char images[300], parent[400];
+    snprintf(images, sizeof(images), "%s/images", tmp);
+    snprintf(parent, sizeof(parent), "%s/parent-dir", tmp);
+    cr_assert_eq(mkdir(images, 0700), 0);
+    struct run_result r;
+    bh((const char *const[]){"checkpoint", "--pre-dump", "--parent-path", parent, "--image-path",
+                             images, id, NULL},
+       30, &r);
+    cr_expect_neq(r.status, 0);
+    cr_expect(strstr(r.err, "--parent-path") != NULL && strstr(r.err, "relative") != NULL, "%s",
+              r.err);
+    h_free(&r);
+    bh((const char *const[]){"checkpoint", "--parent-path", "./parent-dir", "--image-path", images,
+                             id, NULL},
+       30, &r);
+    cr_expect_neq(r.status, 0);
+    cr_expect(strstr(r.err, "invalid --parent-path") != NULL &&
+                  strstr(r.err, "No such file or directory") != NULL,
+              "%s", r.err);
+    h_free(&r);
+    /* A parent that is there passes the check: the refusal is then the tier's. */
+    snprintf(parent, sizeof(parent), "%s/parent-dir", images);
+    cr_assert_eq(mkdir(parent, 0700), 0);
+    bh((const char *const[]){"checkpoint", "--parent-path", "parent-dir", "--image-path", images,
+                             id, NULL},
+       30, &r);
+    cr_expect_eq(r.status, 125);
+    cr_expect(strstr(r.err, "Landlock") != NULL, "%s", r.err);
+    h_free(&r);
+}

@@ -317,6 +317,56 @@ Test(oci_compat_tty, exec_foreground_tty)
     cr_expect(strstr(err_text, "without setting console socket") != NULL, "%s", err_text);
 }
 
+/* The pty belongs to the process, as if it had opened it itself (runc's
+ * `tty owner` tests), its group devpts' gid= (tty, 5, in runc's config). */
+static void pty_owner(const char *tier, unsigned uid, unsigned gid)
+{
+    config("[\"sh\", \"-c\", \"stat -c owner=%u:%g $(tty)\"]", true, NULL);
+    char cfg[8192];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_t *proc = json_object_get(j, "process");
+    json_object_set_new(proc, "user", json_pack("{s:i,s:i}", "uid", uid, "gid", gid));
+    json_t *m = json_array_get(json_object_get(j, "mounts"), 3);
+    json_array_append_new(json_object_get(m, "options"), json_string("gid=5"));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    const char *id = new_id("ttyown");
+    char out[4096], want[64];
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err_text);
+    snprintf(want, sizeof(want), "owner=%u:5", uid);
+    cr_expect(strstr(out, want) != NULL, "run's pty: want %s, got %s", want, out);
+}
+
+Test(oci_compat_tty, pty_owner_container_tier)
+{
+    pty_owner("container", 0, 0);
+    pty_owner("container", 1000, 100);
+}
+
+Test(oci_compat_tty, pty_owner_kernel_tier)
+{
+    h_require_kernel_tier();
+    pty_owner("kernel", 0, 0);
+    pty_owner("kernel", 1000, 100);
+}
+
+Test(oci_compat_tty, exec_pty_owner)
+{
+    const char *id = start_sleeper(NULL);
+    char out[4096];
+    int rc = RUN(out, "exec", "-t", id, "sh", "-c", "stat -c owner=%u:%g $(tty)");
+    cr_expect_eq(rc, 0, "exit %d: %s", rc, err_text);
+    /* The sleeper's devpts has no gid=: the group is the process's own. */
+    cr_expect(strstr(out, "owner=0:0") != NULL, "exec's pty: %s", out);
+    rc = RUN(out, "exec", "-t", "--user", "1000:100", id, "sh", "-c", "stat -c owner=%u:%g $(tty)");
+    cr_expect_eq(rc, 0, "exit %d: %s", rc, err_text);
+    cr_expect(strstr(out, "owner=1000:100") != NULL, "exec --user's pty: %s", out);
+}
+
 /* ---- the command line ----------------------------------------------------- */
 
 TestSuite(oci_compat_cli, .init = setup, .fini = teardown, .timeout = 90);
@@ -401,6 +451,115 @@ Test(oci_compat_cli, ps_lists_guests_only_and_passes_ps_options)
     cr_expect(strstr(out, "sleep") != NULL, "ps options not passed: %s", out);
 }
 
+/* ps(1) sees the container's users, as under runc where the container's
+ * root is host root: the UID column says root (not a mapped host id), and
+ * BSD `x` ("my processes", runc's `ps -e -x`) selects the root's guests. */
+static void ps_as_the_containers_root(const char *tier)
+{
+    const char *id = start_sleeper(tier);
+    char out[16384];
+    cr_assert_eq(RUN(out, "ps", id), 0, "%s", err_text);
+    const char *line = strchr(out, '\n');
+    cr_assert_not_null(line, "%s", out);
+    cr_expect(strncmp(line + 1, "root ", 5) == 0, "the guest is not root's: %s", out);
+    cr_assert_eq(RUN(out, "ps", id, "-e", "-x"), 0, "%s", err_text);
+    cr_expect(strstr(out, "PID TTY") != NULL && strstr(out, "sleep 1000") != NULL,
+              "ps -e -x left out the container's root's process: %s", out);
+    cr_assert_eq(RUN(out, "ps", id, "-o", "pid,uid,user"), 0, "%s", err_text);
+    cr_expect(strstr(out, " 0 root") != NULL, "uid and user in the container: %s", out);
+}
+
+Test(oci_compat_cli, ps_as_the_containers_root_container_tier)
+{
+    ps_as_the_containers_root("container");
+}
+
+Test(oci_compat_cli, ps_as_the_containers_root_kernel_tier)
+{
+    h_require_kernel_tier();
+    ps_as_the_containers_root("kernel");
+}
+
+/* pid 1 is the sentry, yet tools read the container's umask and state from
+ * its status: it shows the process's umask (runc's `umask` test), and the
+ * rest of the sentry stays out of reach. */
+static void pid1_status(const char *tier)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    char cfg[8192];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_object_set_new(json_object_get(json_object_get(j, "process"), "user"), "umask",
+                        json_integer(063));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    const char *id = new_id("um");
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d: %s", err_text);
+    char out[4096];
+    cr_assert_eq(RUN(out, "exec", id, "grep", "^Umask:", "/proc/1/status"), 0, "%s", err_text);
+    cr_expect(strstr(out, "Umask:\t0063\n") != NULL, "pid 1's umask: %s", out);
+    cr_expect_neq(RUN(out, "exec", id, "cat", "/proc/1/environ"), 0, "the sentry's environ: %s",
+                  out);
+}
+
+/* A working directory the exec'd user may not enter (runc's `exec --user 0`
+ * into another uid's 0700 cwd, where runc's own privileges get it in): the
+ * refusal says whose permissions were checked; the owner still gets in. */
+static void cwd_permissions_are_the_processs(const char *tier)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    char cfg[8192], dir[300];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    snprintf(dir, sizeof(dir), "%s/bundle/rootfs/root", tmp);
+    cr_assert_eq(chown(dir, 42, 0), 0);
+    cr_assert_eq(chmod(dir, 0700), 0);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_t *proc = json_object_get(j, "process");
+    json_object_set_new(proc, "cwd", json_string("/root"));
+    json_object_set_new(proc, "user", json_pack("{s:i,s:i}", "uid", 42, "gid", 0));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    const char *id = new_id("cwd");
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d as the directory's owner: %s", err_text);
+    cr_expect_eq(RUN0("exec", id, "true"), 0, "exec as the owner: %s", err_text);
+    cr_expect_eq(RUN0("exec", "--user", "0", id, "true"), 255);
+    cr_expect(strstr(err_text, "working directory `/root` as uid 0") != NULL &&
+                  strstr(err_text, "Permission denied") != NULL,
+              "%s", err_text);
+}
+
+Test(oci_compat_cli, cwd_permissions_are_the_processs_container_tier)
+{
+    cwd_permissions_are_the_processs("container");
+}
+
+Test(oci_compat_cli, cwd_permissions_are_the_processs_kernel_tier)
+{
+    h_require_kernel_tier();
+    cwd_permissions_are_the_processs("kernel");
+}
+
+Test(oci_compat_cli, pid1_status_container_tier)
+{
+    pid1_status("container");
+}
+
+Test(oci_compat_cli, pid1_status_kernel_tier)
+{
+    h_require_kernel_tier();
+    pid1_status("kernel");
+}
+
 Test(oci_compat_cli, list_in_creation_order)
 {
     /* Ids whose name order and directory order differ from creation order. */
@@ -472,8 +631,9 @@ Test(oci_compat_cli, exec_pid_file_and_process_without_user)
                   "the pid file names the container, not the process");
     json_decref(j);
     /* A process.json without "user": the container's root, as runc does. */
-    h_write_file(tmp, "proc.json", "{\"args\": [\"sh\", \"-c\", \"id -u; id -g\"], \"cwd\": \"/\", "
-                            "\"env\": [\"PATH=/usr/bin:/bin\"]}");
+    h_write_file(tmp, "proc.json",
+                 "{\"args\": [\"sh\", \"-c\", \"id -u; id -g\"], \"cwd\": \"/\", "
+                 "\"env\": [\"PATH=/usr/bin:/bin\"]}");
     snprintf(p, sizeof(p), "%s/proc.json", tmp);
     cr_assert_eq(RUN(out, "exec", "-p", p, id), 0, "%s", err_text);
     cr_expect_str_eq(out, "0\n0\n");
@@ -767,6 +927,42 @@ Test(oci_compat_cli, debug_lines_go_to_stderr_or_the_log)
         seen = seen || strstr(line, "\"level\":\"debug\"") != NULL;
     fclose(f);
     cr_expect(seen, "no JSON debug line in the log");
+}
+
+/* runc's set-up stage names in --debug lines, which tools and runc's own
+ * tests follow: for run (on stderr, or only in --log) and for exec. */
+static const char *const run_stages[] = {"nsexec container setup", "child process in init()",
+                                         "init: closing the pipe to signal completion", NULL};
+static const char *const exec_stages[] = {"nsexec container setup", "child process in init()",
+                                          "setns_init: about to exec", NULL};
+
+static void expect_stages(const char *text, const char *const *stages)
+{
+    for (int i = 0; stages[i]; i++)
+        cr_expect(strstr(text, stages[i]) != NULL, "no `%s` line: %s", stages[i], text);
+}
+
+Test(oci_compat_cli, debug_lines_name_runcs_stages)
+{
+    config("[\"true\"]", false, NULL);
+    const char *id = new_id("dbg");
+    cr_assert_eq(RUN0("--debug", "run", id), 0, "%s", err_text);
+    expect_stages(err_text, run_stages);
+    char log[512], text[16384];
+    snprintf(log, sizeof(log), "%s/run.log", tmp);
+    cr_assert_eq(RUN0("--debug", "--log", log, "--log-format", "json", "run", id), 0, "%s",
+                 err_text);
+    cr_expect_null(strstr(err_text, "nsexec"), "stage lines on stderr with --log: %s", err_text);
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    read_all(fd, text, sizeof(text));
+    close(fd);
+    expect_stages(text, run_stages);
+    cr_expect(strstr(text, "{\"level\":\"debug\",\"msg\":\"nsexec container setup") != NULL,
+              "not a JSON line: %s", text);
+    const char *sl = start_sleeper(NULL);
+    cr_assert_eq(RUN0("--debug", "exec", sl, "true"), 0, "%s", err_text);
+    expect_stages(err_text, exec_stages);
 }
 
 /* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 at the
