@@ -785,11 +785,9 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
     return 0;
 }
 
-static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+/* linux.namespaces: the type of each, and the path of one to join. */
+static int parse_namespaces(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
 {
-    struct bh_sandbox_spec *spec = &cfg->spec;
-    if (want_object(lx, "linux", err) < 0)
-        return -1;
     json_t *nss = member(lx, "namespaces");
     if (nss != NULL) {
         if (!json_is_array(nss))
@@ -832,10 +830,13 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             }
         }
     }
-    if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
-        parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)
-        return -1;
+    return 0;
+}
 
+/* linux.devices (checked now, applied at create) and linux.resources. */
+static int parse_linux_resources(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
     json_t *devs = member(lx, "devices");
     if (oci_devices_validate(devs, err) < 0)
         return -1;
@@ -852,6 +853,12 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
         if (cpu != NULL && (member(cpu, "cpus") || member(cpu, "mems")))
             add_warning(cfg, "linux.resources.cpu.cpus/mems (cpuset) are not enforced");
     }
+    return 0;
+}
+
+/* linux.cgroupsPath, in cgroupfs or systemd form. */
+static int parse_cgroups_path(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
+{
     const char *cg;
     if (get_string(lx, "cgroupsPath", "linux", false, &cg, err) < 0)
         return -1;
@@ -878,6 +885,13 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             return -1;
         spec->cgroup_path = steal_pointer(&path);
     }
+    return 0;
+}
+
+/* linux.sysctl, with ping_group_range clamped to the sandbox's gids. */
+static int parse_sysctls(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
     json_t *sys = member(lx, "sysctl");
     if (sys != NULL) {
         if (want_object(sys, "linux.sysctl", err) < 0)
@@ -919,6 +933,12 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             spec->n_sysctls++;
         }
     }
+    return 0;
+}
+
+/* linux.maskedPaths, linux.readonlyPaths and linux.rootfsPropagation. */
+static int parse_rootfs_paths(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
+{
     size_t n = 0;
     if (get_string_array(lx, "maskedPaths", "linux", false, &spec->masked_paths, &n, err) < 0 ||
         get_string_array(lx, "readonlyPaths", "linux", false, &spec->readonly_paths, &n, err) < 0)
@@ -937,6 +957,22 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
                             "config.json: `linux.rootfsPropagation` `%s` is not a propagation "
                             "(private, rprivate, slave, rslave, shared, rshared, unbindable)",
                             prop);
+    return 0;
+}
+
+static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    if (want_object(lx, "linux", err) < 0)
+        return -1;
+    if (parse_namespaces(spec, lx, err) < 0)
+        return -1;
+    if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
+        parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)
+        return -1;
+    if (parse_linux_resources(cfg, lx, err) < 0 || parse_cgroups_path(spec, lx, err) < 0 ||
+        parse_sysctls(cfg, lx, err) < 0 || parse_rootfs_paths(spec, lx, err) < 0)
+        return -1;
     json_t *sc = member(lx, "seccomp");
     if (sc != NULL) {
         if (want_object(sc, "linux.seccomp", err) < 0)
