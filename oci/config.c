@@ -307,6 +307,44 @@ static const struct prop_opt prop_opts[] = {
     {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
 };
 
+/* The recursive forms (mount_setattr(AT_RECURSIVE), as runc 1.1 has them):
+ * "rro" makes an rbind read-only all the way down, where "ro" leaves the
+ * mounts below it as they are. */
+static const struct mount_opt rec_mount_opts[] = {
+    {"rro", false, MS_RDONLY},
+    {"rrw", true, MS_RDONLY},
+    {"rnosuid", false, MS_NOSUID},
+    {"rsuid", true, MS_NOSUID},
+    {"rnodev", false, MS_NODEV},
+    {"rdev", true, MS_NODEV},
+    {"rnoexec", false, MS_NOEXEC},
+    {"rexec", true, MS_NOEXEC},
+    {"rnodiratime", false, MS_NODIRATIME},
+    {"rdiratime", true, MS_NODIRATIME},
+    {"rnoatime", false, MS_NOATIME},
+    {"rstrictatime", false, MS_STRICTATIME},
+    {"rnosymfollow", false, MS_NOSYMFOLLOW},
+    {"rsymfollow", true, MS_NOSYMFOLLOW},
+};
+
+static bool rec_mount_opt(const char *o, unsigned long *set, unsigned long *clear)
+{
+    for (size_t k = 0; k < BH_ARRAY_SIZE(rec_mount_opts); k++) {
+        if (strcmp(o, rec_mount_opts[k].name) != 0)
+            continue;
+        unsigned long f = rec_mount_opts[k].flag;
+        if (rec_mount_opts[k].clear) {
+            *set &= ~f;
+            *clear |= f;
+        } else {
+            *set |= f;
+            *clear &= ~f;
+        }
+        return true;
+    }
+    return false;
+}
+
 static int parse_propagation(const char *s, unsigned long *out)
 {
     for (size_t i = 0; i < BH_ARRAY_SIZE(prop_opts); i++) {
@@ -361,7 +399,7 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
     size_t n_opts = 0;
     if (get_string_array(m, "options", where, false, (char ***)&opts, &n_opts, err) < 0)
         return -1;
-    unsigned long flags = 0, prop = 0;
+    unsigned long flags = 0, prop = 0, rec_set = 0, rec_clear = 0;
     char *data = NULL;
     int rc = 0;
     for (size_t i = 0; i < n_opts && rc == 0; i++) {
@@ -378,6 +416,8 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
             }
         }
         if (!known && parse_propagation(o, &prop) == 0)
+            known = true;
+        if (!known && rec_mount_opt(o, &rec_set, &rec_clear))
             known = true;
         if (!known && (strcmp(o, "tmpcopyup") == 0 || strcmp(o, "remount") == 0))
             known = true; /* accepted: nothing to copy up from an image here */
@@ -435,12 +475,17 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
         }
     } else {
         source = strdup(src && src[0] ? src : type);
+        /* A fresh mount has nothing below it: "rro" is "ro" there. */
+        flags = (flags | rec_set) & ~rec_clear;
+        rec_set = rec_clear = 0;
     }
     out->source = source;
     out->destination = strdup(dest);
     out->type = strdup(type);
     out->flags = flags;
     out->propagation = prop;
+    out->rec_set = rec_set;
+    out->rec_clear = rec_clear;
     out->data = data;
     return 0;
 }
@@ -1336,8 +1381,8 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
             return -1;
         cfg->hooks = hooks;
     }
-    if (cfg->seccomp != NULL &&
-        oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text, err) < 0)
+    if (cfg->seccomp != NULL && oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text,
+                                                      &spec->extra_policy_listener, err) < 0)
         return bh_error_prefix(err, "config.json: `linux.seccomp`");
     if (spec->extra_policy_text != NULL) {
         /* Checked now so a profile the grammar cannot hold fails here, named. */

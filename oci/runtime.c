@@ -245,6 +245,42 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->nnp_forced = !cfg->no_new_privileges;
 }
 
+/* A profile's SCMP_ACT_NOTIFY rules need the one notification listener a
+ * process may have; at the kernel tier it is the sentry's broker's, and an
+ * agent must never decide what the sentry checks. */
+static int create_check_seccomp_agent(const struct cli_globals *g, const struct oci_config *cfg)
+{
+    if (!cfg->spec.extra_policy_listener || cfg->spec.tier < BH_TIER_KERNEL)
+        return 0;
+    cli_report_error(g,
+                     "create: `linux.seccomp`: SCMP_ACT_NOTIFY rules (a seccomp agent at `%s`) "
+                     "are refused at the kernel tier: the kernel gives a process one "
+                     "notification listener, and at this tier it is the sentry's broker, which "
+                     "checks the syscalls the agent would answer; run the container at the "
+                     "container tier (annotation %s=container)",
+                     json_string_value(json_object_get(cfg->seccomp, "listenerPath")),
+                     OCI_ANNOTATION_TIER);
+    return -1;
+}
+
+/* Before any hook: the agent holds the listener before the process can make
+ * a notified syscall (it waits for start), as under runc. */
+static int create_seccomp_agent(const struct cli_globals *g, const struct oci_config *cfg,
+                                struct bh_sandbox *sb, const struct oci_state *st,
+                                struct bh_error *err)
+{
+    if (!cfg->spec.extra_policy_listener)
+        return 0;
+    cleanup_close int fd = -1;
+    cleanup_free char *state = oci_state_text(st, "creating");
+    if (bh_sentry_seccomp_listener(bh_sandbox_conn(sb), &fd, err) < 0 ||
+        oci_seccomp_agent_send(cfg->seccomp, state, st->pid, fd, err) < 0) {
+        cli_report_error(g, "create: %s", err->msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* The live sandbox must prove the tier it was made for, or it never runs. */
 static int create_verify_tier(const struct cli_globals *g, const char *id, struct oci_state *st,
                               const struct bh_sandbox_spec *spec)
@@ -343,7 +379,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     cli_log(g, "debug", "create %s: config.json of bundle %s read and validated", id, cfg.bundle);
     struct bh_sandbox_spec *spec = &cfg.spec;
     spec->id = strdup(id);
-    if (create_settle_tier(g, id, &cfg, &err) < 0) {
+    if (create_settle_tier(g, id, &cfg, &err) < 0 || create_check_seccomp_agent(g, &cfg) < 0) {
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
     }
@@ -387,6 +423,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         cli_report_error(g, "create: %s", err.msg);
         goto fail;
     }
+    if (create_seccomp_agent(g, &cfg, sb, &st, &err) < 0)
+        goto fail;
     state_json = oci_state_text(&st, "created");
     if (oci_hooks_run(g, st.hooks, OCI_HOOK_PRESTART, state_json, 0, &err) < 0 ||
         oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, &err) < 0 ||

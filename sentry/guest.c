@@ -330,7 +330,14 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, err.code == ENOENT ? 127 : 126);
-    if (ctx->extra_prog != NULL && bh_policy_install(ctx->extra_prog, false, &err) < 0) {
+    /* At the kernel tier the caller's filter goes first: the tier's refuses
+     * seccomp(2) itself. At the container tier it goes last, so that where
+     * both refuse a syscall the caller's errno is the one seen (of equal
+     * actions the kernel takes the newest filter's), as under runc, where
+     * the profile is the only filter. */
+    int user_listener = -1;
+    if (ctx->extra_prog != NULL && ctx->spec->tier >= BH_TIER_KERNEL &&
+        bh_policy_install(ctx->extra_prog, false, &err) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
         guest_fail(sock, &err, 125);
     }
@@ -339,10 +346,17 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, 125);
     }
-    /* From here only direct syscalls: the broker does not hold our listener yet. */
-    char msg[64];
-    int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d}",
-                       ctx->want_listener ? listener : -1);
+    if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
+        (user_listener = bh_policy_install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
+        bh_error_prefix(&err, "caller's extra seccomp filter");
+        guest_fail(sock, &err, 125);
+    }
+    /* From here only direct syscalls: the broker does not hold our listener yet
+     * (nor the caller's agent its own: its profile may not notify sendto). */
+    char msg[96];
+    int len =
+        snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d,\"user_listener\":%d}",
+                 ctx->want_listener ? listener : -1, ctx->want_user_listener ? user_listener : -1);
     if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
         _exit(125);
     char go;
@@ -350,6 +364,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         _exit(125);
     if (ctx->want_listener && listener > 0)
         close(listener);
+    if (ctx->want_user_listener && user_listener > 0)
+        close(user_listener);
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
     bh_msg_send_raw_error(sock, e, "exec `%s`: %s", program, strerror(e));
@@ -369,7 +385,7 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds", BH_EXEC_MAX_EXTRA_FDS);
     out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = -1;
+    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return bh_error_errno(err, errno, "guest setup socket");
@@ -405,6 +421,7 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
         goto fail;
     }
     json_int_t lfd = json_integer_value(json_object_get(msg, "listener"));
+    json_int_t ufd = json_integer_value(json_object_get(msg, "user_listener"));
     json_decref(msg);
     if (ctx->want_listener) {
         if (lfd < 0 || lfd > INT32_MAX) {
@@ -417,6 +434,17 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
             goto fail;
         }
     }
+    if (ctx->want_user_listener) {
+        if (ufd < 0 || ufd > INT32_MAX) {
+            bh_error_set(err, EPROTO, "guest %d reported no listener for the seccomp agent", pid);
+            goto fail;
+        }
+        out->user_listener = (int)syscall(SYS_pidfd_getfd, out->pidfd, (int)ufd, 0);
+        if (out->user_listener < 0) {
+            bh_error_errno(err, errno, "take the seccomp agent's listener of guest %d", pid);
+            goto fail;
+        }
+    }
     return 0;
 fail:
     kill(pid, SIGKILL);
@@ -426,8 +454,10 @@ fail:
     close(out->setup_fd);
     if (out->listener >= 0)
         close(out->listener);
+    if (out->user_listener >= 0)
+        close(out->user_listener);
     out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = -1;
+    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
     return -1;
 }
 

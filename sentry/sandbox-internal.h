@@ -51,7 +51,7 @@ struct bh_pod_userns {
     struct bh_idmap *uid, *gid; /* the owner's maps, as the host sees them */
     size_t n_uid, n_gid;
     struct bh_id_slot slot; /* the owner sentry's open lock file, or lock_fd -1 */
-    uid_t creator; /* host uid that made the user namespace (its ucounts owner) */
+    uid_t creator;          /* host uid that made the user namespace (its ucounts owner) */
 };
 int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns *out,
                        struct bh_error *err);
@@ -170,6 +170,7 @@ struct bh_guest_ctx {
     struct sock_fprog *prog;       /* tier filter */
     struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
     bool want_listener;            /* kernel tier: hand the listener to the sentry */
+    bool want_user_listener;       /* container tier: extra_prog's, for the caller's agent */
     /* > 0: the sentry is not pid 1 (a pod's shared pid namespace), so the
      * guest dies with this parent by PDEATHSIG instead. */
     pid_t death_parent;
@@ -178,8 +179,9 @@ struct bh_guest_ctx {
 struct bh_guest {
     pid_t pid; /* inside the sandbox's pid namespace */
     int pidfd;
-    int setup_fd; /* sentry end of the setup channel; -1 once exec'd */
-    int listener; /* pidfd_getfd'd notification fd, -1 when none */
+    int setup_fd;      /* sentry end of the setup channel; -1 once exec'd */
+    int listener;      /* pidfd_getfd'd notification fd, -1 when none */
+    int user_listener; /* the same of the caller's filter (its agent's), -1 when none */
 };
 
 /* Forks a guest, confines it, and returns once it waits for start (or with

@@ -192,6 +192,7 @@ json_t *bh_spec_to_json(const struct bh_sandbox_spec *s)
     json_object_set_new(o, "cgroup_path", str_or_null(s->cgroup_path));
     json_object_set_new(o, "seccomp_policy", str_or_null(s->seccomp_policy));
     json_object_set_new(o, "extra_policy_text", str_or_null(s->extra_policy_text));
+    json_object_set_new(o, "extra_policy_listener", json_boolean(s->extra_policy_listener));
     json_object_set_new(o, "console_socket", str_or_null(s->console_socket));
     return o;
 }
@@ -518,6 +519,7 @@ int bh_spec_from_json(json_t *o, struct bh_sandbox_spec *s, struct bh_error *err
     if (get_str(o, "cgroup_path", &s->cgroup_path, err) < 0 ||
         get_str(o, "seccomp_policy", &s->seccomp_policy, err) < 0 ||
         get_str(o, "extra_policy_text", &s->extra_policy_text, err) < 0 ||
+        get_bool(o, "extra_policy_listener", &s->extra_policy_listener, err) < 0 ||
         get_str(o, "console_socket", &s->console_socket, err) < 0)
         goto fail;
     return bh_spec_validate(s, err) < 0 ? (bh_sandbox_spec_free(s), -1) : 0;
