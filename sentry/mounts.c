@@ -167,6 +167,7 @@ struct setup {
     int empty_fd;         /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
     int dev_tree;         /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
     bool made_dev;        /* the base /dev tmpfs is ours (made read-only at the end) */
+    bool spec_dev_ro;     /* the spec's /dev asks for ro: applied at the end, as runc does */
     bool sysfs_tree_used; /* spec->sysfs_tree_fd attached (it can be only once) */
 };
 
@@ -1094,6 +1095,11 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
     }
 
     unsigned long flags = m->flags & ~(MS_BIND | MS_REC | MS_REMOUNT | prop_mask);
+    if (strcmp(type, "tmpfs") == 0 && strcmp(m->destination, "/dev") == 0 && (flags & MS_RDONLY)) {
+        /* Its nodes, devpts and shm mount points are made in it first. */
+        flags &= ~(unsigned long)MS_RDONLY;
+        s->spec_dev_ro = true;
+    }
     if (strcmp(type, "tmpfs") == 0 || strcmp(type, "proc") == 0 || strcmp(type, "devpts") == 0 ||
         strcmp(type, "mqueue") == 0) {
         /* Every devpts instance but the host's draws from one pool
@@ -1295,7 +1301,7 @@ static int setup_run(struct setup *s, struct bh_error *err)
     if (prepare_cwd(s, cwd, err) < 0)
         return -1;
 
-    if (s->made_dev && setattr_at(s, "/dev", MOUNT_ATTR_RDONLY, 0, err) < 0)
+    if ((s->made_dev || s->spec_dev_ro) && setattr_at(s, "/dev", MOUNT_ATTR_RDONLY, 0, err) < 0)
         return -1;
     if (s->embedded || spec->rootfs_readonly) {
         struct mount_attr ma = {.attr_set = MOUNT_ATTR_RDONLY};

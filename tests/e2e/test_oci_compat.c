@@ -1223,3 +1223,34 @@ Test(oci_compat_mounts, rbind_ro_is_not_recursive_rro_is_kernel_tier)
     h_require_kernel_tier();
     rbind_ro_and_rro("kernel");
 }
+
+/* A /dev asked read-only gets its nodes, devpts and shm first and turns
+ * read-only after (runc's order); it was refused making /dev/pts. */
+static void ro_dev(const char *tier)
+{
+    char out[4096];
+    int rc = run_with_mounts(
+        tier,
+        "{\"destination\": \"/dev\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
+        "[\"nosuid\", \"strictatime\", \"mode=755\", \"size=65536k\", \"ro\"]}, {\"destination\": "
+        "\"/dev/pts\", \"type\": \"devpts\", \"source\": \"devpts\", \"options\": "
+        "[\"newinstance\", \"ptmxmode=0666\", \"mode=0620\"]}",
+        "grep '^tmpfs /dev ' /proc/mounts; grep -c '^devpts /dev/pts ' /proc/mounts; touch "
+        "/dev/x; echo touch-$?; echo hi > /dev/null && echo null-ok",
+        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "tmpfs /dev tmpfs ro,") != NULL, "/dev is not read-only: %s", out);
+    cr_expect(strstr(out, "\n1\n") != NULL, "no devpts on /dev/pts: %s", out);
+    cr_expect(strstr(out, "touch-1") && strstr(out, "null-ok"), "%s", out);
+}
+
+Test(oci_compat_mounts, ro_dev_container_tier)
+{
+    ro_dev("container");
+}
+
+Test(oci_compat_mounts, ro_dev_kernel_tier)
+{
+    h_require_kernel_tier();
+    ro_dev("kernel");
+}
