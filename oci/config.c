@@ -831,8 +831,9 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
 }
 
 /* linux.namespaces: the type of each, and the path of one to join. */
-static int parse_namespaces(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
+static int parse_namespaces(struct oci_config *cfg, json_t *lx, struct bh_error *err)
 {
+    struct bh_sandbox_spec *spec = &cfg->spec;
     json_t *nss = member(lx, "namespaces");
     if (nss != NULL) {
         if (!json_is_array(nss))
@@ -862,6 +863,7 @@ static int parse_namespaces(struct bh_sandbox_spec *spec, json_t *lx, struct bh_
                 return bh_error_set(err, EINVAL, "config.json: namespace `%s` is given twice",
                                     type);
             seen[ns] = true;
+            cfg->ns_listed[ns] = true;
             if (path != NULL && path[0] != '\0') {
                 if (path[0] != '/')
                     return bh_error_set(err, EINVAL, "config.json: `%s.path` `%s` must be absolute",
@@ -1010,7 +1012,7 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
     struct bh_sandbox_spec *spec = &cfg->spec;
     if (want_object(lx, "linux", err) < 0)
         return -1;
-    if (parse_namespaces(spec, lx, err) < 0)
+    if (parse_namespaces(cfg, lx, err) < 0)
         return -1;
     if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
         parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)

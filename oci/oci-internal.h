@@ -44,7 +44,8 @@ struct oci_config {
     json_t *seccomp;     /* borrowed from doc or NULL */
     json_t *devices;     /* linux.devices, borrowed from doc or NULL; validated */
     bool no_new_privileges;
-    char *report_socket; /* dev.bulkhead.report-socket or NULL */
+    bool ns_listed[BH_NS_COUNT]; /* in linux.namespaces (else inherited where the tier allows) */
+    char *report_socket;         /* dev.bulkhead.report-socket or NULL */
     /* Things accepted but not enforced; each is logged as a warning. */
     char **warnings;
     size_t n_warnings;

@@ -245,6 +245,29 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->nnp_forced = !cfg->no_new_privileges;
 }
 
+/* A namespace the config leaves out would be the runtime's own, shared
+ * (OCI: inherited; docker's --network host, --ipc host, --uts host). Both
+ * tiers are defined by namespaces of the sandbox's own (the live check
+ * proves net and uts differ from the host's), so the sandbox makes its own
+ * and says so instead of failing that check. */
+static void create_settle_namespaces(const struct cli_globals *g, struct oci_config *cfg)
+{
+    static const struct {
+        int ns;
+        const char *name;
+    } shared[] = {
+        {BH_NS_NET, "network"}, {BH_NS_IPC, "ipc"},     {BH_NS_UTS, "uts"},
+        {BH_NS_PID, "pid"},     {BH_NS_MOUNT, "mount"},
+    };
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(shared); i++)
+        if (!cfg->ns_listed[shared[i].ns] && spec->ns_paths[shared[i].ns] == NULL)
+            cli_log(g, "warning",
+                    "create: linux.namespaces leaves out %s, which would share the host's: the "
+                    "%s tier gives every sandbox its own, so the container gets one",
+                    shared[i].name, bh_tier_name(spec->tier));
+}
+
 /* A profile's SCMP_ACT_NOTIFY rules need the one notification listener a
  * process may have; at the kernel tier it is the sentry's broker's, and an
  * agent must never decide what the sentry checks. */
@@ -383,6 +406,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
     }
+    create_settle_namespaces(g, &cfg);
     if (oci_devices_apply(&cfg, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         oci_config_free(&cfg);

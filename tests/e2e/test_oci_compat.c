@@ -1254,3 +1254,44 @@ Test(oci_compat_mounts, ro_dev_kernel_tier)
     h_require_kernel_tier();
     ro_dev("kernel");
 }
+
+/* ---- namespaces ------------------------------------------------------------- */
+
+/* A namespace left out of the config would be the host's under runc; both
+ * tiers give a sandbox its own, and the log says so. */
+static void omitted_namespaces_are_own(const char *tier)
+{
+    char text[4096], out[4096];
+    snprintf(text, sizeof(text),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true}, "
+             "\"process\": {\"args\": [\"sh\", \"-c\", \"exec 2>&1; grep -c : /proc/net/dev; "
+             "hostname\"], \"cwd\": \"/\", \"user\": {\"uid\": 0, \"gid\": 0}, \"env\": "
+             "[\"PATH=/usr/bin:/bin\"]}, \"mounts\": [{\"destination\": \"/usr\", \"type\": "
+             "\"bind\", \"source\": \"/usr\", \"options\": [\"rbind\", \"ro\"]}, {\"destination\": "
+             "\"/proc\", \"type\": \"proc\", \"source\": \"proc\"}], \"linux\": {\"namespaces\": "
+             "[{\"type\": \"pid\"}, {\"type\": \"mount\"}]}}");
+    h_write_file(tmp, "bundle/config.json", text);
+    const char *id = new_id("ns");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"--debug", "run", id, NULL});
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strncmp(out, "1\n", 2) == 0, "more than lo: the host's network? %s", out);
+    char host[256] = "";
+    gethostname(host, sizeof(host));
+    cr_expect(strstr(out, host) == NULL || strcmp(host, "bulkhead") == 0, "the host's hostname: %s",
+              out);
+    cr_expect(strstr(err_text, "leaves out network") && strstr(err_text, "leaves out ipc") &&
+                  strstr(err_text, "leaves out uts"),
+              "%s", err_text);
+}
+
+Test(oci_compat_mounts, omitted_namespaces_are_own_container_tier)
+{
+    omitted_namespaces_are_own("container");
+}
+
+Test(oci_compat_mounts, omitted_namespaces_are_own_kernel_tier)
+{
+    h_require_kernel_tier();
+    omitted_namespaces_are_own("kernel");
+}
