@@ -242,7 +242,7 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->hooks = cfg->hooks ? json_incref(cfg->hooks) : NULL;
     st->cgroup_path = strdup(cgroup_path);
     st->tier = cfg->spec.tier;
-    st->nnp_forced = !cfg->no_new_privileges;
+    st->nnp_forced = !cfg->no_new_privileges && !cfg->spec.process.allow_new_privs;
 }
 
 /* A namespace the config leaves out would be the runtime's own, shared
@@ -407,6 +407,9 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     create_settle_namespaces(g, &cfg);
+    /* noNewPrivileges false is honoured at the container tier; at the kernel
+     * tier no_new_privs is part of the tier (the state's annotations say so). */
+    spec->process.allow_new_privs = !cfg.no_new_privileges && spec->tier < BH_TIER_KERNEL;
     if (oci_devices_apply(&cfg, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         oci_config_free(&cfg);

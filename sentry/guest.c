@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -198,7 +199,12 @@ int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)
             (struct bh_landlock_rule){writable[i], fd, BH_LL_READ | BH_LL_WRITE | BH_LL_EXECUTE};
         n++;
     }
-    int r = bh_landlock_restrict(rules, n, err);
+    /* noNewPrivileges false (container tier): the caller holds CAP_SYS_ADMIN
+     * instead of no_new_privs (see bh_process.allow_new_privs). */
+    bool privileged = spec->process.allow_new_privs && spec->tier < BH_TIER_KERNEL &&
+                      prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
+    int r = privileged ? bh_landlock_restrict_privileged(rules, n, err)
+                       : bh_landlock_restrict(rules, n, err);
     for (size_t i = 0; i < n; i++)
         close(fds[i]);
     if (r < 0)
@@ -307,14 +313,20 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
                        proc->uid, proc->gid);
         guest_fail(sock, &err, 125);
     }
-    if (bh_caps_guest_apply(proc, &err) < 0)
+    /* noNewPrivileges false (container tier): Landlock and seccomp without
+     * no_new_privs need CAP_SYS_ADMIN of the sandbox's user namespace, held
+     * until they are in place. Without it in the sentry's permitted set (an
+     * exec'd process asking for more than the container), no_new_privs. */
+    bool new_privs = proc->allow_new_privs && ctx->spec->tier < BH_TIER_KERNEL &&
+                     bh_caps_have(CAP_SYS_ADMIN, false);
+    if (bh_caps_guest_apply(proc, new_privs ? 1ull << CAP_SYS_ADMIN : 0, &err) < 0)
         guest_fail(sock, &err, 125);
     const char *cwd = proc->cwd ? proc->cwd : "/";
     if (chdir(cwd) < 0) {
         bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, 125);
     }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+    if (!new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         bh_error_errno(&err, errno, "set no_new_privs");
         guest_fail(sock, &err, 125);
     }
@@ -335,20 +347,26 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
      * both refuse a syscall the caller's errno is the one seen (of equal
      * actions the kernel takes the newest filter's), as under runc, where
      * the profile is the only filter. */
+    int (*install)(const struct sock_fprog *, bool, struct bh_error *) =
+        new_privs ? bh_policy_install_privileged : bh_policy_install;
     int user_listener = -1;
     if (ctx->extra_prog != NULL && ctx->spec->tier >= BH_TIER_KERNEL &&
-        bh_policy_install(ctx->extra_prog, false, &err) < 0) {
+        install(ctx->extra_prog, false, &err) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
         guest_fail(sock, &err, 125);
     }
-    int listener = bh_policy_install(ctx->prog, ctx->want_listener, &err);
+    int listener = install(ctx->prog, ctx->want_listener, &err);
     if (listener < 0) {
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, 125);
     }
     if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
-        (user_listener = bh_policy_install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
+        (user_listener = install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
+        guest_fail(sock, &err, 125);
+    }
+    if (new_privs && bh_caps_guest_apply(proc, 0, &err) < 0) {
+        bh_error_prefix(&err, "drop CAP_SYS_ADMIN once the filters are in place");
         guest_fail(sock, &err, 125);
     }
     /* From here only direct syscalls: the broker does not hold our listener yet

@@ -119,6 +119,11 @@ struct bh_process {
     unsigned short console_rows, console_cols;
     bool has_oom_score_adj;
     int oom_score_adj;
+    /* OCI noNewPrivileges false, honoured at the container tier only: the
+     * guest installs Landlock and its filters holding CAP_SYS_ADMIN of the
+     * sandbox's user namespace (the sentry keeps it permitted for this),
+     * drops it, and execs without no_new_privs. */
+    bool allow_new_privs;
 };
 
 struct bh_sysctl {

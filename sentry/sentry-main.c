@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -317,7 +318,14 @@ static int confine_self(struct bh_error *err)
     /* New credentials cleared the death signal. */
     if (!S.detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "set the sentry's death signal");
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    /* no_new_privs is inherited: for a guest whose noNewPrivileges is false
+     * (container tier, bh_process.allow_new_privs) the sentry confines itself
+     * holding CAP_SYS_ADMIN of the sandbox's user namespace instead, and
+     * lowers it after; it never execs, so no_new_privs would add nothing. */
+    bool new_privs = S.spec.process.allow_new_privs && S.spec.tier < BH_TIER_KERNEL;
+    if (new_privs && bh_caps_effective(CAP_SYS_ADMIN, true, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
+    if (!new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "set no_new_privs on the sentry");
     /* The broker acts for guests outside their own Landlock domain: taking
      * the same rules here makes its writes obey them. Guests nest below this
@@ -325,9 +333,12 @@ static int confine_self(struct bh_error *err)
      * and they may not signal it. */
     if (bh_guest_landlock(&S.spec, err) < 0)
         return bh_error_prefix(err, "confine the sentry");
-    if (bh_policy_install(&S.sentry_prog, false, err) < 0)
+    if ((new_privs ? bh_policy_install_privileged : bh_policy_install)(&S.sentry_prog, false, err) <
+        0)
         return bh_error_prefix(err, "the sentry's own seccomp policy");
     bh_policy_prog_free(&S.sentry_prog);
+    if (new_privs && bh_caps_effective(CAP_SYS_ADMIN, false, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
     return 0;
 }
 

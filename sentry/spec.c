@@ -142,6 +142,7 @@ json_t *bh_process_to_json(const struct bh_process *p)
     json_object_set_new(o, "cap_inheritable", u64_json(p->cap_inheritable));
     json_object_set_new(o, "cap_ambient", u64_json(p->cap_ambient));
     json_object_set_new(o, "terminal", json_boolean(p->terminal));
+    json_object_set_new(o, "allow_new_privs", json_boolean(p->allow_new_privs));
     json_object_set_new(o, "rows", json_integer(p->console_rows));
     json_object_set_new(o, "cols", json_integer(p->console_cols));
     if (p->has_oom_score_adj)
@@ -388,7 +389,8 @@ int bh_process_from_json(json_t *o, struct bh_process *p, struct bh_error *err)
                  err) < 0 ||
         u64_from(json_object_get(o, "cap_ambient"), "cap_ambient", &p->cap_ambient, err) < 0)
         goto fail;
-    if (get_bool(o, "terminal", &p->terminal, err) < 0)
+    if (get_bool(o, "terminal", &p->terminal, err) < 0 ||
+        get_bool(o, "allow_new_privs", &p->allow_new_privs, err) < 0)
         goto fail;
     if (get_int(o, "rows", 0, 65535, &x, err) < 0)
         goto fail;

@@ -1295,3 +1295,69 @@ Test(oci_compat_mounts, omitted_namespaces_are_own_kernel_tier)
     h_require_kernel_tier();
     omitted_namespaces_are_own("kernel");
 }
+
+/* ---- process --------------------------------------------------------------- */
+
+/* noNewPrivileges false: at the container tier the process runs without
+ * no_new_privs, still under seccomp and with only its own capabilities (the
+ * CAP_SYS_ADMIN it installed its filters with is gone); at the kernel tier
+ * no_new_privs stays, and the state's annotations say why. */
+static void no_new_privileges_false(const char *tier)
+{
+    char args[512], out[4096];
+    snprintf(args, sizeof(args),
+             "[\"sh\", \"-c\", \"grep -E 'NoNewPrivs|Seccomp:|CapEff|CapPrm' "
+             "/proc/self/status; sleep 30\"]");
+    config(args, false, "\"annotations\": {}");
+    /* process.noNewPrivileges goes inside process: patch the written config */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_object_set_new(json_object_get(doc, "process"), "noNewPrivileges", json_false());
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("nnp");
+    char outp[256];
+    snprintf(outp, sizeof(outp), "%s/out", tmp);
+    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0);
+    struct run_opts o = {.child_stdout = fd, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(fd);
+    cr_assert_eq(rc, 0, "%s", err_text);
+    static char state[262144]; /* the tier report makes it long */
+    struct run_opts so = {.child_stdout = -1};
+    rc = run_bh(state, sizeof(state), &so, (const char *const[]){"state", id, NULL});
+    cr_assert_eq(rc, 0, "%s", err_text);
+    cr_assert(strstr(state, "\"annotations\"") != NULL, "no state: %s", state);
+    for (int i = 0; i < 100; i++) {
+        int in = open(outp, O_RDONLY | O_CLOEXEC);
+        ssize_t n = in >= 0 ? read(in, out, sizeof(out) - 1) : -1;
+        out[n > 0 ? n : 0] = '\0';
+        if (in >= 0)
+            close(in);
+        if (strstr(out, "CapEff"))
+            break;
+        usleep(100000);
+    }
+    bool kernel = strcmp(tier, "kernel") == 0;
+    cr_expect(strstr(out, kernel ? "NoNewPrivs:\t1" : "NoNewPrivs:\t0") != NULL, "%s", out);
+    cr_expect(strstr(out, "Seccomp:\t2") != NULL, "%s", out);
+    /* config()'s process has no capabilities: none effective, none permitted */
+    cr_expect(strstr(out, "CapEff:\t0000000000000000") && strstr(out, "CapPrm:\t0000000000000000"),
+              "%s", out);
+    cr_expect_eq(strstr(state, "dev.bulkhead.no-new-privileges") != NULL, kernel, "%s", state);
+    RUN0("kill", id, "KILL");
+}
+
+Test(oci_compat_mounts, no_new_privileges_false_container_tier)
+{
+    no_new_privileges_false("container");
+}
+
+Test(oci_compat_mounts, no_new_privileges_false_kernel_tier)
+{
+    h_require_kernel_tier();
+    no_new_privileges_false("kernel");
+}
