@@ -1361,3 +1361,39 @@ Test(oci_compat_mounts, no_new_privileges_false_kernel_tier)
     h_require_kernel_tier();
     no_new_privileges_false("kernel");
 }
+
+/* ---- hooks ------------------------------------------------------------------- */
+
+/* A startContainer hook runs in the container's namespaces, pid namespace
+ * included (its /proc shows it, as under runc), and gets fds 0-2 alone, not
+ * what bulkhead's caller left open. */
+static void start_hook_namespaces_and_fds(const char *tier)
+{
+    config("[\"true\"]", false,
+           "\"hooks\": {\"startContainer\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", \"-c\", "
+           "\"echo fds=$(ls /proc/self/fd | wc -l) pid=$$; exit 3\"]}]}");
+    int leak = open("/dev/null", O_RDONLY); /* no O_CLOEXEC: bulkhead inherits it */
+    cr_assert_geq(leak, 3);
+    const char *id = new_id("hookns");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", id, NULL});
+    close(leak);
+    cr_expect_neq(rc, 0);
+    /* fds 0, 1, 2 and ls's own directory fd */
+    cr_expect(strstr(err_text, "fds=4 ") != NULL, "%s", err_text);
+    const char *p = strstr(err_text, "pid=");
+    cr_assert_not_null(p, "%s", err_text);
+    cr_expect_lt(atoi(p + 4), 100, "the hook is not in the container's pid namespace: %s",
+                 err_text);
+}
+
+Test(oci_compat_mounts, start_hook_namespaces_and_fds_container_tier)
+{
+    start_hook_namespaces_and_fds("container");
+}
+
+Test(oci_compat_mounts, start_hook_namespaces_and_fds_kernel_tier)
+{
+    h_require_kernel_tier();
+    start_hook_namespaces_and_fds("kernel");
+}
