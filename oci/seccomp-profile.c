@@ -287,7 +287,9 @@ int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, i
         return bh_error_errno(err, ENOMEM, "seccomp agent message");
     if (path == NULL || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return bh_error_set(err, EINVAL, "`listenerPath` is not a usable socket path");
-    cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: an agent whose backlog is full (or that never reads)
+     * makes create fail with a reason instead of hang. */
+    cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
