@@ -391,6 +391,30 @@ static int attach_tree(struct setup *s, int tree, const char *what, const char *
     return 0;
 }
 
+/* Mount ids order /proc/self/mountinfo (Linux 6.8 on), and a tree the front
+ * end prepared got its ids before any of the sandbox's own mounts: it would
+ * be listed before mounts the config puts ahead of it. Once attached (the
+ * kernel clones only from the caller's own namespace), a fresh recursive
+ * clone takes its place, in the config's order; flags, idmap and
+ * propagation come along. Cosmetic where it cannot be done. */
+static int attach_tree_in_order(struct setup *s, int tree, const char *what, const char *dest,
+                                enum mp_kind kind, struct bh_error *err)
+{
+    if (attach_tree(s, tree, what, dest, kind, err) < 0)
+        return -1;
+    struct bh_error ignored = {0};
+    cleanup_close int top = resolve_target(s->root_fd, dest, kind, &ignored);
+    if (top < 0)
+        return 0;
+    cleanup_close int clone =
+        open_tree(top, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", top);
+    if (clone < 0 || umount2(self, MNT_DETACH) < 0)
+        return 0;
+    return attach_tree(s, clone, what, dest, kind, err);
+}
+
 /* Binds what src_fd names onto dest, with attr set on the copy before it is
  * visible (recursively for an rbind). */
 static int bind_fd(struct setup *s, int src_fd, const char *what, const char *dest, bool recursive,
@@ -1085,8 +1109,8 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
         if (fstat(m->tree_fd, &st) < 0)
             return bh_error_errno(err, errno, "prepared mount of `%s` on `%s`", src,
                                   m->destination);
-        return attach_tree(s, m->tree_fd, src, m->destination,
-                           S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
+        return attach_tree_in_order(s, m->tree_fd, src, m->destination,
+                                    S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
     }
     if (bind) {
         bool rec = (m->flags & MS_REC) || strcmp(type, "rbind") == 0;

@@ -1397,3 +1397,32 @@ Test(oci_compat_mounts, start_hook_namespaces_and_fds_kernel_tier)
     h_require_kernel_tier();
     start_hook_namespaces_and_fds("kernel");
 }
+
+/* Mounts are listed (/proc/self/mountinfo) in the config's order: a bind,
+ * prepared by bulkhead before the sandbox's own mounts, sits between the
+ * two tmpfs around it, as runtime-tools' "found in order" checks. */
+static void mounts_in_config_order(const char *tier)
+{
+    char out[4096];
+    int rc = run_with_mounts(
+        tier,
+        "{\"destination\": \"/mnt/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}, "
+        "{\"destination\": \"/mnt/b\", \"source\": \"/usr\", \"options\": [\"rbind\", \"ro\"]}, "
+        "{\"destination\": \"/mnt/c\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}",
+        "cut -d' ' -f5 /proc/self/mountinfo | grep '^/mnt/' | tr '\\\\n' ' '; ls /mnt/b/bin/sh",
+        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "/mnt/a /mnt/b /mnt/c ") != NULL, "mounts out of order: %s", out);
+    cr_expect(strstr(out, "/mnt/b/bin/sh") != NULL, "the bind lost its content: %s", out);
+}
+
+Test(oci_compat_mounts, mounts_in_config_order_container_tier)
+{
+    mounts_in_config_order("container");
+}
+
+Test(oci_compat_mounts, mounts_in_config_order_kernel_tier)
+{
+    h_require_kernel_tier();
+    mounts_in_config_order("kernel");
+}
