@@ -304,6 +304,44 @@ static const struct prop_opt prop_opts[] = {
     {"unbindable", MS_UNBINDABLE}, {"runbindable", MS_UNBINDABLE | MS_REC},
 };
 
+/* The recursive forms (mount_setattr(AT_RECURSIVE), as runc 1.1 has them):
+ * "rro" makes an rbind read-only all the way down, where "ro" leaves the
+ * mounts below it as they are. */
+static const struct mount_opt rec_mount_opts[] = {
+    {"rro", false, MS_RDONLY},
+    {"rrw", true, MS_RDONLY},
+    {"rnosuid", false, MS_NOSUID},
+    {"rsuid", true, MS_NOSUID},
+    {"rnodev", false, MS_NODEV},
+    {"rdev", true, MS_NODEV},
+    {"rnoexec", false, MS_NOEXEC},
+    {"rexec", true, MS_NOEXEC},
+    {"rnodiratime", false, MS_NODIRATIME},
+    {"rdiratime", true, MS_NODIRATIME},
+    {"rnoatime", false, MS_NOATIME},
+    {"rstrictatime", false, MS_STRICTATIME},
+    {"rnosymfollow", false, MS_NOSYMFOLLOW},
+    {"rsymfollow", true, MS_NOSYMFOLLOW},
+};
+
+static bool rec_mount_opt(const char *o, unsigned long *set, unsigned long *clear)
+{
+    for (size_t k = 0; k < BH_ARRAY_SIZE(rec_mount_opts); k++) {
+        if (strcmp(o, rec_mount_opts[k].name) != 0)
+            continue;
+        unsigned long f = rec_mount_opts[k].flag;
+        if (rec_mount_opts[k].clear) {
+            *set &= ~f;
+            *clear |= f;
+        } else {
+            *set |= f;
+            *clear &= ~f;
+        }
+        return true;
+    }
+    return false;
+}
+
 static int parse_propagation(const char *s, unsigned long *out)
 {
     for (size_t i = 0; i < BH_ARRAY_SIZE(prop_opts); i++) {
@@ -358,7 +396,7 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
     size_t n_opts = 0;
     if (get_string_array(m, "options", where, false, (char ***)&opts, &n_opts, err) < 0)
         return -1;
-    unsigned long flags = 0, prop = 0;
+    unsigned long flags = 0, prop = 0, rec_set = 0, rec_clear = 0;
     char *data = NULL;
     int rc = 0;
     for (size_t i = 0; i < n_opts && rc == 0; i++) {
@@ -375,6 +413,8 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
             }
         }
         if (!known && parse_propagation(o, &prop) == 0)
+            known = true;
+        if (!known && rec_mount_opt(o, &rec_set, &rec_clear))
             known = true;
         if (!known && (strcmp(o, "tmpcopyup") == 0 || strcmp(o, "remount") == 0))
             known = true; /* accepted: nothing to copy up from an image here */
@@ -432,12 +472,17 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
         }
     } else {
         source = strdup(src && src[0] ? src : type);
+        /* A fresh mount has nothing below it: "rro" is "ro" there. */
+        flags = (flags | rec_set) & ~rec_clear;
+        rec_set = rec_clear = 0;
     }
     out->source = source;
     out->destination = strdup(dest);
     out->type = strdup(type);
     out->flags = flags;
     out->propagation = prop;
+    out->rec_set = rec_set;
+    out->rec_clear = rec_clear;
     out->data = data;
     return 0;
 }
@@ -782,11 +827,10 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
     return 0;
 }
 
-static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+/* linux.namespaces: the type of each, and the path of one to join. */
+static int parse_namespaces(struct oci_config *cfg, json_t *lx, struct bh_error *err)
 {
     struct bh_sandbox_spec *spec = &cfg->spec;
-    if (want_object(lx, "linux", err) < 0)
-        return -1;
     json_t *nss = member(lx, "namespaces");
     if (nss != NULL) {
         if (!json_is_array(nss))
@@ -816,6 +860,7 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
                 return bh_error_set(err, EINVAL, "config.json: namespace `%s` is given twice",
                                     type);
             seen[ns] = true;
+            cfg->ns_listed[ns] = true;
             if (path != NULL && path[0] != '\0') {
                 if (path[0] != '/')
                     return bh_error_set(err, EINVAL, "config.json: `%s.path` `%s` must be absolute",
@@ -829,10 +874,13 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             }
         }
     }
-    if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
-        parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)
-        return -1;
+    return 0;
+}
 
+/* linux.devices (checked now, applied at create) and linux.resources. */
+static int parse_linux_resources(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
     json_t *devs = member(lx, "devices");
     if (oci_devices_validate(devs, err) < 0)
         return -1;
@@ -849,6 +897,12 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
         if (cpu != NULL && (member(cpu, "cpus") || member(cpu, "mems")))
             add_warning(cfg, "linux.resources.cpu.cpus/mems (cpuset) are not enforced");
     }
+    return 0;
+}
+
+/* linux.cgroupsPath, in cgroupfs or systemd form. */
+static int parse_cgroups_path(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
+{
     const char *cg;
     if (get_string(lx, "cgroupsPath", "linux", false, &cg, err) < 0)
         return -1;
@@ -875,6 +929,13 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             return -1;
         spec->cgroup_path = steal_pointer(&path);
     }
+    return 0;
+}
+
+/* linux.sysctl, with ping_group_range clamped to the sandbox's gids. */
+static int parse_sysctls(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
     json_t *sys = member(lx, "sysctl");
     if (sys != NULL) {
         if (want_object(sys, "linux.sysctl", err) < 0)
@@ -916,6 +977,12 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
             spec->n_sysctls++;
         }
     }
+    return 0;
+}
+
+/* linux.maskedPaths, linux.readonlyPaths and linux.rootfsPropagation. */
+static int parse_rootfs_paths(struct bh_sandbox_spec *spec, json_t *lx, struct bh_error *err)
+{
     size_t n = 0;
     if (get_string_array(lx, "maskedPaths", "linux", false, &spec->masked_paths, &n, err) < 0 ||
         get_string_array(lx, "readonlyPaths", "linux", false, &spec->readonly_paths, &n, err) < 0)
@@ -934,6 +1001,22 @@ static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
                             "config.json: `linux.rootfsPropagation` `%s` is not a propagation "
                             "(private, rprivate, slave, rslave, shared, rshared, unbindable)",
                             prop);
+    return 0;
+}
+
+static int parse_linux(struct oci_config *cfg, json_t *lx, struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    if (want_object(lx, "linux", err) < 0)
+        return -1;
+    if (parse_namespaces(cfg, lx, err) < 0)
+        return -1;
+    if (parse_idmaps(lx, "uidMappings", &spec->uid_maps, &spec->n_uid_maps, err) < 0 ||
+        parse_idmaps(lx, "gidMappings", &spec->gid_maps, &spec->n_gid_maps, err) < 0)
+        return -1;
+    if (parse_linux_resources(cfg, lx, err) < 0 || parse_cgroups_path(spec, lx, err) < 0 ||
+        parse_sysctls(cfg, lx, err) < 0 || parse_rootfs_paths(spec, lx, err) < 0)
+        return -1;
     json_t *sc = member(lx, "seccomp");
     if (sc != NULL) {
         if (want_object(sc, "linux.seccomp", err) < 0)
@@ -1297,8 +1380,8 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
             return -1;
         cfg->hooks = hooks;
     }
-    if (cfg->seccomp != NULL &&
-        oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text, err) < 0)
+    if (cfg->seccomp != NULL && oci_seccomp_to_policy(cfg->seccomp, &spec->extra_policy_text,
+                                                      &spec->extra_policy_listener, err) < 0)
         return bh_error_prefix(err, "config.json: `linux.seccomp`");
     if (spec->extra_policy_text != NULL) {
         /* Checked now so a profile the grammar cannot hold fails here, named. */

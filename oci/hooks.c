@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,16 +65,18 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         close(in[1]);
         return bh_error_errno(err, errno, "%s hook `%s`: pipe", what, path);
     }
-    int nsfds[2] = {-1, -1};
+    int nsfds[3] = {-1, -1, -1};
     if (ns_pid > 0) {
         char p[64];
         snprintf(p, sizeof(p), "/proc/%d/ns/user", ns_pid);
         nsfds[0] = open(p, O_RDONLY | O_CLOEXEC);
         snprintf(p, sizeof(p), "/proc/%d/ns/mnt", ns_pid);
         nsfds[1] = open(p, O_RDONLY | O_CLOEXEC);
-        if (nsfds[0] < 0 || nsfds[1] < 0) {
+        snprintf(p, sizeof(p), "/proc/%d/ns/pid", ns_pid);
+        nsfds[2] = open(p, O_RDONLY | O_CLOEXEC);
+        if (nsfds[0] < 0 || nsfds[1] < 0 || nsfds[2] < 0) {
             int e = errno;
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < 3; i++)
                 if (nsfds[i] >= 0)
                     close(nsfds[i]);
             close(in[0]), close(in[1]), close(out[0]), close(out[1]);
@@ -91,21 +95,39 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         dup2(out[1], 1);
         dup2(out[1], 2);
         if (nsfds[0] >= 0) {
-            if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0) {
+            if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0 ||
+                setns(nsfds[2], CLONE_NEWPID) < 0) {
                 dprintf(2, "join the container's namespaces: %s", strerror(errno));
                 _exit(127);
             }
             if (chdir("/") < 0)
                 _exit(127);
+            /* The pid namespace is a child's: the hook runs in the container's,
+             * where its /proc (the container's) shows it, as under runc. */
+            pid_t h = fork();
+            if (h < 0) {
+                dprintf(2, "fork into the container's pid namespace: %s", strerror(errno));
+                _exit(127);
+            }
+            if (h > 0) {
+                int st = 0;
+                while (waitpid(h, &st, 0) < 0 && errno == EINTR)
+                    ;
+                _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+            }
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         }
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        /* Only the state and the output pipes: nothing bulkhead's caller left
+         * open reaches a hook (runc's hooks see 0, 1 and 2 alone). */
+        syscall(SYS_close_range, 3U, ~0U, 0U);
         execve(path, args, env);
         dprintf(2, "exec: %s", strerror(errno));
         _exit(127);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (nsfds[i] >= 0)
             close(nsfds[i]);
     close(in[0]);

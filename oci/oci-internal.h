@@ -44,7 +44,8 @@ struct oci_config {
     json_t *seccomp;     /* borrowed from doc or NULL */
     json_t *devices;     /* linux.devices, borrowed from doc or NULL; validated */
     bool no_new_privileges;
-    char *report_socket; /* dev.bulkhead.report-socket or NULL */
+    bool ns_listed[BH_NS_COUNT]; /* in linux.namespaces (else inherited where the tier allows) */
+    char *report_socket;         /* dev.bulkhead.report-socket or NULL */
     /* Things accepted but not enforced; each is logged as a warning. */
     char **warnings;
     size_t n_warnings;
@@ -73,8 +74,13 @@ int oci_hooks_validate(json_t *hooks, struct bh_error *err);
 /* ociVersion accepted: 1.0.x to 1.3.0. */
 int oci_version_check(const char *v, struct bh_error *err);
 /* Translates an OCI LinuxSeccomp object into extra policy text (oci/seccomp-profile.c).
- * *text is malloc'd, or NULL when the profile adds nothing. */
-int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
+ * *text is malloc'd, or NULL when the profile adds nothing; *notifies says a
+ * rule sends its syscall to the agent at listenerPath. */
+int oci_seccomp_to_policy(json_t *seccomp, char **text, bool *notifies, struct bh_error *err);
+/* Sends the listener of the profile's SCMP_ACT_NOTIFY rules to its agent at
+ * listenerPath with the container's state (runc's seccomp agent protocol). */
+int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, int listener,
+                           struct bh_error *err);
 
 /* linux.devices (oci/devices.c): shape checked at parse; applied per tier
  * at create (own nodes accepted, host nodes bound at the container tier,

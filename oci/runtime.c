@@ -156,6 +156,234 @@ static const char *failed_checks(json_t *report)
     return buf;
 }
 
+/* Nothing runs at a tier this host cannot prove (verified once per boot
+ * through the probe's cache). Asked for explicitly, kernel is refused;
+ * as the default it falls back to container, as `bulkhead do` does. */
+static int create_settle_tier(const struct cli_globals *g, const char *id, struct oci_config *cfg,
+                              struct bh_error *err)
+{
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    if (spec->tier != BH_TIER_KERNEL || bh_probe_require(BH_TIER_KERNEL, NULL, err) == 0)
+        return 0;
+    if (json_object_get(cfg->annotations, OCI_ANNOTATION_TIER) != NULL &&
+        getenv("BULKHEAD_DEFAULT_TIER") == NULL) {
+        cli_report_error(g,
+                         "create: annotation %s=kernel refused: %s; use "
+                         "dev.bulkhead.tier=container for namespaces, dropped capabilities "
+                         "and a seccomp allowlist without the sentry's broker",
+                         OCI_ANNOTATION_TIER, err->msg);
+        return -1;
+    }
+    cli_log(g, "warning",
+            "kernel tier not verified on this host, container %s runs at the "
+            "container tier: %s",
+            id, err->msg);
+    spec->tier = BH_TIER_CONTAINER;
+    return 0;
+}
+
+/* runc's rules and words (scripts match them): a console socket only
+ * when detached with a terminal; a terminal detached needs one. */
+static int create_settle_console(const struct cli_globals *g, const struct oci_create_args *a,
+                                 struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    if (a->console_socket != NULL && (a->tty != NULL || !spec->process.terminal)) {
+        cli_report_error(g,
+                         "cannot use console socket if runc will not detach or allocate tty "
+                         "(%s)",
+                         a->tty ? "in the foreground the pty is relayed to our own stdio"
+                                : "process.terminal is false");
+        return -1;
+    }
+    if (spec->process.terminal && a->console_socket == NULL && a->tty == NULL) {
+        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
+                            "socket (process.terminal is true: give --console-socket to "
+                            "receive the pty, or run in the foreground)");
+        return -1;
+    }
+    if (spec->process.terminal) {
+        if (a->tty != NULL && oci_tty_listen(a->tty, err) < 0) {
+            cli_report_error(g, "create: %s", err->msg);
+            return -1;
+        }
+        spec->console_socket = strdup(a->tty ? a->tty->path : a->console_socket);
+    }
+    return 0;
+}
+
+/* The container's state directory, and in it the cgroup it will use,
+ * written before anything is made: a delete after this create was killed
+ * (no state.json yet) finds the cgroup to empty and remove there. */
+static int create_state_dir(const struct cli_globals *g, const char *id, const char *cgroup_path,
+                            int *dirfd, struct bh_error *err)
+{
+    if (oci_state_dir_create(g->root, id, dirfd, err) < 0) {
+        cli_report_error(g, "create: %s", err->msg);
+        return -1;
+    }
+    if (oci_write_file_atomic(*dirfd, CREATING_CGROUP_FILE, cgroup_path, strlen(cgroup_path), err) <
+        0) {
+        cli_report_error(g, "create: %s", err->msg);
+        oci_state_remove(g->root, id, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* What state.json records of the config, before the sandbox exists. */
+static void create_state_init(struct oci_state *st, const char *id, const struct oci_config *cfg,
+                              const char *cgroup_path)
+{
+    st->id = strdup(id);
+    st->bundle = strdup(cfg->bundle);
+    st->rootfs = strdup(cfg->spec.rootfs);
+    char now[64];
+    oci_rfc3339_now(now, sizeof(now));
+    st->created = strdup(now);
+    st->owner = strdup("");
+    st->annotations = json_incref(cfg->annotations);
+    st->hooks = cfg->hooks ? json_incref(cfg->hooks) : NULL;
+    st->cgroup_path = strdup(cgroup_path);
+    st->tier = cfg->spec.tier;
+    st->nnp_forced = !cfg->no_new_privileges && !cfg->spec.process.allow_new_privs;
+}
+
+/* A namespace the config leaves out would be the runtime's own, shared
+ * (OCI: inherited; docker's --network host, --ipc host, --uts host). Both
+ * tiers are defined by namespaces of the sandbox's own (the live check
+ * proves net and uts differ from the host's), so the sandbox makes its own
+ * and says so instead of failing that check. */
+static void create_settle_namespaces(const struct cli_globals *g, struct oci_config *cfg)
+{
+    static const struct {
+        int ns;
+        const char *name;
+    } shared[] = {
+        {BH_NS_NET, "network"}, {BH_NS_IPC, "ipc"},     {BH_NS_UTS, "uts"},
+        {BH_NS_PID, "pid"},     {BH_NS_MOUNT, "mount"},
+    };
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(shared); i++)
+        if (!cfg->ns_listed[shared[i].ns] && spec->ns_paths[shared[i].ns] == NULL)
+            cli_log(g, "warning",
+                    "create: linux.namespaces leaves out %s, which would share the host's: the "
+                    "%s tier gives every sandbox its own, so the container gets one",
+                    shared[i].name, bh_tier_name(spec->tier));
+}
+
+/* A profile's SCMP_ACT_NOTIFY rules need the one notification listener a
+ * process may have; at the kernel tier it is the sentry's broker's, and an
+ * agent must never decide what the sentry checks. */
+static int create_check_seccomp_agent(const struct cli_globals *g, const struct oci_config *cfg)
+{
+    if (!cfg->spec.extra_policy_listener || cfg->spec.tier < BH_TIER_KERNEL)
+        return 0;
+    cli_report_error(g,
+                     "create: `linux.seccomp`: SCMP_ACT_NOTIFY rules (a seccomp agent at `%s`) "
+                     "are refused at the kernel tier: the kernel gives a process one "
+                     "notification listener, and at this tier it is the sentry's broker, which "
+                     "checks the syscalls the agent would answer; run the container at the "
+                     "container tier (annotation %s=container)",
+                     json_string_value(json_object_get(cfg->seccomp, "listenerPath")),
+                     OCI_ANNOTATION_TIER);
+    return -1;
+}
+
+/* Before any hook: the agent holds the listener before the process can make
+ * a notified syscall (it waits for start), as under runc. */
+static int create_seccomp_agent(const struct cli_globals *g, const struct oci_config *cfg,
+                                struct bh_sandbox *sb, const struct oci_state *st,
+                                struct bh_error *err)
+{
+    if (!cfg->spec.extra_policy_listener)
+        return 0;
+    cleanup_close int fd = -1;
+    cleanup_free char *state = oci_state_text(st, "creating");
+    if (bh_sentry_seccomp_listener(bh_sandbox_conn(sb), &fd, err) < 0 ||
+        oci_seccomp_agent_send(cfg->seccomp, state, st->pid, fd, err) < 0) {
+        cli_report_error(g, "create: %s", err->msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The live sandbox must prove the tier it was made for, or it never runs. */
+static int create_verify_tier(const struct cli_globals *g, const char *id, struct oci_state *st,
+                              const struct bh_sandbox_spec *spec)
+{
+    /* Every set the config grants: for a non-root user docker leaves the
+     * bounding set and clears the others. */
+    st->caps = spec->process.cap_bounding | spec->process.cap_effective |
+               spec->process.cap_permitted | spec->process.cap_inheritable |
+               spec->process.cap_ambient;
+    st->tier_report = oci_report_build(id, st->pid, st->tier, st->caps);
+    enum bh_tier proven = BH_TIER_NONE;
+    bh_tier_parse(json_string_value(json_object_get(st->tier_report, "tier")), &proven, NULL);
+    if (proven < st->tier) {
+        cli_report_error(g,
+                         "create: the container does not verify at the %s tier (live checks "
+                         "prove %s): %s",
+                         bh_tier_name(st->tier), bh_tier_name(proven),
+                         failed_checks(st->tier_report));
+        return -1;
+    }
+    return 0;
+}
+
+static int create_write_pid_file(const struct cli_globals *g, const char *pid_file, pid_t pid,
+                                 struct bh_error *err)
+{
+    char pidbuf[32];
+    int n = snprintf(pidbuf, sizeof(pidbuf), "%d", pid);
+    cleanup_free char *abs = NULL;
+    if (pid_file[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, pid_file) < 0)
+            abs = NULL;
+    }
+    if (oci_write_file_atomic(AT_FDCWD, abs ? abs : pid_file, pidbuf, (size_t)n, err) < 0) {
+        cli_report_error(g, "create: pid file: %s", err->msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes the sandbox of a config: its mount points and bind trees first, the
+ * oom_score_adj the shim asked for after (see below). */
+static int create_sandbox(const struct cli_globals *g, const char *id, struct bh_sandbox_spec *spec,
+                          const char *state_dir, const char *cgroup_path, struct bh_sandbox **sb,
+                          struct bh_error *err)
+{
+    struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED,
+                                  .state_dir = state_dir,
+                                  .warn = create_warning,
+                                  .warn_arg = (void *)g};
+    /* The sandbox's ids may not lower oom_score_adj below what the shim set for
+     * itself (-999 under containerd), so host root writes it after create. */
+    bool set_oom = spec->process.has_oom_score_adj;
+    int oom = spec->process.oom_score_adj;
+    spec->process.has_oom_score_adj = false;
+    /* Best effort: where it cannot (a read-only image), the sandbox's own
+     * mount step says precisely what is missing. */
+    if (oci_make_mount_points(spec, err) < 0)
+        cli_log(g, "debug", "mount points: %s", err->msg);
+    cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
+            bh_tier_name(spec->tier), cgroup_path);
+    int created = oci_prepare_bind_trees(spec, err);
+    if (created == 0)
+        created = bh_sandbox_create(spec, &opts, sb, err);
+    oci_close_bind_trees(spec);
+    if (created < 0) {
+        cli_report_error(g, "create: %s", err->msg);
+        return -1;
+    }
+    if (set_oom && set_oom_score_adj(cgroup_path, oom, err) < 0) {
+        cli_report_error(g, "create: %s", err->msg);
+        return 1;
+    }
+    return 0;
+}
+
 int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_create_args *a,
                   pid_t *pid_out)
 {
@@ -177,56 +405,22 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     cli_log(g, "debug", "create %s: config.json of bundle %s read and validated", id, cfg.bundle);
     struct bh_sandbox_spec *spec = &cfg.spec;
     spec->id = strdup(id);
-    /* Nothing runs at a tier this host cannot prove (verified once per boot
-     * through the probe's cache). Asked for explicitly, kernel is refused;
-     * as the default it falls back to container, as `bulkhead do` does. */
-    if (spec->tier == BH_TIER_KERNEL && bh_probe_require(BH_TIER_KERNEL, NULL, &err) < 0) {
-        if (json_object_get(cfg.annotations, OCI_ANNOTATION_TIER) != NULL &&
-            getenv("BULKHEAD_DEFAULT_TIER") == NULL) {
-            cli_report_error(g,
-                             "create: annotation %s=kernel refused: %s; use "
-                             "dev.bulkhead.tier=container for namespaces, dropped capabilities "
-                             "and a seccomp allowlist without the sentry's broker",
-                             OCI_ANNOTATION_TIER, err.msg);
-            oci_config_free(&cfg);
-            return CLI_EXIT_REFUSED;
-        }
-        cli_log(g, "warning",
-                "kernel tier not verified on this host, container %s runs at the "
-                "container tier: %s",
-                id, err.msg);
-        spec->tier = BH_TIER_CONTAINER;
+    if (create_settle_tier(g, id, &cfg, &err) < 0 || create_check_seccomp_agent(g, &cfg) < 0) {
+        oci_config_free(&cfg);
+        return CLI_EXIT_REFUSED;
     }
+    create_settle_namespaces(g, &cfg);
+    /* noNewPrivileges false is honoured at the container tier; at the kernel
+     * tier no_new_privs is part of the tier (the state's annotations say so). */
+    spec->process.allow_new_privs = !cfg.no_new_privileges && spec->tier < BH_TIER_KERNEL;
     if (oci_devices_apply(&cfg, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
     }
-    /* runc's rules and words (scripts match them): a console socket only
-     * when detached with a terminal; a terminal detached needs one. */
-    if (a->console_socket != NULL && (a->tty != NULL || !spec->process.terminal)) {
-        cli_report_error(g,
-                         "cannot use console socket if runc will not detach or allocate tty "
-                         "(%s)",
-                         a->tty ? "in the foreground the pty is relayed to our own stdio"
-                                : "process.terminal is false");
+    if (create_settle_console(g, a, spec, &err) < 0) {
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
-    }
-    if (spec->process.terminal && a->console_socket == NULL && a->tty == NULL) {
-        cli_report_error(g, "cannot allocate tty if runc will detach without setting console "
-                            "socket (process.terminal is true: give --console-socket to "
-                            "receive the pty, or run in the foreground)");
-        oci_config_free(&cfg);
-        return CLI_EXIT_REFUSED;
-    }
-    if (spec->process.terminal) {
-        if (a->tty != NULL && oci_tty_listen(a->tty, &err) < 0) {
-            cli_report_error(g, "create: %s", err.msg);
-            oci_config_free(&cfg);
-            return CLI_EXIT_REFUSED;
-        }
-        spec->console_socket = strdup(a->tty ? a->tty->path : a->console_socket);
     }
     char cgbuf[1200];
     cleanup_free char *cgroup_path =
@@ -236,17 +430,7 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         spec->cgroup_path = strdup(cgroup_path);
 
     cleanup_close int dirfd = -1;
-    if (oci_state_dir_create(g->root, id, &dirfd, &err) < 0) {
-        cli_report_error(g, "create: %s", err.msg);
-        oci_config_free(&cfg);
-        return CLI_EXIT_REFUSED;
-    }
-    /* Before anything is made: a delete after this create was killed (no
-     * state.json yet) finds the cgroup to empty and remove here. */
-    if (oci_write_file_atomic(dirfd, CREATING_CGROUP_FILE, cgroup_path, strlen(cgroup_path), &err) <
-        0) {
-        cli_report_error(g, "create: %s", err.msg);
-        oci_state_remove(g->root, id, &err);
+    if (create_state_dir(g, id, cgroup_path, &dirfd, &err) < 0) {
         oci_config_free(&cfg);
         return CLI_EXIT_REFUSED;
     }
@@ -254,73 +438,23 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
 
     struct oci_state st = {0};
-    st.id = strdup(id);
-    st.bundle = strdup(cfg.bundle);
-    st.rootfs = strdup(spec->rootfs);
-    char now[64];
-    oci_rfc3339_now(now, sizeof(now));
-    st.created = strdup(now);
-    st.owner = strdup("");
-    st.annotations = json_incref(cfg.annotations);
-    st.hooks = cfg.hooks ? json_incref(cfg.hooks) : NULL;
-    st.cgroup_path = strdup(cgroup_path);
-    st.tier = spec->tier;
-    st.nnp_forced = !cfg.no_new_privileges;
-
-    struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED,
-                                  .state_dir = state_dir,
-                                  .warn = create_warning,
-                                  .warn_arg = (void *)g};
+    create_state_init(&st, id, &cfg, cgroup_path);
     struct bh_sandbox *sb = NULL;
     cleanup_free char *state_json = NULL;
     int rc = CLI_EXIT_REFUSED;
-    /* The sandbox's ids may not lower oom_score_adj below what the shim set for
-     * itself (-999 under containerd), so host root writes it after create. */
-    bool set_oom = spec->process.has_oom_score_adj;
-    int oom = spec->process.oom_score_adj;
-    spec->process.has_oom_score_adj = false;
-    /* Best effort: where it cannot (a read-only image), the sandbox's own
-     * mount step says precisely what is missing. */
-    if (oci_make_mount_points(spec, &err) < 0)
-        cli_log(g, "debug", "mount points: %s", err.msg);
-    cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
-            bh_tier_name(spec->tier), cgroup_path);
-    int created = oci_prepare_bind_trees(spec, &err);
-    if (created == 0)
-        created = bh_sandbox_create(spec, &opts, &sb, &err);
-    oci_close_bind_trees(spec);
-    if (created < 0) {
-        cli_report_error(g, "create: %s", err.msg);
+    int made = create_sandbox(g, id, spec, state_dir, cgroup_path, &sb, &err);
+    if (made < 0)
         goto fail_nosb;
-    }
     st.pid = bh_sandbox_pid(sb);
     st.pid_start = oci_pid_start_time(st.pid);
-    if (set_oom && set_oom_score_adj(cgroup_path, oom, &err) < 0) {
-        cli_report_error(g, "create: %s", err.msg);
+    if (made > 0 || create_verify_tier(g, id, &st, spec) < 0)
         goto fail;
-    }
-    /* Every set the config grants: for a non-root user docker leaves the
-     * bounding set and clears the others. */
-    st.caps = spec->process.cap_bounding | spec->process.cap_effective |
-              spec->process.cap_permitted | spec->process.cap_inheritable |
-              spec->process.cap_ambient;
-    st.tier_report = oci_report_build(id, st.pid, st.tier, st.caps);
-    /* The live sandbox must prove the tier it was made for, or it never runs. */
-    enum bh_tier proven = BH_TIER_NONE;
-    bh_tier_parse(json_string_value(json_object_get(st.tier_report, "tier")), &proven, NULL);
-    if (proven < st.tier) {
-        cli_report_error(g,
-                         "create: the container does not verify at the %s tier (live checks "
-                         "prove %s): %s",
-                         bh_tier_name(st.tier), bh_tier_name(proven),
-                         failed_checks(st.tier_report));
-        goto fail;
-    }
-
     if (oci_state_write(dirfd, &st, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         goto fail;
     }
+    if (create_seccomp_agent(g, &cfg, sb, &st, &err) < 0)
+        goto fail;
     state_json = oci_state_text(&st, "created");
     if (oci_hooks_run(g, st.hooks, OCI_HOOK_PRESTART, state_json, 0, &err) < 0 ||
         oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, &err) < 0 ||
@@ -328,20 +462,8 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         cli_report_error(g, "create: %s", err.msg);
         goto fail;
     }
-    if (a->pid_file) {
-        char pidbuf[32];
-        int n = snprintf(pidbuf, sizeof(pidbuf), "%d", st.pid);
-        cleanup_free char *abs = NULL;
-        if (a->pid_file[0] != '/') {
-            char cwd[4096];
-            if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, a->pid_file) < 0)
-                abs = NULL;
-        }
-        if (oci_write_file_atomic(AT_FDCWD, abs ? abs : a->pid_file, pidbuf, (size_t)n, &err) < 0) {
-            cli_report_error(g, "create: pid file: %s", err.msg);
-            goto fail;
-        }
-    }
+    if (a->pid_file && create_write_pid_file(g, a->pid_file, st.pid, &err) < 0)
+        goto fail;
     if (pid_out)
         *pid_out = st.pid;
     cli_log(g, "debug", "created container %s: sentry pid %d, tier %s", id, st.pid,

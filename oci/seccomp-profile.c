@@ -4,12 +4,18 @@
  * becomes one line "NAME? ACTION if argN OP V && ..." of the policy grammar
  * (seccomp-policies/README.md), in the profile's order. A profile that
  * allows by default (a deny list) is parsed as a stacked policy
- * (bh_policy_parse_stacked): the tier's filter still applies beneath it. */
+ * (bh_policy_parse_stacked): the tier's filter still applies beneath it.
+ * Also owns handing the listener of SCMP_ACT_NOTIFY rules to the profile's
+ * seccomp agent (listenerPath), as runc 1.1 does. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include "cleanup.h"
 #include "oci-internal.h"
 #include "policy.h"
 
@@ -21,7 +27,7 @@ struct action_map {
 static const struct action_map actions[] = {
     {"SCMP_ACT_KILL", "kill"}, {"SCMP_ACT_KILL_PROCESS", "kill"}, {"SCMP_ACT_KILL_THREAD", "kill"},
     {"SCMP_ACT_TRAP", "trap"}, {"SCMP_ACT_ERRNO", NULL},          {"SCMP_ACT_ALLOW", "allow"},
-    {"SCMP_ACT_LOG", "log"},
+    {"SCMP_ACT_LOG", "log"},   {"SCMP_ACT_NOTIFY", "notify"},
 };
 
 static const struct action_map *find_action(const char *a)
@@ -39,10 +45,10 @@ static int action_text(json_t *obj, const char *key, json_t *errno_default, cons
     const char *a = json_string_value(json_object_get(obj, key));
     const struct action_map *m = find_action(a);
     if (m == NULL) {
-        if (a != NULL && (strcmp(a, "SCMP_ACT_NOTIFY") == 0 || strcmp(a, "SCMP_ACT_TRACE") == 0))
+        if (a != NULL && strcmp(a, "SCMP_ACT_TRACE") == 0)
             return bh_error_set(err, ENOTSUP,
-                                "`%s` %s is not supported: bulkhead's sentry is the only "
-                                "tracer and notification listener",
+                                "`%s` %s is not supported: a bulkhead guest has no tracer "
+                                "(ptrace is refused at both tiers)",
                                 where, a);
         return bh_error_set(err, EINVAL, "`%s` `%s` is not a seccomp action", where,
                             a ? a : "(none)");
@@ -83,18 +89,62 @@ static int valid_name(const char *n)
     return 1;
 }
 
-int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
+/* Syscalls a profile may not send to its agent: the guest makes them after
+ * its filters are in place and before the agent holds the listener, so it
+ * would wait for an answer no one can give (runc refuses write for the same
+ * reason and in these words). */
+static const char *const notify_refused[] = {"write", "sendto"};
+
+static int check_notify_name(const char *name, struct bh_error *err)
+{
+    for (size_t i = 0; i < sizeof(notify_refused) / sizeof(notify_refused[0]); i++)
+        if (strcmp(name, notify_refused[i]) == 0)
+            return bh_error_set(err, EINVAL,
+                                "SCMP_ACT_NOTIFY cannot be used for the %s syscall: the "
+                                "container's process makes it before the seccomp agent holds "
+                                "the listener, and would wait forever",
+                                name);
+    return 0;
+}
+
+/* listenerPath: an absolute path of a unix socket, needed exactly when a
+ * rule notifies. */
+static int check_listener(json_t *sc, bool notifies, struct bh_error *err)
+{
+    json_t *lp = json_object_get(sc, "listenerPath");
+    if (lp != NULL && !json_is_null(lp) && !json_is_string(lp))
+        return bh_error_set(err, EINVAL, "`listenerPath` must be a string");
+    const char *path = json_string_value(lp);
+    json_t *md = json_object_get(sc, "listenerMetadata");
+    if (md != NULL && !json_is_null(md) && !json_is_string(md))
+        return bh_error_set(err, EINVAL, "`listenerMetadata` must be a string");
+    if (!notifies)
+        return 0; /* as runc: an agent with nothing to answer is not called */
+    if (path == NULL || path[0] == '\0')
+        return bh_error_set(err, EINVAL,
+                            "SCMP_ACT_NOTIFY needs `listenerPath`, the unix socket of the "
+                            "seccomp agent that answers the notified syscalls");
+    if (path[0] != '/' || strlen(path) >= 108)
+        return bh_error_set(err, EINVAL,
+                            "`listenerPath` `%s` must be an absolute path of a unix socket, "
+                            "shorter than 108 bytes (abstract sockets are not accepted)",
+                            path);
+    return 0;
+}
+
+int oci_seccomp_to_policy(json_t *sc, char **text, bool *notifies, struct bh_error *err)
 {
     *text = NULL;
+    *notifies = false;
     json_t *errno_default = json_object_get(sc, "defaultErrnoRet");
     char def[64];
     if (action_text(sc, "defaultAction", errno_default, "defaultAction", def, sizeof(def), err) < 0)
         return -1;
-    json_t *lp = json_object_get(sc, "listenerPath");
-    if (json_is_string(lp) && json_string_length(lp) > 0)
-        return bh_error_set(err, ENOTSUP,
-                            "listenerPath (a seccomp agent) is not supported: bulkhead's sentry "
-                            "is the only notification listener");
+    if (strcmp(def, "notify") == 0)
+        return bh_error_set(err, EINVAL,
+                            "SCMP_ACT_NOTIFY cannot be used as the default action: the "
+                            "container's process could not report to bulkhead before its agent "
+                            "holds the listener");
     json_t *calls = json_object_get(sc, "syscalls");
     if (calls != NULL && !json_is_null(calls) && !json_is_array(calls))
         return bh_error_set(err, EINVAL, "`syscalls` must be an array");
@@ -128,6 +178,7 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
         }
         if (strcmp(act, "allow") != 0 && strcmp(act, "log") != 0)
             restricts = true;
+        bool notify = strcmp(act, "notify") == 0;
         /* The condition: every arg comparison must hold; but when one
          * argument is compared more than once, each comparison is a rule of
          * its own (either may hold), as runc hands them to libseccomp. */
@@ -191,6 +242,9 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
                 rc = bh_error_set(err, EINVAL, "`%s.names[%zu]` is not a syscall name", where, k);
                 break;
             }
+            if (notify && (rc = check_notify_name(name, err)) < 0)
+                break;
+            *notifies = *notifies || notify;
             /* `?`: names of other architectures or newer kernels are skipped. */
             fprintf(f, "%s? %s%s%s\n", name, act, cond[0] ? " if " : "", cond);
         }
@@ -198,6 +252,8 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
             break;
     }
     fclose(f);
+    if (rc == 0)
+        rc = check_listener(sc, *notifies, err);
     if (rc < 0) {
         free(buf);
         return -1;
@@ -208,5 +264,56 @@ int oci_seccomp_to_policy(json_t *sc, char **text, struct bh_error *err)
         return 0;
     }
     *text = buf;
+    return 0;
+}
+
+/* The agent's protocol (runc 1.1, the OCI ContainerProcessState): one
+ * message on a fresh stream connection, the JSON state as data and the
+ * listener as SCM_RIGHTS, named by "fds": ["seccompFd"]. Then we close our
+ * copy: the agent alone holds the listener, and when it goes the notified
+ * syscalls fail with ENOSYS instead of waiting. */
+int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, int listener,
+                           struct bh_error *err)
+{
+    const char *path = json_string_value(json_object_get(seccomp, "listenerPath"));
+    const char *meta = json_string_value(json_object_get(seccomp, "listenerMetadata"));
+    json_t *state = json_loads(state_json, 0, NULL);
+    json_t *msg =
+        json_pack("{s:s,s:[s],s:I,s:s,s:o?}", "ociVersion", OCI_VERSION, "fds", "seccompFd", "pid",
+                  (json_int_t)pid, "metadata", meta ? meta : "", "state", state);
+    cleanup_free char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+    json_decref(msg);
+    if (text == NULL)
+        return bh_error_errno(err, ENOMEM, "seccomp agent message");
+    if (path == NULL || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return bh_error_set(err, EINVAL, "`listenerPath` is not a usable socket path");
+    /* Non-blocking: an agent whose backlog is full (or that never reads)
+     * makes create fail with a reason instead of hang. */
+    cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return bh_error_errno(err, errno,
+                              "failed to connect with seccomp agent specified in the seccomp "
+                              "profile (listenerPath `%s`)",
+                              path);
+    struct iovec iov = {.iov_base = text, .iov_len = strlen(text)};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm = {0};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &listener, sizeof(int));
+    ssize_t n = sendmsg(s, &mh, MSG_NOSIGNAL);
+    if (n < 0)
+        return bh_error_errno(err, errno, "send the seccomp listener to the agent at `%s`", path);
+    if ((size_t)n != iov.iov_len)
+        return bh_error_set(err, EIO, "send the seccomp listener to the agent at `%s`: short write",
+                            path);
     return 0;
 }

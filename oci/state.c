@@ -360,8 +360,8 @@ json_t *oci_state_json(const struct oci_state *st, const char *status)
         json_object_set_new(
             ann, "dev.bulkhead.no-new-privileges",
             json_string("set although process.noNewPrivileges is false: no_new_privs "
-                        "is part of every bulkhead tier (seccomp and Landlock are "
-                        "installed after the capabilities are dropped)"));
+                        "is part of the kernel tier (the sentry's broker relies on ids "
+                        "that no exec can change)"));
     if (st->tier_report) {
         char *r = json_dumps(st->tier_report, JSON_COMPACT);
         if (r) {

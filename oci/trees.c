@@ -30,6 +30,37 @@ struct oci_mount_attr {
     uint64_t userns_fd;
 };
 
+/* mount_setattr's form of MS_* flags: set, and cleared (clear). */
+static struct oci_mount_attr attr_of(unsigned long set, unsigned long clear)
+{
+    static const struct {
+        unsigned long ms;
+        uint64_t attr;
+    } map[] = {
+        {MS_RDONLY, MOUNT_ATTR_RDONLY},
+        {MS_NOSUID, MOUNT_ATTR_NOSUID},
+        {MS_NODEV, MOUNT_ATTR_NODEV},
+        {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
+        {MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW},
+        {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME},
+    };
+    struct oci_mount_attr a = {0};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (set & map[i].ms)
+            a.attr_set |= map[i].attr;
+        else if (clear & map[i].ms)
+            a.attr_clr |= map[i].attr;
+    }
+    if (set & MS_NOATIME) {
+        a.attr_clr |= MOUNT_ATTR__ATIME;
+        a.attr_set |= MOUNT_ATTR_NOATIME;
+    } else if (set & MS_STRICTATIME) {
+        a.attr_clr |= MOUNT_ATTR__ATIME;
+        a.attr_set |= MOUNT_ATTR_STRICTATIME;
+    }
+    return a;
+}
+
 int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err)
 {
     if (spec->rootfs != NULL && !spec->has_rootfs_tree_fd) {
@@ -59,30 +90,19 @@ int oci_prepare_bind_trees(struct bh_sandbox_spec *spec, struct bh_error *err)
             return bh_error_errno(err, e, "bind mount source `%s` (for `%s`)", m->source,
                                   m->destination);
         }
-        struct oci_mount_attr a = {0};
-        if (m->flags & MS_RDONLY)
-            a.attr_set |= MOUNT_ATTR_RDONLY;
-        if (m->flags & MS_NOSUID)
-            a.attr_set |= MOUNT_ATTR_NOSUID;
-        if (m->flags & MS_NODEV)
-            a.attr_set |= MOUNT_ATTR_NODEV;
-        if (m->flags & MS_NOEXEC)
-            a.attr_set |= MOUNT_ATTR_NOEXEC;
-        if (m->flags & MS_NOSYMFOLLOW)
-            a.attr_set |= MOUNT_ATTR_NOSYMFOLLOW;
-        if (m->flags & MS_NODIRATIME)
-            a.attr_set |= MOUNT_ATTR_NODIRATIME;
-        if (m->flags & MS_NOATIME) {
-            a.attr_clr |= MOUNT_ATTR__ATIME;
-            a.attr_set |= MOUNT_ATTR_NOATIME;
-        } else if (m->flags & MS_STRICTATIME) {
-            a.attr_clr |= MOUNT_ATTR__ATIME;
-            a.attr_set |= MOUNT_ATTR_STRICTATIME;
-        }
-        /* Whatever the spec asks, nothing propagates between host and sandbox. */
-        a.propagation = MS_PRIVATE;
-        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &a,
-                    sizeof(a)) < 0) {
+        /* Whatever the spec asks, nothing propagates between host and sandbox:
+         * private all the way down. The flags then go on the top mount only,
+         * as runc applies an rbind's options; the recursive forms (rro, ...)
+         * on every mount of the tree. */
+        struct oci_mount_attr priv = {.propagation = MS_PRIVATE};
+        struct oci_mount_attr top = attr_of(m->flags, 0);
+        struct oci_mount_attr all = attr_of(m->rec_set, m->rec_clear);
+        if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | (rec ? AT_RECURSIVE : 0), &priv,
+                    sizeof(priv)) < 0 ||
+            syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &top, sizeof(top)) < 0 ||
+            ((all.attr_set | all.attr_clr) != 0 &&
+             syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &all, sizeof(all)) <
+                 0)) {
             int e = errno;
             close(fd);
             oci_close_bind_trees(spec);

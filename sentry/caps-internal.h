@@ -21,8 +21,13 @@ int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t g
                         struct bh_error *err);
 /* Guest half, before its ids change: securebits set and locked. */
 int bh_caps_guest_securebits(const struct bh_process *proc, struct bh_error *err);
-/* Guest half, after its ids change: exactly the spec's sets (ambient raised). */
-int bh_caps_guest_apply(const struct bh_process *proc, struct bh_error *err);
+/* Guest half, after its ids change: exactly the spec's sets (ambient raised),
+ * plus `also` in effective and permitted (dropped by a second call with 0). */
+int bh_caps_guest_apply(const struct bh_process *proc, uint64_t also, struct bh_error *err);
+/* Whether the calling thread holds cap (effective, or else permitted). */
+bool bh_caps_have(int cap, bool effective);
+/* Raises (from the permitted set) or lowers cap in the effective set. */
+int bh_caps_effective(int cap, bool on, struct bh_error *err);
 /* "CAP_X,CAP_Y" or "none" for messages. */
 int bh_caps_from_names(const char *const *names, size_t n, uint64_t *mask, struct bh_error *err);
 

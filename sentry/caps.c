@@ -69,6 +69,8 @@ int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t g
         return bh_error_errno(err, errno, "clear keep-caps");
     uint64_t eff = bh_caps_sentry_effective();
     uint64_t perm = eff | guest_all | CAPBIT(CAP_SETPCAP);
+    if (guest->allow_new_privs)
+        perm |= CAPBIT(CAP_SYS_ADMIN); /* permitted only: see bh_process.allow_new_privs */
     return set_caps(eff, perm, guest->cap_inheritable, err);
 }
 
@@ -103,9 +105,36 @@ int bh_caps_guest_securebits(const struct bh_process *proc, struct bh_error *err
     return 0;
 }
 
-int bh_caps_guest_apply(const struct bh_process *proc, struct bh_error *err)
+bool bh_caps_have(int cap, bool effective)
 {
-    if (set_caps(proc->cap_effective, proc->cap_permitted | proc->cap_effective,
+    cap_t cur = cap_get_proc();
+    cap_flag_value_t f = CAP_CLEAR;
+    if (cur != NULL)
+        cap_get_flag(cur, (cap_value_t)cap, effective ? CAP_EFFECTIVE : CAP_PERMITTED, &f);
+    cap_free(cur);
+    return f == CAP_SET;
+}
+
+int bh_caps_effective(int cap, bool on, struct bh_error *err)
+{
+    cap_t cur = cap_get_proc();
+    if (cur == NULL)
+        return bh_error_errno(err, errno, "read capabilities");
+    cap_value_t v = (cap_value_t)cap;
+    int r = cap_set_flag(cur, CAP_EFFECTIVE, 1, &v, on ? CAP_SET : CAP_CLEAR);
+    if (r == 0)
+        r = cap_set_proc(cur);
+    int e = errno;
+    cap_free(cur);
+    if (r < 0)
+        return bh_error_errno(err, e, "%s capability %d in the effective set",
+                              on ? "raise" : "lower", cap);
+    return 0;
+}
+
+int bh_caps_guest_apply(const struct bh_process *proc, uint64_t also, struct bh_error *err)
+{
+    if (set_caps(proc->cap_effective | also, proc->cap_permitted | proc->cap_effective | also,
                  proc->cap_inheritable | proc->cap_ambient, err) < 0)
         return bh_error_prefix(err, "guest capabilities");
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)

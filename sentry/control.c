@@ -326,6 +326,22 @@ int bh_sentry_start(struct bh_sentry_conn *conn, struct bh_error *err)
     return simple_request(conn, json_pack("{s:s}", "op", "start"), err);
 }
 
+int bh_sentry_seccomp_listener(struct bh_sentry_conn *conn, int *fd, struct bh_error *err)
+{
+    *fd = -1;
+    json_t *req = json_pack("{s:s}", "op", "seccomp_listener");
+    json_t *reply = NULL;
+    size_t n = 0;
+    int r = bh_conn_request(conn, req, NULL, 0, &reply, fd, 1, &n, err);
+    json_decref(req);
+    json_decref(reply);
+    if (r < 0)
+        return -1;
+    if (n != 1 || *fd < 0)
+        return bh_error_set(err, EPROTO, "the sentry sent no seccomp listener");
+    return 0;
+}
+
 static int read_ns_ino(pid_t pid, ino_t *ino)
 {
     char path[64];

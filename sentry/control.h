@@ -28,6 +28,10 @@ int bh_sentry_conn_dup(struct bh_sentry_conn *conn, struct bh_sentry_conn **out,
 /* Releases the waiting first guest of a created sandbox (OCI start). */
 int bh_sentry_start(struct bh_sentry_conn *conn, struct bh_error *err);
 
+/* Takes the first guest's notification fd of the caller's filter (spec
+ * extra_policy_listener), for the caller's seccomp agent; given once. */
+int bh_sentry_seccomp_listener(struct bh_sentry_conn *conn, int *fd, struct bh_error *err);
+
 /* Spawns one more guest process, confined exactly as the first one (tier,
  * filter, Landlock, and brokered by the same sentry). stdio fds travel with
  * SCM_RIGHTS; with proc->terminal the pty master goes to console_socket.

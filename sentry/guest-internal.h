@@ -16,6 +16,7 @@ struct bh_guest_ctx {
     struct sock_fprog *prog;       /* tier filter */
     struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
     bool want_listener;            /* kernel tier: hand the listener to the sentry */
+    bool want_user_listener;       /* container tier: extra_prog's, for the caller's agent */
     /* > 0: the sentry is not pid 1 (a pod's shared pid namespace), so the
      * guest dies with this parent by PDEATHSIG instead. */
     pid_t death_parent;
@@ -25,7 +26,8 @@ struct bh_guest {
     pid_t pid; /* inside the sandbox's pid namespace */
     int pidfd;
     int setup_fd; /* sentry end of the setup channel; -1 once exec'd */
-    int listener; /* pidfd_getfd'd notification fd, -1 when none */
+    int listener;      /* pidfd_getfd'd notification fd, -1 when none */
+    int user_listener; /* the same of the caller's filter (its agent's), -1 when none */
 };
 
 /* The guests' Landlock rules (read and execute the root, write only /tmp,

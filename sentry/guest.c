@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -215,7 +216,12 @@ int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)
             (struct bh_landlock_rule){writable[i], fd, BH_LL_READ | BH_LL_WRITE | BH_LL_EXECUTE};
         n++;
     }
-    int r = bh_landlock_restrict(rules, n, err);
+    /* noNewPrivileges false (container tier): the caller holds CAP_SYS_ADMIN
+     * instead of no_new_privs (see bh_process.allow_new_privs). */
+    bool privileged = spec->process.allow_new_privs && spec->tier < BH_TIER_KERNEL &&
+                      prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
+    int r = privileged ? bh_landlock_restrict_privileged(rules, n, err)
+                       : bh_landlock_restrict(rules, n, err);
     for (size_t i = 0; i < n; i++)
         close(fds[i]);
     if (r < 0)
@@ -324,7 +330,13 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
                        proc->uid, proc->gid);
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    if (bh_caps_guest_apply(proc, &err) < 0)
+    /* noNewPrivileges false (container tier): Landlock and seccomp without
+     * no_new_privs need CAP_SYS_ADMIN of the sandbox's user namespace, held
+     * until they are in place. Without it in the sentry's permitted set (an
+     * exec'd process asking for more than the container), no_new_privs. */
+    bool new_privs = proc->allow_new_privs && ctx->spec->tier < BH_TIER_KERNEL &&
+                     bh_caps_have(CAP_SYS_ADMIN, false);
+    if (bh_caps_guest_apply(proc, new_privs ? 1ull << CAP_SYS_ADMIN : 0, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     const char *cwd = proc->cwd ? proc->cwd : "/";
     if (chdir(cwd) < 0) {
@@ -340,7 +352,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
             bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+    if (!new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         bh_error_errno(&err, errno, "set no_new_privs");
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
@@ -356,19 +368,39 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, bh_error_exit_code(&err));
-    if (ctx->extra_prog != NULL && bh_policy_install(ctx->extra_prog, false, &err) < 0) {
+    /* At the kernel tier the caller's filter goes first: the tier's refuses
+     * seccomp(2) itself. At the container tier it goes last, so that where
+     * both refuse a syscall the caller's errno is the one seen (of equal
+     * actions the kernel takes the newest filter's), as under runc, where
+     * the profile is the only filter. */
+    int (*install)(const struct sock_fprog *, bool, struct bh_error *) =
+        new_privs ? bh_policy_install_privileged : bh_policy_install;
+    int user_listener = -1;
+    if (ctx->extra_prog != NULL && ctx->spec->tier >= BH_TIER_KERNEL &&
+        install(ctx->extra_prog, false, &err) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    int listener = bh_policy_install(ctx->prog, ctx->want_listener, &err);
+    int listener = install(ctx->prog, ctx->want_listener, &err);
     if (listener < 0) {
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    /* From here only direct syscalls: the broker does not hold our listener yet. */
-    char msg[64];
-    int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d}",
-                       ctx->want_listener ? listener : -1);
+    if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
+        (user_listener = install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
+        bh_error_prefix(&err, "caller's extra seccomp filter");
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
+    }
+    if (new_privs && bh_caps_guest_apply(proc, 0, &err) < 0) {
+        bh_error_prefix(&err, "drop CAP_SYS_ADMIN once the filters are in place");
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
+    }
+    /* From here only direct syscalls: the broker does not hold our listener yet
+     * (nor the caller's agent its own: its profile may not notify sendto). */
+    char msg[96];
+    int len =
+        snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d,\"user_listener\":%d}",
+                 ctx->want_listener ? listener : -1, ctx->want_user_listener ? user_listener : -1);
     if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
         _exit(BH_EXIT_REFUSED);
     char go;
@@ -376,6 +408,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         _exit(BH_EXIT_REFUSED);
     if (ctx->want_listener && listener > 0)
         close(listener);
+    if (ctx->want_user_listener && user_listener > 0)
+        close(user_listener);
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
     bh_msg_send_raw_error(sock, BH_ERROR_EXEC, e, "exec `%s`: %s", program, strerror(e));
@@ -395,7 +429,7 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds", BH_EXEC_MAX_EXTRA_FDS);
     out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = -1;
+    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return bh_error_errno(err, errno, "guest setup socket");
@@ -431,6 +465,7 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
         goto fail;
     }
     json_int_t lfd = json_integer_value(json_object_get(msg, "listener"));
+    json_int_t ufd = json_integer_value(json_object_get(msg, "user_listener"));
     json_decref(msg);
     if (ctx->want_listener) {
         if (lfd < 0 || lfd > INT32_MAX) {
@@ -443,6 +478,17 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
             goto fail;
         }
     }
+    if (ctx->want_user_listener) {
+        if (ufd < 0 || ufd > INT32_MAX) {
+            bh_error_set(err, EPROTO, "guest %d reported no listener for the seccomp agent", pid);
+            goto fail;
+        }
+        out->user_listener = (int)syscall(SYS_pidfd_getfd, out->pidfd, (int)ufd, 0);
+        if (out->user_listener < 0) {
+            bh_error_errno(err, errno, "take the seccomp agent's listener of guest %d", pid);
+            goto fail;
+        }
+    }
     return 0;
 fail:
     kill(pid, SIGKILL);
@@ -452,8 +498,10 @@ fail:
     close(out->setup_fd);
     if (out->listener >= 0)
         close(out->listener);
+    if (out->user_listener >= 0)
+        close(out->user_listener);
     out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = -1;
+    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
     return -1;
 }
 

@@ -132,7 +132,22 @@ static int add_rule(int ruleset, const struct bh_landlock_rule *rule, uint64_t h
     return 0;
 }
 
+static int restrict_self(const struct bh_landlock_rule *rules, size_t n, bool set_nnp,
+                         struct bh_error *err);
+
 int bh_landlock_restrict(const struct bh_landlock_rule *rules, size_t n, struct bh_error *err)
+{
+    return restrict_self(rules, n, true, err);
+}
+
+int bh_landlock_restrict_privileged(const struct bh_landlock_rule *rules, size_t n,
+                                    struct bh_error *err)
+{
+    return restrict_self(rules, n, false, err);
+}
+
+static int restrict_self(const struct bh_landlock_rule *rules, size_t n, bool set_nnp,
+                         struct bh_error *err)
 {
     int abi = bh_landlock_abi();
     if (abi < 1) {
@@ -145,7 +160,8 @@ int bh_landlock_restrict(const struct bh_landlock_rule *rules, size_t n, struct 
     }
     /* Unprivileged callers must have no_new_privs; a sandbox sets it anyway,
      * so set it here rather than depend on the caller's order. */
-    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    if (set_nnp && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1 &&
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "landlock: set no_new_privs");
 
     uint64_t handled = handled_fs(abi);

@@ -32,5 +32,9 @@ int bh_landlock_abi(void);
  * creating threads. Network ports are not restricted. A rule on a
  * non-directory grants only file rights (read, write, truncate, execute). */
 int bh_landlock_restrict(const struct bh_landlock_rule *rules, size_t n, struct bh_error *err);
+/* The same leaving no_new_privs unset: the caller holds CAP_SYS_ADMIN of its
+ * user namespace (bh_process.allow_new_privs). */
+int bh_landlock_restrict_privileged(const struct bh_landlock_rule *rules, size_t n,
+                                    struct bh_error *err);
 
 #endif

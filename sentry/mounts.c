@@ -158,6 +158,7 @@ struct setup {
     int empty_fd;         /* a detached, empty, read-only tmpfs: the overlays' bottom layer */
     int dev_tree;         /* the front end's tmpfs of device nodes (bh_mounts_dev_tree), or -1 */
     bool made_dev;        /* the base /dev tmpfs is ours (made read-only at the end) */
+    bool spec_dev_ro;     /* the spec's /dev asks for ro: applied at the end, as runc does */
     bool sysfs_tree_used; /* spec->sysfs_tree_fd attached (it can be only once) */
 };
 
@@ -379,6 +380,30 @@ static int attach_tree(struct setup *s, int tree, const char *what, const char *
     if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
         return bh_error_errno(err, errno, "mount `%s` on `%s`: attach", what, dest);
     return 0;
+}
+
+/* Mount ids order /proc/self/mountinfo (Linux 6.8 on), and a tree the front
+ * end prepared got its ids before any of the sandbox's own mounts: it would
+ * be listed before mounts the config puts ahead of it. Once attached (the
+ * kernel clones only from the caller's own namespace), a fresh recursive
+ * clone takes its place, in the config's order; flags, idmap and
+ * propagation come along. Cosmetic where it cannot be done. */
+static int attach_tree_in_order(struct setup *s, int tree, const char *what, const char *dest,
+                                enum mp_kind kind, struct bh_error *err)
+{
+    if (attach_tree(s, tree, what, dest, kind, err) < 0)
+        return -1;
+    struct bh_error ignored = {0};
+    cleanup_close int top = resolve_target(s->root_fd, dest, kind, &ignored);
+    if (top < 0)
+        return 0;
+    cleanup_close int clone =
+        open_tree(top, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", top);
+    if (clone < 0 || umount2(self, MNT_DETACH) < 0)
+        return 0;
+    return attach_tree(s, clone, what, dest, kind, err);
 }
 
 /* Binds what src_fd names onto dest, with attr set on the copy before it is
@@ -1075,8 +1100,8 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
         if (fstat(m->tree_fd, &st) < 0)
             return bh_error_errno(err, errno, "prepared mount of `%s` on `%s`", src,
                                   m->destination);
-        return attach_tree(s, m->tree_fd, src, m->destination,
-                           S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
+        return attach_tree_in_order(s, m->tree_fd, src, m->destination,
+                                    S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
     }
     if (bind) {
         bool rec = (m->flags & MS_REC) || strcmp(type, "rbind") == 0;
@@ -1085,6 +1110,11 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
     }
 
     unsigned long flags = m->flags & ~(MS_BIND | MS_REC | MS_REMOUNT | prop_mask);
+    if (strcmp(type, "tmpfs") == 0 && strcmp(m->destination, "/dev") == 0 && (flags & MS_RDONLY)) {
+        /* Its nodes, devpts and shm mount points are made in it first. */
+        flags &= ~(unsigned long)MS_RDONLY;
+        s->spec_dev_ro = true;
+    }
     if (strcmp(type, "tmpfs") == 0 || strcmp(type, "proc") == 0 || strcmp(type, "devpts") == 0 ||
         strcmp(type, "mqueue") == 0) {
         /* Every devpts instance but the host's draws from one pool
@@ -1286,7 +1316,7 @@ static int setup_run(struct setup *s, struct bh_error *err)
     if (prepare_cwd(s, cwd, err) < 0)
         return -1;
 
-    if (s->made_dev && setattr_at(s, "/dev", MOUNT_ATTR_RDONLY, 0, err) < 0)
+    if ((s->made_dev || s->spec_dev_ro) && setattr_at(s, "/dev", MOUNT_ATTR_RDONLY, 0, err) < 0)
         return -1;
     if (s->embedded || spec->rootfs_readonly) {
         struct mount_attr ma = {.attr_set = MOUNT_ATTR_RDONLY};

@@ -1722,6 +1722,8 @@ static bool prog_notifies(const struct sock_fprog *prog)
     return false;
 }
 
+static int install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err);
+
 int bh_policy_install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err)
 {
     if (prog == NULL || prog->filter == NULL || prog->len == 0)
@@ -1732,6 +1734,19 @@ int bh_policy_install(const struct sock_fprog *prog, bool want_listener, struct 
                             "install seccomp filter: no_new_privs is not set; set it with "
                             "prctl(PR_SET_NO_NEW_PRIVS, 1) first so the filter cannot be shed "
                             "through a setuid exec");
+    return install(prog, want_listener, err);
+}
+
+int bh_policy_install_privileged(const struct sock_fprog *prog, bool want_listener,
+                                 struct bh_error *err)
+{
+    if (prog == NULL || prog->filter == NULL || prog->len == 0)
+        return bh_error_set(err, EINVAL, "install seccomp filter: no compiled filter");
+    return install(prog, want_listener, err);
+}
+
+static int install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err)
+{
     if (prog_notifies(prog) && !want_listener)
         return bh_error_set(err, EINVAL,
                             "install seccomp filter: the policy sends syscalls to the sentry "

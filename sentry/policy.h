@@ -43,6 +43,12 @@ size_t bh_policy_rule_count(const struct bh_policy *policy);
 /* Loads prog on the calling thread with seccomp(2) (no_new_privs must be set
  * already). With a notify rule the listener fd is returned (>= 0), else 0;
  * -1 on failure. */
+/* The same without no_new_privs, for a caller that holds CAP_SYS_ADMIN of
+ * its user namespace (a guest whose noNewPrivileges is false, container
+ * tier; bh_process.allow_new_privs): the kernel then keeps the filter
+ * across setuid execs by itself refusing to let it be shed. */
+int bh_policy_install_privileged(const struct sock_fprog *prog, bool want_listener,
+                                 struct bh_error *err);
 int bh_policy_install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err);
 
 #endif

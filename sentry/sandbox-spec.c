@@ -144,6 +144,7 @@ json_t *bh_process_to_json(const struct bh_process *p)
     json_object_set_new(o, "cap_inheritable", u64_json(p->cap_inheritable));
     json_object_set_new(o, "cap_ambient", u64_json(p->cap_ambient));
     json_object_set_new(o, "terminal", json_boolean(p->terminal));
+    json_object_set_new(o, "allow_new_privs", json_boolean(p->allow_new_privs));
     json_object_set_new(o, "rows", json_integer(p->console_rows));
     json_object_set_new(o, "cols", json_integer(p->console_cols));
     if (p->has_oom_score_adj)
@@ -194,6 +195,7 @@ json_t *bh_spec_to_json(const struct bh_sandbox_spec *s)
     json_object_set_new(o, "cgroup_path", str_or_null(s->cgroup_path));
     json_object_set_new(o, "seccomp_policy", str_or_null(s->seccomp_policy));
     json_object_set_new(o, "extra_policy_text", str_or_null(s->extra_policy_text));
+    json_object_set_new(o, "extra_policy_listener", json_boolean(s->extra_policy_listener));
     json_object_set_new(o, "console_socket", str_or_null(s->console_socket));
     return o;
 }
@@ -389,7 +391,8 @@ int bh_process_from_json(json_t *o, struct bh_process *p, struct bh_error *err)
                  err) < 0 ||
         u64_from(json_object_get(o, "cap_ambient"), "cap_ambient", &p->cap_ambient, err) < 0)
         goto fail;
-    if (get_bool(o, "terminal", &p->terminal, err) < 0)
+    if (get_bool(o, "terminal", &p->terminal, err) < 0 ||
+        get_bool(o, "allow_new_privs", &p->allow_new_privs, err) < 0)
         goto fail;
     if (get_int(o, "rows", 0, 65535, &x, err) < 0)
         goto fail;
@@ -520,6 +523,7 @@ int bh_spec_from_json(json_t *o, struct bh_sandbox_spec *s, struct bh_error *err
     if (get_str(o, "cgroup_path", &s->cgroup_path, err) < 0 ||
         get_str(o, "seccomp_policy", &s->seccomp_policy, err) < 0 ||
         get_str(o, "extra_policy_text", &s->extra_policy_text, err) < 0 ||
+        get_bool(o, "extra_policy_listener", &s->extra_policy_listener, err) < 0 ||
         get_str(o, "console_socket", &s->console_socket, err) < 0)
         goto fail;
     return bh_spec_validate(s, err) < 0 ? (bh_sandbox_spec_free(s), -1) : 0;

@@ -46,6 +46,10 @@ struct bh_mount {
     unsigned long flags; /* MS_* flags, MS_BIND|MS_REC for rbind */
     unsigned long propagation; /* MS_PRIVATE, MS_SLAVE, MS_SHARED or 0 */
     char *data;                /* fs options ("size=64m,mode=1777") or NULL */
+    /* An rbind's flags apply to its top mount only (as runc does); these
+     * (OCI "rro", "rnosuid", ...: set, or cleared by "rrw", "rsuid", ...)
+     * apply to it and every mount below. Honoured on prepared trees. */
+    unsigned long rec_set, rec_clear;
     /* A detached mount prepared by the host side (open_tree(OPEN_TREE_CLONE),
      * e.g. idmapped with mount_setattr(MOUNT_ATTR_IDMAP)), moved into place
      * as is instead of binding source; not closed by bh_mounts_setup. */
@@ -102,6 +106,11 @@ struct bh_process {
     unsigned short console_rows, console_cols;
     bool has_oom_score_adj;
     int oom_score_adj;
+    /* OCI noNewPrivileges false, honoured at the container tier only: the
+     * guest installs Landlock and its filters holding CAP_SYS_ADMIN of the
+     * sandbox's user namespace (the sentry keeps it permitted for this),
+     * drops it, and execs without no_new_privs. */
+    bool allow_new_privs;
 };
 
 struct bh_sysctl {
@@ -171,6 +180,11 @@ struct bh_sandbox_spec {
     /* Extra syscall restrictions from the caller (OCI seccomp profile),
      * applied in addition to the tier policy: can only take away. */
     char *extra_policy_text;
+    /* Its `notify` rules go to the caller's own agent (OCI listenerPath): the
+     * first guest's listener is handed out once (bh_sentry_seccomp_listener).
+     * Container tier only: the kernel gives a process one listener, and at
+     * the kernel tier the sentry's broker holds it. */
+    bool extra_policy_listener;
 
     /* Guest stdio; -1 means inherit the caller's. */
     int stdio[3];

@@ -491,9 +491,16 @@ static int policy_fds(const struct bh_sandbox_spec *spec, const char *guest_path
                                     err) < 0)
             goto out;
         x.has_notify = bh_policy_has_notify(pol);
-        int r = x.has_notify
-                    ? bh_error_set(err, EINVAL, "the caller's seccomp profile may only take away")
-                    : bh_policy_compile(pol, &x.prog, err);
+        int r = 0;
+        if (x.has_notify && !spec->extra_policy_listener)
+            r = bh_error_set(err, EINVAL, "the caller's seccomp profile may only take away");
+        else if (x.has_notify && spec->tier >= BH_TIER_KERNEL)
+            r = bh_error_set(err, ENOTSUP,
+                             "the caller's seccomp profile sends syscalls to its own agent: "
+                             "refused at the kernel tier, whose one notification listener is "
+                             "the sentry's broker");
+        else
+            r = bh_policy_compile(pol, &x.prog, err);
         bh_policy_free(pol);
         if (r < 0)
             goto out;
@@ -991,7 +998,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     }
     params.has_console = console_fd >= 0;
     size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0) + (console_fd >= 0 ? 1 : 0);
-    spec_fd = make_spec_memfd(spec, &params, sysfs_fd, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
+    spec_fd =
+        make_spec_memfd(spec, &params, sysfs_fd, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
     if (spec_fd < 0)
         goto fail;
     msg_fds[0] = spec_fd;

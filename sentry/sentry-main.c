@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -185,7 +186,8 @@ static int read_spec(struct bh_error *err)
     if (console)
         S.console_fd = fds[1 + n_pol + (det ? 1 : 0)];
     S.have_extra = extra;
-    if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify || extra_notify) {
+    if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify ||
+        (extra_notify && (!S.spec.extra_policy_listener || S.spec.tier >= BH_TIER_KERNEL))) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the seccomp programs do not fit the %s tier",
                             bh_tier_name(S.spec.tier));
@@ -321,7 +323,14 @@ static int confine_self(struct bh_error *err)
     /* New credentials cleared the death signal. */
     if (!S.detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "set the sentry's death signal");
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    /* no_new_privs is inherited: for a guest whose noNewPrivileges is false
+     * (container tier, bh_process.allow_new_privs) the sentry confines itself
+     * holding CAP_SYS_ADMIN of the sandbox's user namespace instead, and
+     * lowers it after; it never execs, so no_new_privs would add nothing. */
+    bool new_privs = S.spec.process.allow_new_privs && S.spec.tier < BH_TIER_KERNEL;
+    if (new_privs && bh_caps_effective(CAP_SYS_ADMIN, true, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
+    if (!new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "set no_new_privs on the sentry");
     /* The broker acts for guests outside their own Landlock domain: taking
      * the same rules here makes its writes obey them. Guests nest below this
@@ -329,9 +338,12 @@ static int confine_self(struct bh_error *err)
      * and they may not signal it. */
     if (bh_guest_landlock(&S.spec, err) < 0)
         return bh_error_prefix(err, "confine the sentry");
-    if (bh_policy_install(&S.sentry_prog, false, err) < 0)
+    if ((new_privs ? bh_policy_install_privileged : bh_policy_install)(&S.sentry_prog, false, err) <
+        0)
         return bh_error_prefix(err, "the sentry's own seccomp policy");
     bh_policy_prog_free(&S.sentry_prog);
+    if (new_privs && bh_caps_effective(CAP_SYS_ADMIN, false, err) < 0)
+        return bh_error_prefix(err, "confine the sentry");
     return 0;
 }
 
@@ -551,6 +563,11 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         return;
     }
     S.children[S.n_children++] = g.pid;
+    /* The caller's agent gets the first guest's listener only (at create);
+     * an exec'd process's notified syscalls then fail with ENOSYS. */
+    if (g.user_listener >= 0)
+        close(g.user_listener);
+    g.user_listener = -1;
     if (g.listener >= 0) {
         if (bh_broker_add_listener(S.broker, g.listener, &err) < 0) {
             kill(g.pid, SIGKILL);
@@ -653,6 +670,24 @@ static void op_signal(int fd, json_t *msg)
     reply(fd, json_pack("{s:s}", "re", "ok"), NULL, 0);
 }
 
+/* The first guest's listener of the caller's filter, handed out once: the
+ * sentry keeps no copy, so when the agent closes it (or dies) the notified
+ * syscalls fail with ENOSYS instead of waiting for no one. */
+static void op_seccomp_listener(int fd)
+{
+    struct bh_error err = {0};
+    if (S.first.user_listener < 0) {
+        bh_error_set(&err, ENOENT,
+                     "no seccomp agent listener to hand out (none asked for, or already "
+                     "handed out)");
+        reply_error(fd, &err);
+        return;
+    }
+    reply(fd, json_pack("{s:s}", "re", "listener"), &S.first.user_listener, 1);
+    close(S.first.user_listener);
+    S.first.user_listener = -1;
+}
+
 static void op_conn(int fd)
 {
     struct bh_error err = {0};
@@ -697,6 +732,8 @@ static void on_request(int fd)
         op_signal(fd, msg);
     } else if (strcmp(op, "conn") == 0) {
         op_conn(fd);
+    } else if (strcmp(op, "seccomp_listener") == 0) {
+        op_seccomp_listener(fd);
     } else {
         bh_error_set(&err, EPROTO, "unknown request `%s`", op);
         reply_error(fd, &err);
@@ -800,11 +837,13 @@ int main(int argc, char **argv)
     if (confine_self(&err) < 0)
         die(&err);
 
-    S.ctx = (struct bh_guest_ctx){.spec = &S.spec,
-                                  .prog = &S.prog,
-                                  .extra_prog = S.have_extra ? &S.extra_prog : NULL,
-                                  .want_listener = S.spec.tier == BH_TIER_KERNEL,
-                                  .death_parent = S.params.joined_pidns ? getpid() : 0};
+    S.ctx =
+        (struct bh_guest_ctx){.spec = &S.spec,
+                              .prog = &S.prog,
+                              .extra_prog = S.have_extra ? &S.extra_prog : NULL,
+                              .want_listener = S.spec.tier == BH_TIER_KERNEL,
+                              .want_user_listener = S.have_extra && S.spec.extra_policy_listener,
+                              .death_parent = S.params.joined_pidns ? getpid() : 0};
     if (S.spec.tier == BH_TIER_KERNEL) {
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,

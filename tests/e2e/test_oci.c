@@ -398,11 +398,14 @@ Test(oci_config, bad_id)
     expect_refused("../evil", "not valid");
 }
 
+/* A seccomp agent is served at the container tier (test_oci_compat.c); a
+ * listenerPath that is not an absolute socket path is refused. */
 Test(oci_config, seccomp_agent_refused)
 {
     write_config("1.0.2", GOOD_ROOT, GOOD_PROC,
-                 "\"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ERRNO\", "
-                 "\"listenerPath\": \"/run/agent.sock\"}}");
+                 "\"linux\": {\"seccomp\": {\"defaultAction\": \"SCMP_ACT_ALLOW\", "
+                 "\"listenerPath\": \"@abstract\", \"syscalls\": [{\"names\": [\"mkdir\"], "
+                 "\"action\": \"SCMP_ACT_NOTIFY\"}]}}");
     expect_refused("c1", "listenerPath");
 }
 

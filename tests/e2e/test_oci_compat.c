@@ -15,8 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <linux/magic.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -158,10 +164,15 @@ static void setup(void)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 }
 
+static char host_mount[320]; /* a host mount a test made, undone at teardown */
+
 static void teardown(void)
 {
     for (int i = 0; i < n_ids; i++)
         RUN0("delete", "--force", ids[i]);
+    if (host_mount[0])
+        umount2(host_mount, MNT_DETACH);
+    host_mount[0] = '\0';
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
     if (tmp[0])
@@ -1144,4 +1155,469 @@ Test(oci_compat_tty, failed_start_ends_the_relay)
     cr_expect_neq(rc, 0);
     cr_expect(strstr(err_text, "startContainer") != NULL, "%s", err_text);
     cr_expect(state_gone(id), "run left its state");
+}
+
+/* ---- a seccomp agent (listenerPath) --------------------------------------- */
+
+/* What the agent does with the listener it receives. */
+enum agent_mode {
+    AGENT_ANSWER, /* chmod* -> ENOMEDIUM, mkdir* -> let it run */
+    AGENT_DROP,   /* close it at once: notified syscalls must fail with ENOSYS */
+};
+
+/* A tiny seccomp agent, runc's protocol: one connection bringing the
+ * container's state (ContainerProcessState JSON) with the listener as
+ * SCM_RIGHTS. It saves the JSON to TMP/agent.json, then answers
+ * notifications until the container is gone. A child process, killed at the
+ * end of the test. */
+static pid_t agent_start(const char *sock_path, enum agent_mode mode)
+{
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(ls, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+    cr_assert_eq(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s", sock_path);
+    cr_assert_eq(listen(ls, 4), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid > 0) {
+        close(ls);
+        return pid;
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0)
+        _exit(10);
+    char buf[8192];
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf) - 1};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)};
+    ssize_t n = recvmsg(c, &mh, MSG_CMSG_CLOEXEC);
+    struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+    if (n <= 0 || h == NULL || h->cmsg_type != SCM_RIGHTS)
+        _exit(11);
+    buf[n] = '\0';
+    int fd;
+    memcpy(&fd, CMSG_DATA(h), sizeof(int));
+    h_write_file(tmp, "agent.json", buf);
+    if (mode == AGENT_DROP) {
+        close(fd);
+        pause();
+        _exit(0);
+    }
+    struct seccomp_notif_sizes sz;
+    if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) < 0)
+        _exit(12);
+    struct seccomp_notif *req =
+        calloc(1, sz.seccomp_notif > sizeof(*req) ? sz.seccomp_notif : sizeof(*req));
+    struct seccomp_notif_resp *resp =
+        calloc(1, sz.seccomp_notif_resp > sizeof(*resp) ? sz.seccomp_notif_resp : sizeof(*resp));
+    for (;;) {
+        memset(req, 0, sz.seccomp_notif);
+        if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) {
+            if (errno == EINTR || errno == ENOENT)
+                continue;
+            _exit(0); /* the container is gone */
+        }
+        memset(resp, 0, sz.seccomp_notif_resp);
+        resp->id = req->id;
+        int nr = req->data.nr;
+        if (nr == SYS_chmod || nr == SYS_fchmod || nr == SYS_fchmodat) {
+            resp->error = -ENOMEDIUM;
+        } else {
+            /* mkdir: nothing in its arguments to check here, so the kernel may run it */
+            resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+        }
+        ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, resp);
+    }
+}
+
+static void agent_stop(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static const char *agent_profile(const char *sock, const char *names)
+{
+    static char p[1024];
+    snprintf(p, sizeof(p),
+             "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"listenerPath\": \"%s\", "
+             "\"listenerMetadata\": \"meta-42\", \"architectures\": [\"SCMP_ARCH_X86\", "
+             "\"SCMP_ARCH_X32\"], \"syscalls\": [{\"names\": [%s], \"action\": "
+             "\"SCMP_ACT_NOTIFY\"}]}",
+             sock, names);
+    return p;
+}
+
+/* The agent gets the state and the listener before the process runs, and
+ * its answers are what the process sees. */
+Test(oci_compat_seccomp, agent_answers_notified_syscalls)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_ANSWER);
+    int rc = run_with_profile(
+        "container",
+        agent_profile(sock, "\"chmod\", \"fchmod\", \"fchmodat\", \"mkdir\", \"mkdirat\""),
+        "touch /tmp/f; chmod 600 /tmp/f; echo chmod-$?; mkdir /tmp/d; echo mkdir-$?; test -d "
+        "/tmp/d && echo made",
+        out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "No medium found") && strstr(out, "chmod-1"),
+              "chmod was not answered by the agent (ENOMEDIUM): %s", out);
+    cr_expect(strstr(out, "mkdir-0") && strstr(out, "made"), "mkdir did not run: %s", out);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/agent.json", tmp);
+    json_t *st = json_load_file(p, 0, NULL);
+    cr_assert_not_null(st, "the agent received no state");
+    cr_expect_str_eq(json_string_value(json_object_get(st, "metadata")), "meta-42");
+    cr_expect_str_eq(json_string_value(json_array_get(json_object_get(st, "fds"), 0)), "seccompFd");
+    json_t *s = json_object_get(st, "state");
+    cr_expect_str_eq(json_string_value(json_object_get(s, "id")), ids[0]);
+    cr_expect_str_eq(json_string_value(json_object_get(s, "status")), "creating");
+    cr_expect_gt(json_integer_value(json_object_get(st, "pid")), 0);
+    json_decref(st);
+}
+
+/* Nobody else keeps the listener: once the agent lets go of it, notified
+ * syscalls fail with ENOSYS instead of waiting forever. */
+Test(oci_compat_seccomp, agent_gone_means_enosys)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_DROP);
+    int rc = run_with_profile("container", agent_profile(sock, "\"mkdir\", \"mkdirat\""),
+                              "mkdir /tmp/d; echo mkdir-$?", out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "Function not implemented") && strstr(out, "mkdir-1"), "%s", out);
+}
+
+Test(oci_compat_seccomp, agent_not_listening_is_refused)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/nobody.sock", tmp);
+    int rc = run_with_profile("container", agent_profile(sock, "\"mkdir\""), "echo ran", out,
+                              sizeof(out));
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "ran") == NULL, "the container ran without its agent: %s", out);
+    cr_expect(strstr(err_text, "failed to connect with seccomp agent") != NULL, "%s", err_text);
+}
+
+/* A listenerPath without SCMP_ACT_NOTIFY rules calls no agent (runc); rules
+ * without a listenerPath, and rules on write (the process needs it before
+ * the agent holds the listener), are refused with the reason. */
+Test(oci_compat_seccomp, listener_path_rules)
+{
+    char out[4096];
+    int rc = run_with_profile("container",
+                              "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"listenerPath\": "
+                              "\"/nonexistent.sock\"}",
+                              "echo ran", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "ran") != NULL, "%s", out);
+    rc = run_with_profile("container",
+                          "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": [{\"names\": "
+                          "[\"mkdir\"], \"action\": \"SCMP_ACT_NOTIFY\"}]}",
+                          "echo ran", out, sizeof(out));
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "needs `listenerPath`") != NULL, "%s", err_text);
+    rc = run_with_profile("container", agent_profile("/nonexistent.sock", "\"write\""), "echo ran",
+                          out, sizeof(out));
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "SCMP_ACT_NOTIFY cannot be used for the write syscall") != NULL,
+              "%s", err_text);
+}
+
+/* At the kernel tier the process's one listener is the sentry's broker's:
+ * an agent is refused before anything runs, and the refusal says why. */
+Test(oci_compat_seccomp, agent_refused_at_kernel_tier)
+{
+    h_require_kernel_tier();
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_ANSWER);
+    int rc =
+        run_with_profile("kernel", agent_profile(sock, "\"mkdir\""), "echo ran", out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "ran") == NULL, "%s", out);
+    cr_expect(strstr(err_text, "refused at the kernel tier") != NULL &&
+                  strstr(err_text, "broker") != NULL,
+              "%s", err_text);
+}
+
+/* ---- mounts ------------------------------------------------------------------ */
+
+TestSuite(oci_compat_mounts, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs sh -c script in the foreground at tier with more mounts (JSON
+ * objects, comma-separated) after /usr, /proc and /tmp. */
+static int run_with_mounts(const char *tier, const char *mounts, const char *script, char *out,
+                           size_t outlen)
+{
+    char text[8192];
+    snprintf(text, sizeof(text),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true}, "
+             "\"process\": {\"args\": [\"sh\", \"-c\", \"exec 2>&1; %s\"], \"cwd\": \"/\", "
+             "\"user\": {\"uid\": 0, \"gid\": 0}, \"env\": [\"PATH=/usr/bin:/bin\"]}, \"mounts\": "
+             "[{\"destination\": \"/usr\", \"type\": \"bind\", \"source\": \"/usr\", "
+             "\"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/proc\", \"type\": "
+             "\"proc\", \"source\": \"proc\"}, {\"destination\": \"/tmp\", \"type\": \"tmpfs\", "
+             "\"source\": \"tmpfs\"}, %s], \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, "
+             "{\"type\": \"mount\"}, {\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": "
+             "\"uts\"}]}}",
+             script, mounts);
+    h_write_file(tmp, "bundle/config.json", text);
+    const char *id = new_id("mnt");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
+}
+
+/* runc's rules: an rbind's "ro" makes its top mount read-only and leaves
+ * the mounts below as they are; "rro" makes them all read-only. */
+static void rbind_ro_and_rro(const char *tier)
+{
+    char src[256], sub[300], mounts[1024], out[4096];
+    snprintf(src, sizeof(src), "%s/src", tmp);
+    snprintf(sub, sizeof(sub), "%s/sub", src);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    cr_assert_eq(mount("tmpfs", sub, "tmpfs", 0, "size=1m,mode=0777"), 0, "mount %s: %s", sub,
+                 strerror(errno));
+    snprintf(host_mount, sizeof(host_mount), "%s", sub);
+    snprintf(mounts, sizeof(mounts),
+             "{\"destination\": \"/mnt/ro\", \"type\": \"bind\", \"source\": \"%s\", "
+             "\"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/mnt/rro\", \"type\": "
+             "\"bind\", \"source\": \"%s\", \"options\": [\"rbind\", \"rro\"]}",
+             src, src);
+    int rc = run_with_mounts(tier, mounts,
+                             "touch /mnt/ro/a; echo top-$?; touch /mnt/ro/sub/b; echo sub-$?; "
+                             "touch /mnt/rro/sub/c; echo rsub-$?; touch /mnt/rro/d; echo rtop-$?",
+                             out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "top-1") != NULL, "the top of an rbind,ro was writable: %s", out);
+    cr_expect(strstr(out, "sub-0") != NULL, "ro was applied below the top: %s", out);
+    cr_expect(strstr(out, "rsub-1") != NULL && strstr(out, "rtop-1") != NULL,
+              "rro left a mount writable: %s", out);
+}
+
+Test(oci_compat_mounts, rbind_ro_is_not_recursive_rro_is_container_tier)
+{
+    rbind_ro_and_rro("container");
+}
+
+Test(oci_compat_mounts, rbind_ro_is_not_recursive_rro_is_kernel_tier)
+{
+    h_require_kernel_tier();
+    rbind_ro_and_rro("kernel");
+}
+
+/* A /dev asked read-only gets its nodes, devpts and shm first and turns
+ * read-only after (runc's order); it was refused making /dev/pts. */
+static void ro_dev(const char *tier)
+{
+    char out[4096];
+    int rc = run_with_mounts(
+        tier,
+        "{\"destination\": \"/dev\", \"type\": \"tmpfs\", \"source\": \"tmpfs\", \"options\": "
+        "[\"nosuid\", \"strictatime\", \"mode=755\", \"size=65536k\", \"ro\"]}, {\"destination\": "
+        "\"/dev/pts\", \"type\": \"devpts\", \"source\": \"devpts\", \"options\": "
+        "[\"newinstance\", \"ptmxmode=0666\", \"mode=0620\"]}",
+        "grep '^tmpfs /dev ' /proc/mounts; grep -c '^devpts /dev/pts ' /proc/mounts; touch "
+        "/dev/x; echo touch-$?; echo hi > /dev/null && echo null-ok",
+        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "tmpfs /dev tmpfs ro,") != NULL, "/dev is not read-only: %s", out);
+    cr_expect(strstr(out, "\n1\n") != NULL, "no devpts on /dev/pts: %s", out);
+    cr_expect(strstr(out, "touch-1") && strstr(out, "null-ok"), "%s", out);
+}
+
+Test(oci_compat_mounts, ro_dev_container_tier)
+{
+    ro_dev("container");
+}
+
+Test(oci_compat_mounts, ro_dev_kernel_tier)
+{
+    h_require_kernel_tier();
+    ro_dev("kernel");
+}
+
+/* ---- namespaces ------------------------------------------------------------- */
+
+/* A namespace left out of the config would be the host's under runc; both
+ * tiers give a sandbox its own, and the log says so. */
+static void omitted_namespaces_are_own(const char *tier)
+{
+    char text[4096], out[4096];
+    snprintf(text, sizeof(text),
+             "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true}, "
+             "\"process\": {\"args\": [\"sh\", \"-c\", \"exec 2>&1; grep -c : /proc/net/dev; "
+             "hostname\"], \"cwd\": \"/\", \"user\": {\"uid\": 0, \"gid\": 0}, \"env\": "
+             "[\"PATH=/usr/bin:/bin\"]}, \"mounts\": [{\"destination\": \"/usr\", \"type\": "
+             "\"bind\", \"source\": \"/usr\", \"options\": [\"rbind\", \"ro\"]}, {\"destination\": "
+             "\"/proc\", \"type\": \"proc\", \"source\": \"proc\"}], \"linux\": {\"namespaces\": "
+             "[{\"type\": \"pid\"}, {\"type\": \"mount\"}]}}");
+    h_write_file(tmp, "bundle/config.json", text);
+    const char *id = new_id("ns");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"--debug", "run", id, NULL});
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strncmp(out, "1\n", 2) == 0, "more than lo: the host's network? %s", out);
+    char host[256] = "";
+    gethostname(host, sizeof(host));
+    cr_expect(strstr(out, host) == NULL || strcmp(host, "bulkhead") == 0, "the host's hostname: %s",
+              out);
+    cr_expect(strstr(err_text, "leaves out network") && strstr(err_text, "leaves out ipc") &&
+                  strstr(err_text, "leaves out uts"),
+              "%s", err_text);
+}
+
+Test(oci_compat_mounts, omitted_namespaces_are_own_container_tier)
+{
+    omitted_namespaces_are_own("container");
+}
+
+Test(oci_compat_mounts, omitted_namespaces_are_own_kernel_tier)
+{
+    h_require_kernel_tier();
+    omitted_namespaces_are_own("kernel");
+}
+
+/* ---- process --------------------------------------------------------------- */
+
+/* noNewPrivileges false: at the container tier the process runs without
+ * no_new_privs, still under seccomp and with only its own capabilities (the
+ * CAP_SYS_ADMIN it installed its filters with is gone); at the kernel tier
+ * no_new_privs stays, and the state's annotations say why. */
+static void no_new_privileges_false(const char *tier)
+{
+    char args[512], out[4096];
+    snprintf(args, sizeof(args),
+             "[\"sh\", \"-c\", \"grep -E 'NoNewPrivs|Seccomp:|CapEff|CapPrm' "
+             "/proc/self/status; sleep 30\"]");
+    config(args, false, "\"annotations\": {}");
+    /* process.noNewPrivileges goes inside process: patch the written config */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_object_set_new(json_object_get(doc, "process"), "noNewPrivileges", json_false());
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    const char *id = new_id("nnp");
+    char outp[256];
+    snprintf(outp, sizeof(outp), "%s/out", tmp);
+    int fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0);
+    struct run_opts o = {.child_stdout = fd, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(fd);
+    cr_assert_eq(rc, 0, "%s", err_text);
+    static char state[262144]; /* the tier report makes it long */
+    struct run_opts so = {.child_stdout = -1};
+    rc = run_bh(state, sizeof(state), &so, (const char *const[]){"state", id, NULL});
+    cr_assert_eq(rc, 0, "%s", err_text);
+    cr_assert(strstr(state, "\"annotations\"") != NULL, "no state: %s", state);
+    for (int i = 0; i < 100; i++) {
+        int in = open(outp, O_RDONLY | O_CLOEXEC);
+        ssize_t n = in >= 0 ? read(in, out, sizeof(out) - 1) : -1;
+        out[n > 0 ? n : 0] = '\0';
+        if (in >= 0)
+            close(in);
+        if (strstr(out, "CapEff"))
+            break;
+        usleep(100000);
+    }
+    bool kernel = strcmp(tier, "kernel") == 0;
+    cr_expect(strstr(out, kernel ? "NoNewPrivs:\t1" : "NoNewPrivs:\t0") != NULL, "%s", out);
+    cr_expect(strstr(out, "Seccomp:\t2") != NULL, "%s", out);
+    /* config()'s process has no capabilities: none effective, none permitted */
+    cr_expect(strstr(out, "CapEff:\t0000000000000000") && strstr(out, "CapPrm:\t0000000000000000"),
+              "%s", out);
+    cr_expect_eq(strstr(state, "dev.bulkhead.no-new-privileges") != NULL, kernel, "%s", state);
+    RUN0("kill", id, "KILL");
+}
+
+Test(oci_compat_mounts, no_new_privileges_false_container_tier)
+{
+    no_new_privileges_false("container");
+}
+
+Test(oci_compat_mounts, no_new_privileges_false_kernel_tier)
+{
+    h_require_kernel_tier();
+    no_new_privileges_false("kernel");
+}
+
+/* ---- hooks ------------------------------------------------------------------- */
+
+/* A startContainer hook runs in the container's namespaces, pid namespace
+ * included (its /proc shows it, as under runc), and gets fds 0-2 alone, not
+ * what bulkhead's caller left open. */
+static void start_hook_namespaces_and_fds(const char *tier)
+{
+    config("[\"true\"]", false,
+           "\"hooks\": {\"startContainer\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", \"-c\", "
+           "\"echo fds=$(ls /proc/self/fd | wc -l) pid=$$; exit 3\"]}]}");
+    int leak = open("/dev/null", O_RDONLY); /* no O_CLOEXEC: bulkhead inherits it */
+    cr_assert_geq(leak, 3);
+    const char *id = new_id("hookns");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", id, NULL});
+    close(leak);
+    cr_expect_neq(rc, 0);
+    /* fds 0, 1, 2 and ls's own directory fd */
+    cr_expect(strstr(err_text, "fds=4 ") != NULL, "%s", err_text);
+    const char *p = strstr(err_text, "pid=");
+    cr_assert_not_null(p, "%s", err_text);
+    cr_expect_lt(atoi(p + 4), 100, "the hook is not in the container's pid namespace: %s",
+                 err_text);
+}
+
+Test(oci_compat_mounts, start_hook_namespaces_and_fds_container_tier)
+{
+    start_hook_namespaces_and_fds("container");
+}
+
+Test(oci_compat_mounts, start_hook_namespaces_and_fds_kernel_tier)
+{
+    h_require_kernel_tier();
+    start_hook_namespaces_and_fds("kernel");
+}
+
+/* Mounts are listed (/proc/self/mountinfo) in the config's order: a bind,
+ * prepared by bulkhead before the sandbox's own mounts, sits between the
+ * two tmpfs around it, as runtime-tools' "found in order" checks. */
+static void mounts_in_config_order(const char *tier)
+{
+    char out[4096];
+    int rc = run_with_mounts(
+        tier,
+        "{\"destination\": \"/mnt/a\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}, "
+        "{\"destination\": \"/mnt/b\", \"source\": \"/usr\", \"options\": [\"rbind\", \"ro\"]}, "
+        "{\"destination\": \"/mnt/c\", \"type\": \"tmpfs\", \"source\": \"tmpfs\"}",
+        "cut -d' ' -f5 /proc/self/mountinfo | grep '^/mnt/' | tr '\\\\n' ' '; ls /mnt/b/bin/sh",
+        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "/mnt/a /mnt/b /mnt/c ") != NULL, "mounts out of order: %s", out);
+    cr_expect(strstr(out, "/mnt/b/bin/sh") != NULL, "the bind lost its content: %s", out);
+}
+
+Test(oci_compat_mounts, mounts_in_config_order_container_tier)
+{
+    mounts_in_config_order("container");
+}
+
+Test(oci_compat_mounts, mounts_in_config_order_kernel_tier)
+{
+    h_require_kernel_tier();
+    mounts_in_config_order("kernel");
 }

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "sandbox-internal.h"
+#include "msg-internal.h"
 #include "sandbox.h"
 
 Test(error, set_returns_minus_one_and_keeps_message)
