@@ -32,6 +32,7 @@
 #include "netns.h"
 #include "policy.h"
 #include "sandbox-internal.h"
+#include "spec-fds.h"
 
 #define MAX_CONNS 64
 #define MAX_EXITED 256
@@ -115,7 +116,7 @@ static void reply_error(int fd, const struct bh_error *err)
 static int read_spec(struct bh_error *err)
 {
     json_t *msg = NULL;
-    int fds[1 + 16];
+    int fds[BH_SPEC_FDS_MAX];
     size_t n = 0;
     int r = bh_msg_recv(S.sync_fd, bh_now_ms() + 30000, &msg, fds, BH_ARRAY_SIZE(fds), &n, err);
     if (r <= 0)
@@ -150,25 +151,27 @@ static int read_spec(struct bh_error *err)
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
-    /* fds: spec, guest program, sentry program, [caller's program], trees. */
-    size_t n_pol = extra ? 3 : 2;
-    /* A detached sandbox's control socket, bound by the front end, follows. */
-    size_t n_pre = n_pol + (det ? 1 : 0) + (console ? 1 : 0);
-    if (n < 1 + n_pre) {
-        json_decref(o);
-        return bh_error_set(err, EPROTO, "the seccomp programs were not sent");
-    }
-    bool notify = false, sentry_notify = false, extra_notify = false;
-    if (bh_bpf_blob_read(fds[1], &notify, &S.prog, err) < 0 ||
-        bh_bpf_blob_read(fds[2], &sentry_notify, &S.sentry_prog, err) < 0 ||
-        (extra && bh_bpf_blob_read(fds[3], &extra_notify, &S.extra_prog, err) < 0)) {
+    /* A detached sandbox's control socket, bound by the front end, comes
+     * with it (spec-fds.h). */
+    struct bh_spec_fds sf;
+    if (bh_spec_fds_unpack(fds, n, extra, det, console, &sf, err) < 0) {
         json_decref(o);
         return -1;
     }
-    for (size_t i = 1; i <= n_pol; i++)
-        close(fds[i]);
+    bool notify = false, sentry_notify = false, extra_notify = false;
+    if (bh_bpf_blob_read(sf.slot[BH_SPEC_FD_GUEST_BPF], &notify, &S.prog, err) < 0 ||
+        bh_bpf_blob_read(sf.slot[BH_SPEC_FD_SENTRY_BPF], &sentry_notify, &S.sentry_prog, err) < 0 ||
+        (extra &&
+         bh_bpf_blob_read(sf.slot[BH_SPEC_FD_EXTRA_BPF], &extra_notify, &S.extra_prog, err) < 0)) {
+        json_decref(o);
+        return -1;
+    }
+    close(sf.slot[BH_SPEC_FD_GUEST_BPF]);
+    close(sf.slot[BH_SPEC_FD_SENTRY_BPF]);
+    if (extra)
+        close(sf.slot[BH_SPEC_FD_EXTRA_BPF]);
     if (det) {
-        S.listen_fd = fds[1 + n_pol];
+        S.listen_fd = sf.slot[BH_SPEC_FD_LISTEN];
         fcntl(S.listen_fd, F_SETFL, O_NONBLOCK);
         /* listen() here, not in the front end: clients' SO_PEERCRED then
          * names the sentry, whose host pid they need. */
@@ -178,7 +181,7 @@ static int read_spec(struct bh_error *err)
         }
     }
     if (console)
-        S.console_fd = fds[1 + n_pol + (det ? 1 : 0)];
+        S.console_fd = sf.slot[BH_SPEC_FD_CONSOLE];
     S.have_extra = extra;
     if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify || extra_notify) {
         json_decref(o);
@@ -191,43 +194,42 @@ static int read_spec(struct bh_error *err)
         S.spec.mounts[i].tree_fd = -1;
         if (idx == NULL)
             continue;
-        json_int_t k = json_integer_value(idx);
-        if (k < 0 || (size_t)k + 1 + n_pre >= n) {
+        S.spec.mounts[i].tree_fd = bh_spec_fds_tree(&sf, json_integer_value(idx));
+        if (S.spec.mounts[i].tree_fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "mount %zu names a prepared tree that was not sent",
                                 i);
         }
         S.spec.mounts[i].has_tree_fd = true;
-        S.spec.mounts[i].tree_fd = fds[k + 1 + n_pre];
     }
     json_t *ridx = json_object_get(o, "rootfs_tree_fd_index");
     if (ridx != NULL) {
-        json_int_t k = json_integer_value(ridx);
-        if (!json_is_integer(ridx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(ridx) ? bh_spec_fds_tree(&sf, json_integer_value(ridx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "the rootfs names a prepared tree that was not sent");
         }
         S.spec.has_rootfs_tree_fd = true;
-        S.spec.rootfs_tree_fd = fds[k + 1 + n_pre];
+        S.spec.rootfs_tree_fd = fd;
     }
     json_t *didx = json_object_get(o, "dev_tree_fd_index");
     if (didx != NULL) {
-        json_int_t k = json_integer_value(didx);
-        if (!json_is_integer(didx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(didx) ? bh_spec_fds_tree(&sf, json_integer_value(didx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "the device nodes name a tree that was not sent");
         }
-        S.dev_tree = fds[k + 1 + n_pre];
+        S.dev_tree = fd;
     }
     json_t *sidx = json_object_get(o, "sysfs_tree_fd_index");
     if (sidx != NULL) {
-        json_int_t k = json_integer_value(sidx);
-        if (!json_is_integer(sidx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(sidx) ? bh_spec_fds_tree(&sf, json_integer_value(sidx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "/sys names a prepared tree that was not sent");
         }
         S.spec.has_sysfs_tree_fd = true;
-        S.spec.sysfs_tree_fd = fds[k + 1 + n_pre];
+        S.spec.sysfs_tree_fd = fd;
     }
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
