@@ -22,6 +22,7 @@
 #include "paths.h"
 #include "probe.h"
 #include "sandbox.h"
+#include "startup-trace.h"
 
 #define DO_EXIT_TIMEOUT 124
 #define DO_GUEST_UID 1000
@@ -425,6 +426,8 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
         do_usage(stdout);
         return 0;
     }
+    bh_startup_trace_init();
+    bh_startup_mark("fe: args");
     if (a.tier == BH_TIER_KERNEL && kernel_tier_gate(&err) < 0) {
         if (a.tier_given) {
             cli_report_error(g,
@@ -436,7 +439,9 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
         }
         a.tier = BH_TIER_CONTAINER;
     }
+    bh_startup_mark("fe: tier gate");
     remove_stale_cgroups();
+    bh_startup_mark("fe: stale cgroups");
     struct bh_sandbox_spec spec;
     if (build_spec(&a, &spec, &err) < 0) {
         bh_sandbox_spec_free(&spec);
@@ -485,6 +490,7 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
         bh_sandbox_destroy(sb);
         return rc;
     }
+    bh_startup_mark("fe: started");
     sigprocmask(SIG_SETMASK, &old, NULL);
     int status = 0;
     if (bh_sandbox_wait(sb, &status, &err) < 0) {
@@ -495,10 +501,12 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     } else {
         rc = bh_status_to_exit_code(status);
     }
+    bh_startup_mark("fe: sentry exited");
     struct itimerval off = {0};
     setitimer(ITIMER_REAL, &off, NULL);
     sentry_pid = 0;
     bh_sandbox_destroy(sb);
+    bh_startup_mark("fe: destroyed");
     if (timed_out) {
         cli_report_error(g, "do: the command ran longer than --timeout %g s and was killed",
                          a.timeout);

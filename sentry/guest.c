@@ -32,6 +32,7 @@
 #include "landlock.h"
 #include "policy.h"
 #include "sandbox-internal.h"
+#include "startup-trace.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -242,6 +243,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         if (open_console(proc, console_fd, stdio, &err) < 0)
             guest_fail(sock, &err, 125);
     }
+    bh_startup_mark("guest: signals reset, setsid");
     if (place_stdio(stdio, &err) < 0)
         guest_fail(sock, &err, 125);
     /* Extra fds become 3, 4, ... (inherited across exec); first every one
@@ -325,8 +327,10 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_errno(&err, errno ? errno : ESRCH, "die with the sentry (PR_SET_PDEATHSIG)");
         guest_fail(sock, &err, 125);
     }
+    bh_startup_mark("guest: stdio, rlimits, ids, caps, no_new_privs");
     if (bh_guest_landlock(ctx->spec, &err) < 0)
         guest_fail(sock, &err, 125);
+    bh_startup_mark("guest: landlock");
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, err.code == ENOENT ? 127 : 126);
@@ -339,6 +343,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, 125);
     }
+    bh_startup_mark("guest: program found, seccomp");
     /* From here only direct syscalls: the broker does not hold our listener yet. */
     char msg[64];
     int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d}",
@@ -350,6 +355,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         _exit(125);
     if (ctx->want_listener && listener > 0)
         close(listener);
+    bh_startup_mark("guest: go, execve");
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
     bh_msg_send_raw_error(sock, e, "exec `%s`: %s", program, strerror(e));

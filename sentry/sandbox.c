@@ -41,6 +41,7 @@
 #include "sandbox-internal.h"
 #include "sha256.h"
 #include "spec-fds.h"
+#include "startup-trace.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -185,6 +186,7 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         syscall(SYS_exit_group, 125);
         __builtin_unreachable();
     }
+    bh_startup_mark("child: go");
     for (int i = 0; i < BH_NS_COUNT; i++) {
         if (a->ns_fds[i] >= 0 && !a->pre_joined[i] &&
             syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
@@ -243,6 +245,7 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     snprintf(slot_arg, sizeof(slot_arg), "--slot-fd=%d", hi[4] >= 0 ? SENTRY_SLOT_FD : -1);
     char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, NULL};
     char *envp[] = {NULL};
+    bh_startup_mark("child: execveat the sentry");
     syscall(SYS_execveat, SENTRY_EXE_FD, "", argv, envp, AT_EMPTY_PATH);
     CHILD_FAIL("execute bulkhead-sentry: %s", strerror(errno));
     __builtin_unreachable();
@@ -610,13 +613,13 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
         json_object_set_new(o, "rootfs_tree_fd_index", json_integer(k));
         *rootfs_tree = k;
     }
-    json_object_set_new(o, "params",
-                        json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "detached", p->detached,
-                                  "state_dir", p->state_dir, "extra_policy", p->has_extra_policy,
-                                  "console", p->has_console, "sentry_uid",
-                                  (json_int_t)p->sentry_uid, "sentry_gid",
-                                  (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
-                                  "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
+    json_object_set_new(
+        o, "params",
+        json_pack("{s:b,s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "trace", bh_startup_trace_on,
+                  "detached", p->detached, "state_dir", p->state_dir, "extra_policy",
+                  p->has_extra_policy, "console", p->has_console, "sentry_uid",
+                  (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid, "made_netns",
+                  p->made_netns, "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -1225,19 +1228,31 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         .rootfs_tree = -1,
     };
     bh_spec_fds_init(&c.fds);
+    bh_startup_mark("fe: create");
     if (create_find_files(&c, err) < 0)
         return -1;
     c.sb = sandbox_new(detached);
     if (c.sb == NULL)
         return bh_error_errno(err, ENOMEM, "sandbox");
 
-    if (create_ids(&c, err) < 0 || create_cgroup(&c, err) < 0 || create_handover_fds(&c, err) < 0 ||
-        create_clone(&c, err) < 0)
+    if (create_ids(&c, err) < 0)
         goto fail;
-    if (create_parent_half(&c, err) < 0 || create_handover(&c, err) < 0) {
-        kill_and_reap(c.sb);
+    bh_startup_mark("fe: ids");
+    if (create_cgroup(&c, err) < 0)
         goto fail;
-    }
+    bh_startup_mark("fe: cgroup made");
+    if (create_handover_fds(&c, err) < 0)
+        goto fail;
+    bh_startup_mark("fe: programs, spec, device tree");
+    if (create_clone(&c, err) < 0)
+        goto fail;
+    bh_startup_mark("fe: cloned");
+    if (create_parent_half(&c, err) < 0)
+        goto fail_kill;
+    bh_startup_mark("fe: id maps, cgroup joined");
+    if (create_handover(&c, err) < 0)
+        goto fail_kill;
+    bh_startup_mark("fe: ready");
     if (detached) {
         c.sb->state_dir = strdup(opts->state_dir);
         /* The sync socket is the creator's only: a detached sandbox is
@@ -1246,6 +1261,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     *out = steal_pointer(&c.sb);
     return 0;
 
+fail_kill:
+    kill_and_reap(c.sb);
 fail:
     if (c.fds.slot[BH_SPEC_FD_LISTEN] >= 0)
         unlink_control_socket(opts->state_dir);

@@ -33,6 +33,7 @@
 #include "policy.h"
 #include "sandbox-internal.h"
 #include "spec-fds.h"
+#include "startup-trace.h"
 
 #define MAX_CONNS 64
 #define MAX_EXITED 256
@@ -143,11 +144,11 @@ static int read_spec(struct bh_error *err)
     json_t *p = json_object_get(o, "params");
     const char *state_dir = NULL;
     json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0;
-    if (json_unpack(p, "{s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "detached", &det, "state_dir",
-                    &state_dir, "extra_policy", &extra, "console", &console, "sentry_uid", &su,
-                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu, "joined_pidns",
-                    &jp) < 0) {
+    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0, trace = 0;
+    if (json_unpack(p, "{s?b,s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "trace", &trace, "detached",
+                    &det, "state_dir", &state_dir, "extra_policy", &extra, "console", &console,
+                    "sentry_uid", &su, "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu,
+                    "joined_pidns", &jp) < 0) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
@@ -231,6 +232,7 @@ static int read_spec(struct bh_error *err)
         S.spec.has_sysfs_tree_fd = true;
         S.spec.sysfs_tree_fd = fd;
     }
+    bh_startup_trace_on = trace;
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
     S.params.sentry_uid = (uint32_t)su;
@@ -767,6 +769,7 @@ int main(int argc, char **argv)
     }
     if (read_spec(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: spec read");
     /* pid 1, whose death kills every guest; or, in a pod's pid namespace,
      * the subreaper of its guests, which die with it by PDEATHSIG. */
     if (getpid() != 1 && !S.params.joined_pidns) {
@@ -780,11 +783,13 @@ int main(int argc, char **argv)
     int console_fd = S.console_fd;
     if (write_default_caps(&err) < 0 || write_sysctls(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: per-userns caps, sysctls");
     if (bh_mounts_setup_with_dev(&S.spec, S.dev_tree, &err) < 0) {
         bh_error_prefix(&err, "filesystem");
         die(&err);
     }
     bh_closep(&S.dev_tree);
+    bh_startup_mark("sentry: mounts, pivot_root");
     if (S.params.made_netns && bh_netns_loopback_up(&err) < 0) {
         bh_error_prefix(&err, "network namespace");
         die(&err);
@@ -794,8 +799,10 @@ int main(int argc, char **argv)
         bh_error_errno(&err, errno, "set hostname `%s`", host);
         die(&err);
     }
+    bh_startup_mark("sentry: lo, hostname");
     if (confine_self(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: confined");
 
     S.ctx = (struct bh_guest_ctx){.spec = &S.spec,
                                   .prog = &S.prog,
@@ -812,9 +819,11 @@ int main(int argc, char **argv)
             die(&err);
         }
     }
+    bh_startup_mark("sentry: broker started");
     int stdio[3] = {0, 1, 2};
     if (bh_guest_spawn(&S.ctx, &S.spec.process, stdio, console_fd, &S.first, &err) < 0)
         die(&err);
+    bh_startup_mark("sentry: guest ready");
     if (console_fd >= 0)
         close(console_fd);
     if (S.first.listener >= 0) {
