@@ -224,6 +224,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
                        const int stdio_in[3], int console_fd, const int *extra, size_t n_extra,
                        int sock)
 {
+    bh_startup_mark("guest: forked");
     struct bh_error err = {0};
     int stdio[3] = {stdio_in[0], stdio_in[1], stdio_in[2]};
     sigset_t all;

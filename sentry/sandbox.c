@@ -70,6 +70,7 @@ struct bh_sandbox {
     pid_t pid; /* host pid of the sentry */
     int pidfd;
     bool detached;
+    bool started; /* BH_CREATE_START: the sentry started the first guest */
     bool reaped;
     bool waited;
     int status;
@@ -575,8 +576,8 @@ static int bind_control_socket(const char *state_dir, struct bh_error *err)
  * into fds' tree slots, which the JSON names by index. *rootfs_tree is the
  * rootfs's index, or -1. */
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
-                           int sysfs_fd, int dev_tree, struct bh_spec_fds *fds, int *rootfs_tree,
-                           struct bh_error *err)
+                           bool start, int sysfs_fd, int dev_tree, struct bh_spec_fds *fds,
+                           int *rootfs_tree, struct bh_error *err)
 {
     json_t *o = bh_spec_to_json(spec);
     json_t *mounts = json_object_get(o, "mounts");
@@ -615,9 +616,9 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
     }
     json_object_set_new(
         o, "params",
-        json_pack("{s:b,s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "trace", bh_startup_trace_on,
-                  "detached", p->detached, "state_dir", p->state_dir, "extra_policy",
-                  p->has_extra_policy, "console", p->has_console, "sentry_uid",
+        json_pack("{s:b,s:b,s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "trace", bh_startup_trace_on,
+                  "start", start, "detached", p->detached, "state_dir", p->state_dir,
+                  "extra_policy", p->has_extra_policy, "console", p->has_console, "sentry_uid",
                   (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid, "made_netns",
                   p->made_netns, "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
     char *text = json_dumps(o, JSON_COMPACT);
@@ -725,6 +726,7 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         return bh_error_errno(err, errno, "fork");
     }
     if (mid == 0) {
+        bh_startup_mark("helper: forked");
         close(sv[0]);
         int fd = -1;
         int reply[2] = {0, -1}; /* errno, namespace that failed */
@@ -743,9 +745,11 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         }
         pid_t pid = -1;
         if (reply[0] == 0) {
+            bh_startup_mark("helper: owner's ids");
             pid = clone_sentry(flags | (detached ? 0 : CLONE_PARENT), a, &fd);
             if (pid < 0)
                 reply[0] = errno;
+            bh_startup_mark("helper: cloned");
         }
         if (pid < 0)
             bh_send_fds(sv[1], reply, sizeof(reply), NULL, 0, NULL);
@@ -782,6 +786,83 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                               a->owner_uid);
     return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
                           "clone the sandbox's namespaces");
+}
+
+/* Whether this process has one thread: the only one could start another,
+ * so the answer holds until this thread acts on it. */
+static bool single_threaded(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return false;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 2)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n == 1;
+}
+
+/* The helper's job without the helper, for a single-threaded caller that
+ * joins nothing and stays attached (bulkhead do): one fork and two process
+ * hand-offs fewer on the start-up path (sentry/README.md, "Speed"). The
+ * user namespace's owner is the creator's euid/egid, and credentials are
+ * per thread under raw syscalls, so this thread takes the owner's as its
+ * effective ids for the clone alone, keeping real and saved root to return
+ * to; the rlimits the new namespace copies are the process's, set around
+ * the clone and put back (no other thread shares them). The child is then
+ * this process's own child, as with a plain clone; it leaves the host's ids
+ * before "go" as in every sandbox (child_main). Returns the pid, or -1 with
+ * err set and this thread's ids and limits as they were. */
+static pid_t clone_as_owner(unsigned long flags, struct child_args *a, int *pidfd,
+                            struct bh_error *err)
+{
+    struct rlimit saved[BH_USERNS_N_RLIMITS];
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++)
+        if (getrlimit(a->rlimits[i].resource, &saved[i]) < 0)
+            return bh_error_errno(err, errno, "read rlimit %d", a->rlimits[i].resource);
+    uid_t euid = geteuid();
+    gid_t egid = getegid();
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    int set = 0, e = 0;
+    const char *what = NULL;
+    for (; set < BH_USERNS_N_RLIMITS; set++) {
+        struct rlimit rl = {a->rlimits[set].soft, a->rlimits[set].hard};
+        if (setrlimit(a->rlimits[set].resource, &rl) < 0) {
+            e = errno;
+            what = "set the sandbox's rlimit ceilings";
+            break;
+        }
+    }
+    pid_t pid = -1;
+    if (e == 0 && syscall(SYS_setresgid, -1, a->owner_gid, -1) < 0) {
+        e = errno;
+        what = "take the owner's gid";
+    } else if (e == 0 && syscall(SYS_setresuid, -1, a->owner_uid, -1) < 0) {
+        e = errno;
+        what = "take the owner's uid";
+        syscall(SYS_setresgid, -1, egid, -1);
+    } else if (e == 0) {
+        pid = clone_sentry(flags, a, pidfd);
+        if (pid < 0) {
+            e = errno;
+            what = "clone the sandbox's namespaces";
+        }
+        /* Back to root: real and saved ids stayed 0, so these cannot fail
+         * short of a kernel bug, which must not leave us half-switched. */
+        if (syscall(SYS_setresuid, -1, euid, -1) < 0 || syscall(SYS_setresgid, -1, egid, -1) < 0)
+            abort();
+    }
+    for (int i = 0; i < set; i++)
+        setrlimit(a->rlimits[i].resource, &saved[i]);
+    /* A change of euid made the process non-dumpable; it was not before. */
+    if (dumpable > 0)
+        prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+    if (pid < 0)
+        return bh_error_errno(err, e, "%s (host id %u, the owner of the sandbox's user namespace)",
+                              what, a->owner_uid);
+    return pid;
 }
 
 /* A joined network namespace the host owns (a CRI's pod netns) lets no
@@ -1043,8 +1124,8 @@ static int create_handover_fds(struct create_ctx *c, struct bh_error *err)
     c->dev_tree = bh_mounts_dev_tree(err);
     if (c->dev_tree < 0)
         return -1;
-    if (make_spec_memfd(spec, &c->params, c->sysfs_fd, c->dev_tree, &c->fds, &c->rootfs_tree, err) <
-        0)
+    if (make_spec_memfd(spec, &c->params, c->sb->started, c->sysfs_fd, c->dev_tree, &c->fds,
+                        &c->rootfs_tree, err) < 0)
         return -1;
     return 0;
 }
@@ -1113,6 +1194,19 @@ static int create_child_args(struct create_ctx *c, struct child_args *a, unsigne
     return 0;
 }
 
+/* The owner's ids and limits can be taken in this thread (clone_as_owner)
+ * when nothing else needed the helper and no other thread shares the
+ * process's limits. */
+static bool clone_in_place(const struct create_ctx *c, const struct child_args *a)
+{
+    if (!a->as_owner || c->detached || a->pod_userns_fd >= 0)
+        return false;
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        if (a->pre_joined[i])
+            return false;
+    return single_threaded();
+}
+
 static int create_clone(struct create_ctx *c, struct bh_error *err)
 {
     struct child_args a;
@@ -1121,7 +1215,9 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     if (create_child_args(c, &a, &flags, &via_helper, err) < 0)
         return -1;
     struct bh_sandbox *sb = c->sb;
-    if (via_helper)
+    if (via_helper && clone_in_place(c, &a))
+        sb->pid = clone_as_owner(flags, &a, &sb->pidfd, err);
+    else if (via_helper)
         sb->pid = clone_via_helper(flags, &a, c->detached, &sb->pidfd, err);
     else {
         sb->pid = clone_sentry(flags, &a, &sb->pidfd);
@@ -1234,6 +1330,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     c.sb = sandbox_new(detached);
     if (c.sb == NULL)
         return bh_error_errno(err, ENOMEM, "sandbox");
+    c.sb->started = (opts->flags & BH_CREATE_START) != 0;
 
     if (create_ids(&c, err) < 0)
         goto fail;
@@ -1273,6 +1370,8 @@ fail:
 
 int bh_sandbox_start(struct bh_sandbox *sb, struct bh_error *err)
 {
+    if (sb->started)
+        return 0;
     return bh_sentry_start(&sb->conn, err);
 }
 

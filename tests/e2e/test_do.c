@@ -638,3 +638,70 @@ Test(do_flags, sigkill_of_bulkhead_do_ends_the_sandbox_and_the_next_run_cleans_u
     h_free(&r);
     free(bh);
 }
+
+/* The start-up trace (sentry/startup-trace.h): off by default; with
+ * BULKHEAD_STARTUP_TRACE=1 one line per step from the front end, the
+ * sentry and the guest, in the order the steps must happen. It also shows
+ * two things `do` relies on for its speed without giving up an invariant:
+ * the guest passes its filter before it is let go, and the sentry starts
+ * it before create returns (BH_CREATE_START); and no helper process is
+ * forked (the front end is single-threaded: clone_as_owner). */
+static double trace_at(const char *err, const char *step)
+{
+    char needle[128];
+    snprintf(needle, sizeof(needle), " %s\n", step);
+    for (const char *l = err; l != NULL && *l != '\0';) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        long long us;
+        int pid, off = 0;
+        if (sscanf(l, "bulkhead-trace %d %lld%n", &pid, &us, &off) == 2 &&
+            strncmp(l + off, needle, strlen(needle)) == 0)
+            return (double)us;
+        l += len;
+    }
+    return -1;
+}
+
+TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
+{
+    struct run_result quiet = bh_do(kernel, 30, NULL, "--", "/bin/true", NULL);
+    ASSERT_RAN(quiet);
+    cr_assert(strstr(quiet.err, "bulkhead-trace") == NULL, "traced without being asked: %s",
+              quiet.err);
+    h_free(&quiet);
+    char *env[] = {"BULKHEAD_STARTUP_TRACE=1", NULL};
+    struct run_result r = bh_do(kernel, 30, env, "--", "/bin/true", NULL);
+    ASSERT_RAN(r);
+    static const char *const order[] = {
+        "fe: create",
+        "fe: ids",
+        "fe: cgroup made",
+        "fe: programs, spec, device tree",
+        "fe: cloned",
+        "child: go",
+        "child: execveat the sentry",
+        "sentry: spec read",
+        "sentry: mounts, pivot_root",
+        "sentry: confined",
+        "guest: forked",
+        "guest: landlock",
+        "guest: program found, seccomp",
+        "sentry: guest ready",
+        "guest: go, execve",
+        "sentry: guest started",
+        "fe: ready",
+        "fe: sentry exited",
+    };
+    double last = -1;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        double t = trace_at(r.err, order[i]);
+        cr_assert(t >= 0, "[%s] no mark `%s` in:\n%s", tier_name(kernel), order[i], r.err);
+        cr_assert(t >= last, "[%s] `%s` came before `%s`:\n%s", tier_name(kernel), order[i],
+                  order[i - 1], r.err);
+        last = t;
+    }
+    cr_assert(strstr(r.err, "helper:") == NULL, "[%s] a helper was forked:\n%s", tier_name(kernel),
+              r.err);
+    h_free(&r);
+}
