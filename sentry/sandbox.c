@@ -125,6 +125,9 @@ struct child_args {
     uint32_t owner_uid, owner_gid;
     char comm[16]; /* the front end's name, which the helper gives up */
     struct bh_userns_rlimit rlimits[BH_USERNS_N_RLIMITS];
+    /* Cloned in place (clone_as_owner): the front end lent only the soft
+     * limits, so the child lowers its hard limits to the ceilings itself. */
+    bool child_sets_rlimits;
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -188,6 +191,12 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         __builtin_unreachable();
     }
     bh_startup_mark("child: go");
+    for (int i = 0; a->child_sets_rlimits && i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit rl = {a->rlimits[i].soft, a->rlimits[i].hard};
+        if (syscall(SYS_prlimit64, 0, a->rlimits[i].resource, &rl, NULL) < 0)
+            CHILD_FAIL("lower rlimit %d to the sandbox's ceiling: %s", a->rlimits[i].resource,
+                       strerror(errno));
+    }
     for (int i = 0; i < BH_NS_COUNT; i++) {
         if (a->ns_fds[i] >= 0 && !a->pre_joined[i] &&
             syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
@@ -828,7 +837,10 @@ static pid_t clone_as_owner(unsigned long flags, struct child_args *a, int *pidf
     int set = 0, e = 0;
     const char *what = NULL;
     for (; set < BH_USERNS_N_RLIMITS; set++) {
-        struct rlimit rl = {a->rlimits[set].soft, a->rlimits[set].hard};
+        /* The namespace copies the soft limits; the hard ones stay ours, so
+         * putting the soft ones back needs no privilege (this host's root
+         * may lack CAP_SYS_RESOURCE), and the child lowers its own. */
+        struct rlimit rl = {a->rlimits[set].soft, saved[set].rlim_max};
         if (setrlimit(a->rlimits[set].resource, &rl) < 0) {
             e = errno;
             what = "set the sandbox's rlimit ceilings";
@@ -1201,6 +1213,14 @@ static bool clone_in_place(const struct create_ctx *c, const struct child_args *
 {
     if (!a->as_owner || c->detached || a->pod_userns_fd >= 0)
         return false;
+    /* Ceilings above our own hard limits would need a raise we could not
+     * take back: the helper, which keeps them, sets those. */
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit cur;
+        if (getrlimit(a->rlimits[i].resource, &cur) < 0 || a->rlimits[i].hard > cur.rlim_max ||
+            a->rlimits[i].soft > a->rlimits[i].hard)
+            return false;
+    }
     for (int i = 0; i < BH_NS_COUNT; i++)
         if (a->pre_joined[i])
             return false;
@@ -1215,9 +1235,10 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     if (create_child_args(c, &a, &flags, &via_helper, err) < 0)
         return -1;
     struct bh_sandbox *sb = c->sb;
-    if (via_helper && clone_in_place(c, &a))
+    if (via_helper && clone_in_place(c, &a)) {
+        a.child_sets_rlimits = true;
         sb->pid = clone_as_owner(flags, &a, &sb->pidfd, err);
-    else if (via_helper)
+    } else if (via_helper)
         sb->pid = clone_via_helper(flags, &a, c->detached, &sb->pidfd, err);
     else {
         sb->pid = clone_sentry(flags, &a, &sb->pidfd);
