@@ -31,6 +31,7 @@
 #include "frame.h"
 #include "landlock.h"
 #include "policy.h"
+#include "guest.h"
 #include "sandbox-internal.h"
 #include "startup-trace.h"
 
@@ -369,9 +370,23 @@ int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc
     return bh_guest_spawn_fds(ctx, proc, stdio, console_fd, NULL, 0, out, err);
 }
 
-int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
-                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
-                       struct bh_guest *out, struct bh_error *err)
+static void guest_discard(struct bh_guest *out)
+{
+    kill(out->pid, SIGKILL);
+    waitpid(out->pid, NULL, 0);
+    if (out->pidfd >= 0)
+        close(out->pidfd);
+    if (out->setup_fd >= 0)
+        close(out->setup_fd);
+    if (out->listener >= 0)
+        close(out->listener);
+    out->pid = -1;
+    out->pidfd = out->setup_fd = out->listener = -1;
+}
+
+int bh_guest_fork(const struct bh_guest_ctx *ctx, const struct bh_process *proc, const int stdio[3],
+                  int console_fd, const int *extra, size_t n_extra, struct bh_guest *out,
+                  struct bh_error *err)
 {
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds", BH_EXEC_MAX_EXTRA_FDS);
@@ -396,8 +411,15 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (out->pidfd < 0) {
         bh_error_errno(err, errno, "pidfd of guest %d", pid);
-        goto fail;
+        guest_discard(out);
+        return -1;
     }
+    return 0;
+}
+
+int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out, struct bh_error *err)
+{
+    pid_t pid = out->pid;
     json_t *msg = NULL;
     int r =
         bh_msg_recv(out->setup_fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
@@ -426,16 +448,17 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     }
     return 0;
 fail:
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    if (out->pidfd >= 0)
-        close(out->pidfd);
-    close(out->setup_fd);
-    if (out->listener >= 0)
-        close(out->listener);
-    out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = -1;
+    guest_discard(out);
     return -1;
+}
+
+int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
+                       struct bh_guest *out, struct bh_error *err)
+{
+    if (bh_guest_fork(ctx, proc, stdio, console_fd, extra, n_extra, out, err) < 0)
+        return -1;
+    return bh_guest_await_ready(ctx, out, err);
 }
 
 int bh_guest_start(struct bh_guest *g, struct bh_error *err)

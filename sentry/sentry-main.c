@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "guest.h"
 #include "cleanup.h"
 #include "control.h"
 #include "frame.h"
@@ -811,6 +812,11 @@ int main(int argc, char **argv)
                                   .extra_prog = S.have_extra ? &S.extra_prog : NULL,
                                   .want_listener = S.spec.tier == BH_TIER_KERNEL,
                                   .death_parent = S.params.joined_pidns ? getpid() : 0};
+    /* The guest sets itself up while the broker's threads are made; it
+     * execs only once the broker holds its listener (below). */
+    int stdio[3] = {0, 1, 2};
+    if (bh_guest_fork(&S.ctx, &S.spec.process, stdio, console_fd, NULL, 0, &S.first, &err) < 0)
+        die(&err);
     if (S.spec.tier == BH_TIER_KERNEL) {
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,
@@ -822,8 +828,7 @@ int main(int argc, char **argv)
         }
     }
     bh_startup_mark("sentry: broker started");
-    int stdio[3] = {0, 1, 2};
-    if (bh_guest_spawn(&S.ctx, &S.spec.process, stdio, console_fd, &S.first, &err) < 0)
+    if (bh_guest_await_ready(&S.ctx, &S.first, &err) < 0)
         die(&err);
     bh_startup_mark("sentry: guest ready");
     if (console_fd >= 0)
