@@ -45,6 +45,19 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
                        const int stdio[3], int console_fd, const int *extra, size_t n_extra,
                        struct bh_guest *out, struct bh_error *err);
 /* Lets it exec; returns the exec error if the exec fails. */
+/* A guest's spawn in two halves, for a caller with work to do while the
+ * guest sets itself up (the sentry starts its broker in between);
+ * bh_guest_spawn_fds is the two back to back. bh_guest_fork forks the
+ * guest, which confines itself and then waits (out->pid, pidfd and setup_fd
+ * set; on failure nothing is left). */
+int bh_guest_fork(const struct bh_guest_ctx *ctx, const struct bh_process *proc, const int stdio[3],
+                  int console_fd, const int *extra, size_t n_extra, struct bh_guest *out,
+                  struct bh_error *err);
+/* Waits for the forked guest's report: it waits for start (its listeners
+ * taken into out at the kernel tier, or for the caller's agent), or its
+ * error, after which it has been killed and reaped. */
+int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out,
+                         struct bh_error *err);
 int bh_guest_start(struct bh_guest *g, struct bh_error *err);
 
 #endif

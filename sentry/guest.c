@@ -37,6 +37,7 @@
 #include "caps-internal.h"
 #include "guest-internal.h"
 #include "msg-internal.h"
+#include "startup-trace.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define GUEST_SETUP_TIMEOUT_MS 30000
@@ -246,6 +247,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
                        const int stdio_in[3], int console_fd, const int *extra, size_t n_extra,
                        int sock)
 {
+    bh_startup_mark("guest: forked");
     struct bh_error err = {0};
     int stdio[3] = {stdio_in[0], stdio_in[1], stdio_in[2]};
     sigset_t all;
@@ -265,6 +267,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         if (open_console(proc, console_fd, stdio, &err) < 0)
             guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
+    bh_startup_mark("guest: signals reset, setsid");
     if (place_stdio(stdio, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     /* Extra fds become 3, 4, ... (inherited across exec); first every one
@@ -363,8 +366,10 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_errno(&err, errno ? errno : ESRCH, "die with the sentry (PR_SET_PDEATHSIG)");
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
+    bh_startup_mark("guest: stdio, rlimits, ids, caps, no_new_privs");
     if (bh_guest_landlock(ctx->spec, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
+    bh_startup_mark("guest: landlock");
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, bh_error_exit_code(&err));
@@ -386,6 +391,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
+    bh_startup_mark("guest: program found, seccomp");
     if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
         (user_listener = install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
         bh_error_prefix(&err, "caller's extra seccomp filter");
@@ -410,6 +416,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         close(listener);
     if (ctx->want_user_listener && user_listener > 0)
         close(user_listener);
+    bh_startup_mark("guest: go, execve");
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
     bh_msg_send_raw_error(sock, BH_ERROR_EXEC, e, "exec `%s`: %s", program, strerror(e));
@@ -422,9 +429,25 @@ int bh_guest_spawn(const struct bh_guest_ctx *ctx, const struct bh_process *proc
     return bh_guest_spawn_fds(ctx, proc, stdio, console_fd, NULL, 0, out, err);
 }
 
-int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
-                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
-                       struct bh_guest *out, struct bh_error *err)
+static void guest_discard(struct bh_guest *out)
+{
+    kill(out->pid, SIGKILL);
+    waitpid(out->pid, NULL, 0);
+    if (out->pidfd >= 0)
+        close(out->pidfd);
+    if (out->setup_fd >= 0)
+        close(out->setup_fd);
+    if (out->listener >= 0)
+        close(out->listener);
+    if (out->user_listener >= 0)
+        close(out->user_listener);
+    out->pid = -1;
+    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
+}
+
+int bh_guest_fork(const struct bh_guest_ctx *ctx, const struct bh_process *proc, const int stdio[3],
+                  int console_fd, const int *extra, size_t n_extra, struct bh_guest *out,
+                  struct bh_error *err)
 {
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds", BH_EXEC_MAX_EXTRA_FDS);
@@ -449,8 +472,15 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     out->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (out->pidfd < 0) {
         bh_error_errno(err, errno, "pidfd of guest %d", pid);
-        goto fail;
+        guest_discard(out);
+        return -1;
     }
+    return 0;
+}
+
+int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out, struct bh_error *err)
+{
+    pid_t pid = out->pid;
     json_t *msg = NULL;
     int r =
         bh_msg_recv(out->setup_fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
@@ -491,18 +521,17 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
     }
     return 0;
 fail:
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    if (out->pidfd >= 0)
-        close(out->pidfd);
-    close(out->setup_fd);
-    if (out->listener >= 0)
-        close(out->listener);
-    if (out->user_listener >= 0)
-        close(out->user_listener);
-    out->pid = -1;
-    out->pidfd = out->setup_fd = out->listener = out->user_listener = -1;
+    guest_discard(out);
     return -1;
+}
+
+int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *proc,
+                       const int stdio[3], int console_fd, const int *extra, size_t n_extra,
+                       struct bh_guest *out, struct bh_error *err)
+{
+    if (bh_guest_fork(ctx, proc, stdio, console_fd, extra, n_extra, out, err) < 0)
+        return -1;
+    return bh_guest_await_ready(ctx, out, err);
 }
 
 int bh_guest_start(struct bh_guest *g, struct bh_error *err)

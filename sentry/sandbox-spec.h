@@ -200,6 +200,11 @@ enum bh_create_flags {
     /* The sandbox outlives the caller (OCI create): the sentry is not tied to
      * the caller's life, and start comes later through state_dir. */
     BH_CREATE_DETACHED = 1 << 0,
+    /* Create and start in one step (bulkhead do): the sentry lets the first
+     * guest exec once it is ready (filter installed, listener held), without
+     * a round trip through the caller; bh_sandbox_start is then a no-op.
+     * For callers with nothing to check between create and start. */
+    BH_CREATE_START = 1 << 1,
 };
 
 struct bh_create_opts {

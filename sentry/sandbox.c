@@ -47,6 +47,8 @@
 #include "sentry-params-internal.h"
 #include "spec-json-internal.h"
 #include "sha256.h"
+#include "spec-fds.h"
+#include "startup-trace.h"
 
 #define CREATE_TIMEOUT_MS 60000
 #define BH_FLOOR_MEMORY_BYTES (1LL << 30)
@@ -54,14 +56,12 @@
 #define SENTRY_SYNC_FD 3
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
-#define MAX_TREE_FDS 12
-/* spec message fds: [0] spec, [1] guest BPF, [2] sentry BPF, [3] extra BPF or
- * absent, then the prepared mount trees. */
 
 struct bh_sandbox {
     pid_t pid; /* host pid of the sentry */
     int pidfd;
     bool detached;
+    bool started; /* BH_CREATE_START: the sentry started the first guest */
     bool reaped;
     bool waited;
     int status;
@@ -116,6 +116,9 @@ struct child_args {
     uint32_t owner_uid, owner_gid;
     char comm[16]; /* the front end's name, which the helper gives up */
     struct bh_userns_rlimit rlimits[BH_USERNS_N_RLIMITS];
+    /* Cloned in place (clone_as_owner): the front end lent only the soft
+     * limits, so the child lowers its hard limits to the ceilings itself. */
+    bool child_sets_rlimits;
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -178,6 +181,13 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         syscall(SYS_exit_group, 125);
         __builtin_unreachable();
     }
+    bh_startup_mark("child: go");
+    for (int i = 0; a->child_sets_rlimits && i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit rl = {a->rlimits[i].soft, a->rlimits[i].hard};
+        if (syscall(SYS_prlimit64, 0, a->rlimits[i].resource, &rl, NULL) < 0)
+            CHILD_FAIL("lower rlimit %d to the sandbox's ceiling: %s", a->rlimits[i].resource,
+                       strerror(errno));
+    }
     for (int i = 0; i < BH_NS_COUNT; i++) {
         if (a->ns_fds[i] >= 0 && !a->pre_joined[i] &&
             syscall(SYS_setns, a->ns_fds[i], ns_clone_flag[i]) < 0)
@@ -236,6 +246,7 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     snprintf(slot_arg, sizeof(slot_arg), "--slot-fd=%d", hi[4] >= 0 ? SENTRY_SLOT_FD : -1);
     char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, NULL};
     char *envp[] = {NULL};
+    bh_startup_mark("child: execveat the sentry");
     syscall(SYS_execveat, SENTRY_EXE_FD, "", argv, envp, AT_EMPTY_PATH);
     CHILD_FAIL("execute bulkhead-sentry: %s", strerror(errno));
     __builtin_unreachable();
@@ -567,62 +578,56 @@ static int bind_control_socket(const char *state_dir, struct bh_error *err)
     return fd;
 }
 
+/* The spec's JSON as a sealed memfd, in fds' spec slot; the prepared trees
+ * (the spec's, the device nodes, a joined netns's sysfs, the rootfs last) go
+ * into fds' tree slots, which the JSON names by index. *rootfs_tree is the
+ * rootfs's index, or -1. */
 static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_sentry_params *p,
-                           int sysfs_fd, int *tree_fds, size_t *n_tree, int *dev_tree,
-                           struct bh_error *err)
+                           bool start, int sysfs_fd, int dev_tree, struct bh_spec_fds *fds,
+                           int *rootfs_tree, struct bh_error *err)
 {
     json_t *o = bh_spec_to_json(spec);
     json_t *mounts = json_object_get(o, "mounts");
-    *n_tree = 0;
+    *rootfs_tree = -1;
     for (size_t i = 0; i < spec->n_mounts; i++) {
         if (!spec->mounts[i].has_tree_fd)
             continue;
-        if (*n_tree >= MAX_TREE_FDS) {
+        int k = bh_spec_fds_add_tree(fds, spec->mounts[i].tree_fd, err);
+        if (k < 0) {
             json_decref(o);
-            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
-                                MAX_TREE_FDS);
+            return -1;
         }
-        json_object_set_new(json_array_get(mounts, i), "tree_fd_index",
-                            json_integer((json_int_t)*n_tree));
-        tree_fds[(*n_tree)++] = spec->mounts[i].tree_fd;
+        json_object_set_new(json_array_get(mounts, i), "tree_fd_index", json_integer(k));
     }
-    /* The sandbox's own device nodes (mounts.h), made here as host root;
-     * before the rootfs, which stays the last tree. */
-    *dev_tree = bh_mounts_dev_tree(err);
-    if (*dev_tree < 0 || *n_tree >= MAX_TREE_FDS) {
+    /* The sandbox's own device nodes (mounts.h), before the rootfs. */
+    int k = bh_spec_fds_add_tree(fds, dev_tree, err);
+    if (k < 0) {
         json_decref(o);
-        return *dev_tree < 0 ? -1
-                             : bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
-                                            MAX_TREE_FDS);
+        return -1;
     }
-    json_object_set_new(o, "dev_tree_fd_index", json_integer((json_int_t)*n_tree));
-    tree_fds[(*n_tree)++] = *dev_tree;
+    json_object_set_new(o, "dev_tree_fd_index", json_integer(k));
     if (sysfs_fd >= 0) {
-        if (*n_tree >= MAX_TREE_FDS) {
+        if ((k = bh_spec_fds_add_tree(fds, sysfs_fd, err)) < 0) {
             json_decref(o);
-            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
-                                MAX_TREE_FDS);
+            return -1;
         }
-        json_object_set_new(o, "sysfs_tree_fd_index", json_integer((json_int_t)*n_tree));
-        tree_fds[(*n_tree)++] = sysfs_fd;
+        json_object_set_new(o, "sysfs_tree_fd_index", json_integer(k));
     }
-    /* The rootfs stays the last tree: its idmapped copy replaces it. */
     if (spec->has_rootfs_tree_fd) {
-        if (*n_tree >= MAX_TREE_FDS) {
+        if ((k = bh_spec_fds_add_tree(fds, spec->rootfs_tree_fd, err)) < 0) {
             json_decref(o);
-            return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
-                                MAX_TREE_FDS);
+            return -1;
         }
-        json_object_set_new(o, "rootfs_tree_fd_index", json_integer((json_int_t)*n_tree));
-        tree_fds[(*n_tree)++] = spec->rootfs_tree_fd;
+        json_object_set_new(o, "rootfs_tree_fd_index", json_integer(k));
+        *rootfs_tree = k;
     }
-    json_object_set_new(o, "params",
-                        json_pack("{s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "detached", p->detached,
-                                  "state_dir", p->state_dir, "extra_policy", p->has_extra_policy,
-                                  "console", p->has_console, "sentry_uid",
-                                  (json_int_t)p->sentry_uid, "sentry_gid",
-                                  (json_int_t)p->sentry_gid, "made_netns", p->made_netns,
-                                  "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
+    json_object_set_new(
+        o, "params",
+        json_pack("{s:b,s:b,s:b,s:s*,s:b,s:b,s:I,s:I,s:b,s:b,s:b}", "trace", bh_startup_trace_on,
+                  "start", start, "detached", p->detached, "state_dir", p->state_dir,
+                  "extra_policy", p->has_extra_policy, "console", p->has_console, "sentry_uid",
+                  (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid, "made_netns",
+                  p->made_netns, "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -640,6 +645,7 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
     }
     free(text);
     fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    fds->slot[BH_SPEC_FD_SPEC] = fd;
     return fd;
 }
 
@@ -727,6 +733,7 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         return bh_error_errno(err, errno, "fork");
     }
     if (mid == 0) {
+        bh_startup_mark("helper: forked");
         close(sv[0]);
         int fd = -1;
         int reply[2] = {0, -1}; /* errno, namespace that failed */
@@ -745,9 +752,11 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         }
         pid_t pid = -1;
         if (reply[0] == 0) {
+            bh_startup_mark("helper: owner's ids");
             pid = clone_sentry(flags | (detached ? 0 : CLONE_PARENT), a, &fd);
             if (pid < 0)
                 reply[0] = errno;
+            bh_startup_mark("helper: cloned");
         }
         if (pid < 0)
             bh_send_fds(sv[1], reply, sizeof(reply), NULL, 0, NULL);
@@ -784,6 +793,86 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                               a->owner_uid);
     return bh_error_errno(err, r == sizeof(u.reply) ? u.reply[0] : EPROTO,
                           "clone the sandbox's namespaces");
+}
+
+/* Whether this process has one thread: the only one could start another,
+ * so the answer holds until this thread acts on it. */
+static bool single_threaded(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return false;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 2)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n == 1;
+}
+
+/* The helper's job without the helper, for a single-threaded caller that
+ * joins nothing and stays attached (bulkhead do): one fork and two process
+ * hand-offs fewer on the start-up path (sentry/README.md, "Speed"). The
+ * user namespace's owner is the creator's euid/egid, and credentials are
+ * per thread under raw syscalls, so this thread takes the owner's as its
+ * effective ids for the clone alone, keeping real and saved root to return
+ * to; the rlimits the new namespace copies are the process's, set around
+ * the clone and put back (no other thread shares them). The child is then
+ * this process's own child, as with a plain clone; it leaves the host's ids
+ * before "go" as in every sandbox (child_main). Returns the pid, or -1 with
+ * err set and this thread's ids and limits as they were. */
+static pid_t clone_as_owner(unsigned long flags, struct child_args *a, int *pidfd,
+                            struct bh_error *err)
+{
+    struct rlimit saved[BH_USERNS_N_RLIMITS];
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++)
+        if (getrlimit(a->rlimits[i].resource, &saved[i]) < 0)
+            return bh_error_errno(err, errno, "read rlimit %d", a->rlimits[i].resource);
+    uid_t euid = geteuid();
+    gid_t egid = getegid();
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    int set = 0, e = 0;
+    const char *what = NULL;
+    for (; set < BH_USERNS_N_RLIMITS; set++) {
+        /* The namespace copies the soft limits; the hard ones stay ours, so
+         * putting the soft ones back needs no privilege (this host's root
+         * may lack CAP_SYS_RESOURCE), and the child lowers its own. */
+        struct rlimit rl = {a->rlimits[set].soft, saved[set].rlim_max};
+        if (setrlimit(a->rlimits[set].resource, &rl) < 0) {
+            e = errno;
+            what = "set the sandbox's rlimit ceilings";
+            break;
+        }
+    }
+    pid_t pid = -1;
+    if (e == 0 && syscall(SYS_setresgid, -1, a->owner_gid, -1) < 0) {
+        e = errno;
+        what = "take the owner's gid";
+    } else if (e == 0 && syscall(SYS_setresuid, -1, a->owner_uid, -1) < 0) {
+        e = errno;
+        what = "take the owner's uid";
+        syscall(SYS_setresgid, -1, egid, -1);
+    } else if (e == 0) {
+        pid = clone_sentry(flags, a, pidfd);
+        if (pid < 0) {
+            e = errno;
+            what = "clone the sandbox's namespaces";
+        }
+        /* Back to root: real and saved ids stayed 0, so these cannot fail
+         * short of a kernel bug, which must not leave us half-switched. */
+        if (syscall(SYS_setresuid, -1, euid, -1) < 0 || syscall(SYS_setresgid, -1, egid, -1) < 0)
+            abort();
+    }
+    for (int i = 0; i < set; i++)
+        setrlimit(a->rlimits[i].resource, &saved[i]);
+    /* A change of euid made the process non-dumpable; it was not before. */
+    if (dumpable > 0)
+        prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+    if (pid < 0)
+        return bh_error_errno(err, e, "%s (host id %u, the owner of the sandbox's user namespace)",
+                              what, a->owner_uid);
+    return pid;
 }
 
 /* A joined network namespace the host owns (a CRI's pod netns) lets no
@@ -856,6 +945,362 @@ static bool want_idmap(const struct bh_sandbox_spec *spec)
     return false;
 }
 
+/* ---- create, step by step -------------------------------------------------
+ * What bh_sandbox_create holds while it builds a sandbox. create_ctx_release
+ * frees whatever is still held, whatever the outcome; a step that hands a
+ * resource on steals it from here. */
+struct create_ctx {
+    const struct bh_sandbox_spec *spec;
+    const struct bh_create_opts *opts;
+    bool detached;
+    bool own_userns; /* no user namespace path in the spec */
+    bool in_pod;     /* joins a pod's user namespace (pod.userns_fd) */
+    struct bh_sentry_params params;
+    char sentry_path[4096], guest_policy[4096], sentry_policy[4096];
+    int exe_fd;
+    struct bh_sandbox *sb;
+    struct bh_pod_userns pod;
+    struct bh_idmap *uid_maps, *gid_maps;
+    size_t n_uid, n_gid;
+    int sysfs_fd;
+    int child_sync; /* the sentry's end of the sync socket, until the clone */
+    /* Owned here: the programs, the listen and console sockets, the spec
+     * memfd, the device tree and an idmapped rootfs. Borrowed: the spec's
+     * own trees and sysfs_fd. */
+    struct bh_spec_fds fds;
+    int dev_tree, idmapped_rootfs;
+    int rootfs_tree; /* index of the rootfs in fds.tree, or -1 */
+};
+
+static void create_ctx_release(struct create_ctx *c)
+{
+    static const int owned[] = {BH_SPEC_FD_SPEC,      BH_SPEC_FD_GUEST_BPF, BH_SPEC_FD_SENTRY_BPF,
+                                BH_SPEC_FD_EXTRA_BPF, BH_SPEC_FD_LISTEN,    BH_SPEC_FD_CONSOLE};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(owned); i++)
+        bh_closep(&c->fds.slot[owned[i]]);
+    bh_closep(&c->dev_tree);
+    bh_closep(&c->idmapped_rootfs);
+    bh_closep(&c->child_sync);
+    bh_closep(&c->sysfs_fd);
+    bh_closep(&c->exe_fd);
+    free(c->uid_maps);
+    free(c->gid_maps);
+    bh_pod_userns_free(&c->pod);
+}
+
+/* The sentry binary and the two policies (the tier's, the sentry's own). */
+static int create_find_files(struct create_ctx *c, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
+    if (bh_path_find("bulkhead-sentry", c->sentry_path, sizeof(c->sentry_path), err) < 0)
+        return -1;
+    if (spec->seccomp_policy != NULL)
+        snprintf(c->guest_policy, sizeof(c->guest_policy), "%s", spec->seccomp_policy);
+    else if (bh_path_policy(bh_tier_name(spec->tier), c->guest_policy, sizeof(c->guest_policy),
+                            err) < 0)
+        return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
+    if (bh_path_policy("sentry", c->sentry_policy, sizeof(c->sentry_policy), err) < 0)
+        return bh_error_prefix(err, "the sentry's own seccomp policy");
+    c->exe_fd = open(c->sentry_path, O_PATH | O_CLOEXEC);
+    if (c->exe_fd < 0)
+        return bh_error_errno(err, errno, "open `%s`", c->sentry_path);
+    return 0;
+}
+
+static struct bh_sandbox *sandbox_new(bool detached)
+{
+    struct bh_sandbox *sb = calloc(1, sizeof(*sb));
+    if (sb == NULL)
+        return NULL;
+    sb->pid = -1;
+    sb->pidfd = -1;
+    sb->conn.fd = -1;
+    sb->conn.owned = true;
+    sb->slot.lock_fd = -1;
+    sb->detached = detached;
+    return sb;
+}
+
+/* The sandbox's ids: a pod's (its user namespace and maps, its slot's lock),
+ * or a slot of its own and the maps it implies; and the sysfs a joined
+ * host-owned netns needs. */
+static int create_ids(struct create_ctx *c, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
+    struct bh_sandbox *sb = c->sb;
+    /* A pod's sandbox joins the user namespace owning its joined namespaces
+     * (sentry/README.md, joined namespaces); its ids are the pod's. */
+    if (c->own_userns && bh_pod_userns_find(spec, &c->pod, err) < 0)
+        return -1;
+    c->in_pod = c->pod.userns_fd >= 0;
+    if (c->in_pod) {
+        if (spec->n_uid_maps > 0 || spec->n_gid_maps > 0)
+            return bh_error_set(err, EINVAL,
+                                "id maps were given, but the joined namespaces belong to another "
+                                "sandbox's user namespace, whose maps are fixed: refused");
+        sb->slot = c->pod.slot;
+        c->pod.slot.lock_fd = -1;
+        c->uid_maps = steal_pointer(&c->pod.uid);
+        c->gid_maps = steal_pointer(&c->pod.gid);
+        c->n_uid = c->pod.n_uid;
+        c->n_gid = c->pod.n_gid;
+    } else {
+        if (c->own_userns && spec->n_uid_maps == 0 && bh_id_slot_acquire(&sb->slot, err) < 0)
+            return -1;
+        if (c->own_userns && bh_idmaps_resolve(spec, &sb->slot, &c->uid_maps, &c->n_uid,
+                                               &c->gid_maps, &c->n_gid, err) < 0)
+            return -1;
+    }
+    struct bh_error sysfs_err = {0};
+    c->sysfs_fd = joined_netns_sysfs(spec->ns_paths[BH_NS_NET], &sysfs_err);
+    if (c->sysfs_fd < 0 && sysfs_err.code != 0) {
+        *err = sysfs_err;
+        return -1;
+    }
+    c->params.sentry_uid = c->own_userns ? bh_idmaps_sentry_id(c->uid_maps, c->n_uid) : 0;
+    c->params.sentry_gid = c->own_userns ? bh_idmaps_sentry_id(c->gid_maps, c->n_gid) : 0;
+    return 0;
+}
+
+static int create_cgroup(struct create_ctx *c, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
+    char cg_default[300];
+    const char *cg_path = spec->cgroup_path;
+    if (cg_path == NULL) {
+        if (spec->id == NULL)
+            return bh_error_set(err, EINVAL, "the sandbox needs an id (it names its cgroup)");
+        snprintf(cg_default, sizeof(cg_default), "bulkhead/%s", spec->id);
+        cg_path = cg_default;
+    }
+    /* The core's own floor, whatever the front end: a caller that names no
+     * memory or pids limit still cannot take the host's (invariant 5). */
+    struct bh_limits limits = spec->limits;
+    if (limits.memory_bytes == 0)
+        limits.memory_bytes = BH_FLOOR_MEMORY_BYTES;
+    if (limits.pids == 0)
+        limits.pids = BH_FLOOR_PIDS;
+    if (bh_cgroup_create(cg_path, &limits, &c->sb->cg, err) < 0)
+        return bh_error_prefix(err, "cgroup `%s`", cg_path);
+    return 0;
+}
+
+/* Everything the sentry is handed with the spec: the sync socket, the
+ * compiled programs, a detached sandbox's control socket and the caller's
+ * console (both made here, as host root), the device nodes and the spec. */
+static int create_handover_fds(struct create_ctx *c, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return bh_error_errno(err, errno, "sync socket");
+    c->sb->conn.fd = sv[0];
+    c->child_sync = sv[1];
+
+    int pol[3];
+    if (policy_fds(spec, c->guest_policy, c->sentry_policy, pol, err) < 0)
+        return -1;
+    c->fds.slot[BH_SPEC_FD_GUEST_BPF] = pol[0];
+    c->fds.slot[BH_SPEC_FD_SENTRY_BPF] = pol[1];
+    c->fds.slot[BH_SPEC_FD_EXTRA_BPF] = pol[2];
+    c->params.has_extra_policy = pol[2] >= 0;
+    if (c->detached) {
+        /* Bound here, as host root, so the socket belongs to root alone;
+         * the sentry only accepts on it. */
+        c->fds.slot[BH_SPEC_FD_LISTEN] = bind_control_socket(c->opts->state_dir, err);
+        if (c->fds.slot[BH_SPEC_FD_LISTEN] < 0)
+            return -1;
+    }
+    if (spec->process.terminal && spec->console_socket != NULL) {
+        /* Connected here, as host root: the console socket is the caller's
+         * and the sentry's ids may not reach it. */
+        c->fds.slot[BH_SPEC_FD_CONSOLE] = connect_console_socket(spec->console_socket, err);
+        if (c->fds.slot[BH_SPEC_FD_CONSOLE] < 0)
+            return -1;
+    }
+    c->params.has_console = c->fds.slot[BH_SPEC_FD_CONSOLE] >= 0;
+    /* The sandbox's own device nodes (mounts.h), made here as host root. */
+    c->dev_tree = bh_mounts_dev_tree(err);
+    if (c->dev_tree < 0)
+        return -1;
+    if (make_spec_memfd(spec, &c->params, c->sb->started, c->sysfs_fd, c->dev_tree, &c->fds,
+                        &c->rootfs_tree, err) < 0)
+        return -1;
+    return 0;
+}
+
+static void child_args_close(struct child_args *a)
+{
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        if (a->ns_fds[i] >= 0)
+            close(steal_fd(&a->ns_fds[i]));
+}
+
+/* What the child (and the helper, when there is one) needs: the namespaces
+ * to join (opened here) or make (*flags), the rlimit ceilings and the owner
+ * of the user namespace. *via_helper: the clone needs an intermediate
+ * process (detached, joins as host root, or a change of owner). */
+static int create_child_args(struct create_ctx *c, struct child_args *a, unsigned long *flags,
+                             bool *via_helper, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
+    *a = (struct child_args){.spec = spec,
+                             .sync_fd = c->child_sync,
+                             .slot_fd = c->sb->slot.lock_fd,
+                             .exe_fd = c->exe_fd,
+                             .pod_userns_fd = c->pod.userns_fd,
+                             .owned = !c->detached};
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        a->ns_fds[i] = -1;
+    *flags = 0;
+    bool any_pre = false;
+    for (int i = 0; i < BH_NS_COUNT; i++) {
+        if (spec->ns_paths[i] != NULL) {
+            /* With a user namespace of its own (or a pod's), the sandbox can
+             * only join what host root joins for it first: net, ipc, uts,
+             * pid, cgroup, time. user and mount stay the child's. */
+            a->pre_joined[i] = c->own_userns && i != BH_NS_USER && i != BH_NS_MOUNT;
+            any_pre = any_pre || a->pre_joined[i];
+            a->ns_fds[i] = open(spec->ns_paths[i], O_RDONLY | O_CLOEXEC);
+            if (a->ns_fds[i] < 0) {
+                bh_error_errno(err, errno, "open namespace `%s`", spec->ns_paths[i]);
+                child_args_close(a);
+                return -1;
+            }
+        } else if (i != BH_NS_CGROUP && i != BH_NS_TIME && !(i == BH_NS_USER && c->in_pod)) {
+            /* cgroup and time are unshared by the child, after the cgroup join */
+            *flags |= (unsigned long)ns_clone_flag[i];
+        }
+    }
+    bh_userns_rlimits(spec, a->rlimits);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS && geteuid() != 0; i++) {
+        /* Not root: no hard limit can rise, so the ceilings are at most ours. */
+        struct rlimit cur;
+        if (getrlimit(a->rlimits[i].resource, &cur) == 0 && cur.rlim_max < a->rlimits[i].hard) {
+            a->rlimits[i].hard = cur.rlim_max;
+            if (a->rlimits[i].soft > cur.rlim_max)
+                a->rlimits[i].soft = cur.rlim_max;
+        }
+    }
+    /* A pod's sandboxes live in the pause sandbox's user namespace: only a
+     * namespace of the sandbox's own gets an owner. */
+    if (c->own_userns && !c->in_pod && geteuid() == 0) {
+        a->as_owner = true;
+        a->owner_uid = bh_idmaps_owner(c->uid_maps, c->n_uid);
+        a->owner_gid = bh_idmaps_owner(c->gid_maps, c->n_gid);
+    }
+    *via_helper = c->detached || any_pre || a->as_owner;
+    return 0;
+}
+
+/* The owner's ids and limits can be taken in this thread (clone_as_owner)
+ * when nothing else needed the helper and no other thread shares the
+ * process's limits. */
+static bool clone_in_place(const struct create_ctx *c, const struct child_args *a)
+{
+    if (!a->as_owner || c->detached || a->pod_userns_fd >= 0)
+        return false;
+    /* Ceilings above our own hard limits would need a raise we could not
+     * take back: the helper, which keeps them, sets those. */
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {
+        struct rlimit cur;
+        if (getrlimit(a->rlimits[i].resource, &cur) < 0 || a->rlimits[i].hard > cur.rlim_max ||
+            a->rlimits[i].soft > a->rlimits[i].hard)
+            return false;
+    }
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        if (a->pre_joined[i])
+            return false;
+    return single_threaded();
+}
+
+static int create_clone(struct create_ctx *c, struct bh_error *err)
+{
+    struct child_args a;
+    unsigned long flags;
+    bool via_helper;
+    if (create_child_args(c, &a, &flags, &via_helper, err) < 0)
+        return -1;
+    struct bh_sandbox *sb = c->sb;
+    if (via_helper && clone_in_place(c, &a)) {
+        a.child_sets_rlimits = true;
+        sb->pid = clone_as_owner(flags, &a, &sb->pidfd, err);
+    } else if (via_helper)
+        sb->pid = clone_via_helper(flags, &a, c->detached, &sb->pidfd, err);
+    else {
+        sb->pid = clone_sentry(flags, &a, &sb->pidfd);
+        if (sb->pid < 0)
+            bh_error_errno(err, errno, "clone the sandbox's namespaces");
+    }
+    child_args_close(&a);
+    if (sb->pid < 0) {
+        sb->pid = -1;
+        return -1;
+    }
+    close(steal_fd(&c->child_sync));
+    sb->conn.sentry_pid = sb->pid;
+    return 0;
+}
+
+/* Parent half: ids and cgroup before the child takes one step, then the
+ * trees idmapped with its user namespace. */
+static int create_parent_half(struct create_ctx *c, struct bh_error *err)
+{
+    struct bh_sandbox *sb = c->sb;
+    if (c->own_userns && !c->in_pod &&
+        bh_idmaps_write(sb->pid, c->uid_maps, c->n_uid, c->gid_maps, c->n_gid, err) < 0)
+        return -1;
+    if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0)
+        return bh_error_prefix(err, "join the sandbox's cgroup");
+    if (c->own_userns && want_idmap(c->spec)) {
+        /* The trees are still detached and the child waits: idmap them with
+         * its user namespace, now that its maps are written. */
+        cleanup_close int userns = bh_idmap_userns_fd(sb->pidfd, sb->pid, err);
+        if (userns < 0 || bh_idmap_trees(c->spec, c->opts, userns, c->uid_maps, c->n_uid,
+                                         c->gid_maps, c->n_gid, &c->idmapped_rootfs, err) < 0)
+            return -1;
+        if (c->idmapped_rootfs >= 0 && c->rootfs_tree >= 0)
+            c->fds.tree[c->rootfs_tree] = c->idmapped_rootfs;
+    }
+    return 0;
+}
+
+/* "go", the spec and its fds, then the sentry's first event: "ready", or the
+ * error that ended its setup. */
+static int create_handover(struct create_ctx *c, struct bh_error *err)
+{
+    struct bh_sandbox *sb = c->sb;
+    int msg_fds[BH_SPEC_FDS_MAX];
+    size_t n = bh_spec_fds_pack(&c->fds, msg_fds);
+    json_t *go = json_pack("{s:s}", "op", "go");
+    int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);
+    json_decref(go);
+    json_t *spec_msg = json_pack("{s:s}", "op", "spec");
+    if (r == 0)
+        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, n, err);
+    json_decref(spec_msg);
+    if (r < 0)
+        return bh_error_prefix(err, "hand the spec to the sentry");
+    json_t *ev = NULL;
+    r = bh_conn_next_event(&sb->conn, bh_now_ms() + CREATE_TIMEOUT_MS, &ev, err);
+    if (r <= 0)
+        return r == 0
+                   ? bh_error_set(err, EPROTO, "the sentry ended during setup without saying why")
+                   : -1;
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    if (kind == NULL || strcmp(kind, "ready") != 0) {
+        if (sb->conn.have_error)
+            bh_error_copy(err, &sb->conn.error);
+        else
+            bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
+                         kind ? kind : "?");
+        json_decref(ev);
+        return -1;
+    }
+    json_decref(ev);
+    return 0;
+}
+
 int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
                       struct bh_sandbox **out, struct bh_error *err)
 {
@@ -868,285 +1313,73 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     if (detached && (opts->state_dir == NULL || opts->state_dir[0] != '/'))
         return bh_error_set(err, EINVAL, "a detached sandbox needs an absolute state directory");
 
-    struct bh_sentry_params params = {.detached = detached};
-    char sentry_path[4096], guest_policy[4096], sentry_policy[4096];
-    if (bh_path_find("bulkhead-sentry", sentry_path, sizeof(sentry_path), err) < 0)
+    __attribute__((cleanup(create_ctx_release))) struct create_ctx c = {
+        .spec = spec,
+        .opts = opts,
+        .detached = detached,
+        .own_userns = spec->ns_paths[BH_NS_USER] == NULL,
+        .params = {.detached = detached,
+                   .state_dir = (char *)opts->state_dir,
+                   .made_netns = spec->ns_paths[BH_NS_NET] == NULL,
+                   .made_utsns = spec->ns_paths[BH_NS_UTS] == NULL,
+                   .joined_pidns = spec->ns_paths[BH_NS_PID] != NULL},
+        .exe_fd = -1,
+        .pod = {.userns_fd = -1, .slot = {.lock_fd = -1}},
+        .sysfs_fd = -1,
+        .child_sync = -1,
+        .dev_tree = -1,
+        .idmapped_rootfs = -1,
+        .rootfs_tree = -1,
+    };
+    bh_spec_fds_init(&c.fds);
+    bh_startup_mark("fe: create");
+    if (create_find_files(&c, err) < 0)
         return -1;
-    if (spec->seccomp_policy != NULL)
-        snprintf(guest_policy, sizeof(guest_policy), "%s", spec->seccomp_policy);
-    else if (bh_path_policy(bh_tier_name(spec->tier), guest_policy, sizeof(guest_policy), err) < 0)
-        return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
-    if (bh_path_policy("sentry", sentry_policy, sizeof(sentry_policy), err) < 0)
-        return bh_error_prefix(err, "the sentry's own seccomp policy");
-    params.state_dir = (char *)opts->state_dir;
-    params.made_netns = spec->ns_paths[BH_NS_NET] == NULL;
-    params.made_utsns = spec->ns_paths[BH_NS_UTS] == NULL;
-    params.joined_pidns = spec->ns_paths[BH_NS_PID] != NULL;
-
-    cleanup_close int exe_fd = open(sentry_path, O_PATH | O_CLOEXEC);
-    if (exe_fd < 0)
-        return bh_error_errno(err, errno, "open `%s`", sentry_path);
-
-    struct bh_sandbox *sb = calloc(1, sizeof(*sb));
-    if (sb == NULL)
+    c.sb = sandbox_new(detached);
+    if (c.sb == NULL)
         return bh_error_errno(err, ENOMEM, "sandbox");
-    sb->pid = -1;
-    sb->pidfd = -1;
-    sb->conn.fd = -1;
-    sb->conn.owned = true;
-    sb->slot.lock_fd = -1;
-    sb->detached = detached;
-    cleanup_close int spec_fd = -1;
-    cleanup_close int dev_tree = -1;
-    int pol_fds[3] = {-1, -1, -1};
-    cleanup_close int listen_fd = -1;
-    cleanup_close int console_fd = -1;
-    int pol_fds_extra = -1;
-    cleanup_close int child_sync = -1;
-    cleanup_close int idmapped_rootfs = -1;
-    cleanup_free struct bh_idmap *uid_maps = NULL;
-    cleanup_free struct bh_idmap *gid_maps = NULL;
-    size_t n_uid = 0, n_gid = 0;
-    bool own_userns = spec->ns_paths[BH_NS_USER] == NULL;
-    /* A pod's sandbox joins the user namespace owning its joined namespaces
-     * (sentry/README.md, joined namespaces); its ids are the pod's. */
-    __attribute__((cleanup(bh_pod_userns_free))) struct bh_pod_userns pod = {
-        .userns_fd = -1, .slot = {.lock_fd = -1}};
-    cleanup_close int sysfs_fd = -1;
-    if (own_userns && bh_pod_userns_find(spec, &pod, err) < 0)
-        goto fail;
-    bool in_pod = pod.userns_fd >= 0;
-    if (in_pod) {
-        if (spec->n_uid_maps > 0 || spec->n_gid_maps > 0) {
-            bh_error_set(err, EINVAL,
-                         "id maps were given, but the joined namespaces belong to another "
-                         "sandbox's user namespace, whose maps are fixed: refused");
-            goto fail;
-        }
-        sb->slot = pod.slot;
-        pod.slot.lock_fd = -1;
-        uid_maps = steal_pointer(&pod.uid);
-        gid_maps = steal_pointer(&pod.gid);
-        n_uid = pod.n_uid;
-        n_gid = pod.n_gid;
-    } else {
-        if (own_userns && spec->n_uid_maps == 0 && bh_id_slot_acquire(&sb->slot, err) < 0)
-            goto fail;
-        if (own_userns &&
-            bh_idmaps_resolve(spec, &sb->slot, &uid_maps, &n_uid, &gid_maps, &n_gid, err) < 0)
-            goto fail;
-    }
-    struct bh_error sysfs_err = {0};
-    sysfs_fd = joined_netns_sysfs(spec->ns_paths[BH_NS_NET], &sysfs_err);
-    if (sysfs_fd < 0 && sysfs_err.code != 0) {
-        *err = sysfs_err;
-        goto fail;
-    }
-    params.sentry_uid = own_userns ? bh_idmaps_sentry_id(uid_maps, n_uid) : 0;
-    params.sentry_gid = own_userns ? bh_idmaps_sentry_id(gid_maps, n_gid) : 0;
+    c.sb->started = (opts->flags & BH_CREATE_START) != 0;
 
-    char cg_default[300];
-    const char *cg_path = spec->cgroup_path;
-    if (cg_path == NULL) {
-        if (spec->id == NULL) {
-            bh_error_set(err, EINVAL, "the sandbox needs an id (it names its cgroup)");
-            goto fail;
-        }
-        snprintf(cg_default, sizeof(cg_default), "bulkhead/%s", spec->id);
-        cg_path = cg_default;
-    }
-    /* The core's own floor, whatever the front end: a caller that names no
-     * memory or pids limit still cannot take the host's (invariant 5). */
-    struct bh_limits limits = spec->limits;
-    if (limits.memory_bytes == 0)
-        limits.memory_bytes = BH_FLOOR_MEMORY_BYTES;
-    if (limits.pids == 0)
-        limits.pids = BH_FLOOR_PIDS;
-    if (bh_cgroup_create(cg_path, &limits, &sb->cg, err) < 0) {
-        bh_error_prefix(err, "cgroup `%s`", cg_path);
+    if (create_ids(&c, err) < 0)
         goto fail;
-    }
-
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        bh_error_errno(err, errno, "sync socket");
+    bh_startup_mark("fe: ids");
+    if (create_cgroup(&c, err) < 0)
         goto fail;
-    }
-    sb->conn.fd = sv[0];
-    child_sync = sv[1];
-
-    int msg_fds[5 + MAX_TREE_FDS];
-    size_t n_tree = 0;
-    if (policy_fds(spec, guest_policy, sentry_policy, pol_fds, err) < 0)
+    bh_startup_mark("fe: cgroup made");
+    if (create_handover_fds(&c, err) < 0)
         goto fail;
-    size_t n_pol = pol_fds[2] >= 0 ? 3 : 2;
-    params.has_extra_policy = n_pol == 3;
+    bh_startup_mark("fe: programs, spec, device tree");
+    if (create_clone(&c, err) < 0)
+        goto fail;
+    bh_startup_mark("fe: cloned");
+    if (create_parent_half(&c, err) < 0)
+        goto fail_kill;
+    bh_startup_mark("fe: id maps, cgroup joined");
+    if (create_handover(&c, err) < 0)
+        goto fail_kill;
+    bh_startup_mark("fe: ready");
     if (detached) {
-        /* Bound here, as host root, so the socket belongs to root alone;
-         * the sentry only accepts on it. */
-        listen_fd = bind_control_socket(opts->state_dir, err);
-        if (listen_fd < 0)
-            goto fail;
-        pol_fds_extra = listen_fd;
-    }
-    if (spec->process.terminal && spec->console_socket != NULL) {
-        /* Connected here, as host root: the console socket is the caller's
-         * and the sentry's ids may not reach it. */
-        console_fd = connect_console_socket(spec->console_socket, err);
-        if (console_fd < 0)
-            goto fail;
-    }
-    params.has_console = console_fd >= 0;
-    size_t n_pre = n_pol + (listen_fd >= 0 ? 1 : 0) + (console_fd >= 0 ? 1 : 0);
-    spec_fd =
-        make_spec_memfd(spec, &params, sysfs_fd, msg_fds + 1 + n_pre, &n_tree, &dev_tree, err);
-    if (spec_fd < 0)
-        goto fail;
-    msg_fds[0] = spec_fd;
-    for (size_t i = 0; i < n_pol; i++)
-        msg_fds[1 + i] = pol_fds[i];
-    if (listen_fd >= 0)
-        msg_fds[1 + n_pol] = listen_fd;
-    if (console_fd >= 0)
-        msg_fds[1 + n_pol + (listen_fd >= 0 ? 1 : 0)] = console_fd;
-
-    struct child_args a = {.spec = spec,
-                           .sync_fd = child_sync,
-                           .slot_fd = sb->slot.lock_fd,
-                           .exe_fd = exe_fd,
-                           .pod_userns_fd = pod.userns_fd,
-                           .owned = !detached};
-    unsigned long flags = 0;
-    bool any_pre = false;
-    for (int i = 0; i < BH_NS_COUNT; i++) {
-        a.ns_fds[i] = -1;
-        a.pre_joined[i] = false;
-        if (spec->ns_paths[i] != NULL) {
-            /* With a user namespace of its own (or a pod's), the sandbox can
-             * only join what host root joins for it first: net, ipc, uts,
-             * pid, cgroup, time. user and mount stay the child's. */
-            a.pre_joined[i] = own_userns && i != BH_NS_USER && i != BH_NS_MOUNT;
-            any_pre = any_pre || a.pre_joined[i];
-            a.ns_fds[i] = open(spec->ns_paths[i], O_RDONLY | O_CLOEXEC);
-            if (a.ns_fds[i] < 0) {
-                bh_error_errno(err, errno, "open namespace `%s`", spec->ns_paths[i]);
-                for (int j = 0; j < i; j++)
-                    if (a.ns_fds[j] >= 0)
-                        close(a.ns_fds[j]);
-                goto fail;
-            }
-        } else if (i != BH_NS_CGROUP && i != BH_NS_TIME && !(i == BH_NS_USER && in_pod)) {
-            /* cgroup and time are unshared by the child, after the cgroup join */
-            flags |= (unsigned long)ns_clone_flag[i];
-        }
-    }
-    bh_userns_rlimits(spec, a.rlimits);
-    for (int i = 0; i < BH_USERNS_N_RLIMITS && geteuid() != 0; i++) {
-        /* Not root: no hard limit can rise, so the ceilings are at most ours. */
-        struct rlimit cur;
-        if (getrlimit(a.rlimits[i].resource, &cur) == 0 && cur.rlim_max < a.rlimits[i].hard) {
-            a.rlimits[i].hard = cur.rlim_max;
-            if (a.rlimits[i].soft > cur.rlim_max)
-                a.rlimits[i].soft = cur.rlim_max;
-        }
-    }
-    /* A pod's sandboxes live in the pause sandbox's user namespace: only a
-     * namespace of the sandbox's own gets an owner. */
-    if (own_userns && !in_pod && geteuid() == 0) {
-        a.as_owner = true;
-        a.owner_uid = bh_idmaps_owner(uid_maps, n_uid);
-        a.owner_gid = bh_idmaps_owner(gid_maps, n_gid);
-    }
-    if (detached || any_pre || a.as_owner)
-        sb->pid = clone_via_helper(flags, &a, detached, &sb->pidfd, err);
-    else {
-        sb->pid = clone_sentry(flags, &a, &sb->pidfd);
-        if (sb->pid < 0)
-            bh_error_errno(err, errno, "clone the sandbox's namespaces");
-    }
-    for (int i = 0; i < BH_NS_COUNT; i++)
-        if (a.ns_fds[i] >= 0)
-            close(a.ns_fds[i]);
-    if (sb->pid < 0) {
-        sb->pid = -1;
-        goto fail;
-    }
-    close(steal_fd(&child_sync));
-    sb->conn.sentry_pid = sb->pid;
-
-    /* Parent half: ids and cgroup before the child takes one step. */
-    if (own_userns && !in_pod &&
-        bh_idmaps_write(sb->pid, uid_maps, n_uid, gid_maps, n_gid, err) < 0)
-        goto fail_kill;
-    if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0) {
-        bh_error_prefix(err, "join the sandbox's cgroup");
-        goto fail_kill;
-    }
-    if (own_userns && want_idmap(spec)) {
-        /* The trees are still detached and the child waits: idmap them with
-         * its user namespace, now that its maps are written. */
-        cleanup_close int userns = bh_idmap_userns_fd(sb->pidfd, sb->pid, err);
-        if (userns < 0 || bh_idmap_trees(spec, opts, userns, uid_maps, n_uid, gid_maps, n_gid,
-                                         &idmapped_rootfs, err) < 0)
-            goto fail_kill;
-        if (idmapped_rootfs >= 0)
-            msg_fds[1 + n_pre + n_tree - 1] = idmapped_rootfs; /* the rootfs is the last tree */
-    }
-    json_t *go = json_pack("{s:s}", "op", "go");
-    int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);
-    json_decref(go);
-    json_t *spec_msg = json_pack("{s:s}", "op", "spec");
-    if (r == 0)
-        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, 1 + n_pre + n_tree, err);
-    json_decref(spec_msg);
-    if (r < 0) {
-        bh_error_prefix(err, "hand the spec to the sentry");
-        goto fail_kill;
-    }
-    json_t *ev = NULL;
-    r = bh_conn_next_event(&sb->conn, bh_now_ms() + CREATE_TIMEOUT_MS, &ev, err);
-    if (r <= 0) {
-        if (r == 0)
-            bh_error_set(err, EPROTO, "the sentry ended during setup without saying why");
-        goto fail_kill;
-    }
-    const char *kind = json_string_value(json_object_get(ev, "ev"));
-    if (kind == NULL || strcmp(kind, "ready") != 0) {
-        if (sb->conn.have_error)
-            bh_error_copy(err, &sb->conn.error);
-        else
-            bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
-                         kind ? kind : "?");
-        json_decref(ev);
-        goto fail_kill;
-    }
-    json_decref(ev);
-    for (int i = 0; i < 3; i++)
-        if (pol_fds[i] >= 0)
-            close(pol_fds[i]);
-    if (detached) {
-        sb->state_dir = strdup(opts->state_dir);
+        c.sb->state_dir = strdup(opts->state_dir);
         /* The sync socket is the creator's only: a detached sandbox is
          * reached again through its state directory. */
     }
-    *out = sb;
+    *out = steal_pointer(&c.sb);
     return 0;
 
 fail_kill:
-    kill_and_reap(sb);
+    kill_and_reap(c.sb);
 fail:
-    for (int i = 0; i < 3; i++)
-        if (pol_fds[i] >= 0)
-            close(pol_fds[i]);
-    if (pol_fds_extra >= 0)
+    if (c.fds.slot[BH_SPEC_FD_LISTEN] >= 0)
         unlink_control_socket(opts->state_dir);
-    cleanup_cgroup(sb);
-    sandbox_free(sb);
+    cleanup_cgroup(c.sb);
+    sandbox_free(c.sb);
     return bh_error_prefix(err, "create sandbox");
 }
 
 int bh_sandbox_start(struct bh_sandbox *sb, struct bh_error *err)
 {
+    if (sb->started)
+        return 0;
     return bh_sentry_start(&sb->conn, err);
 }
 

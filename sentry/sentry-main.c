@@ -38,6 +38,8 @@
 #include "sandbox.h"
 #include "sentry-params-internal.h"
 #include "spec-json-internal.h"
+#include "spec-fds.h"
+#include "startup-trace.h"
 
 #define MAX_CONNS 64
 #define MAX_EXITED 256
@@ -80,6 +82,7 @@ static struct {
     struct bh_broker *broker;
     struct bh_guest first;
     bool first_started;
+    bool start_at_once;   /* BH_CREATE_START: no "start" op will come */
     pid_t children[1024]; /* exec'd guests still alive */
     size_t n_children;
     struct exited exited[MAX_EXITED];
@@ -121,7 +124,7 @@ static void reply_error(int fd, const struct bh_error *err)
 static int read_spec(struct bh_error *err)
 {
     json_t *msg = NULL;
-    int fds[1 + 16];
+    int fds[BH_SPEC_FDS_MAX];
     size_t n = 0;
     int r = bh_msg_recv(S.sync_fd, bh_now_ms() + 30000, &msg, fds, BH_ARRAY_SIZE(fds), &n, err);
     if (r <= 0)
@@ -148,33 +151,35 @@ static int read_spec(struct bh_error *err)
     json_t *p = json_object_get(o, "params");
     const char *state_dir = NULL;
     json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0;
-    if (json_unpack(p, "{s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "detached", &det, "state_dir",
-                    &state_dir, "extra_policy", &extra, "console", &console, "sentry_uid", &su,
-                    "sentry_gid", &sg, "made_netns", &mn, "made_utsns", &mu, "joined_pidns",
-                    &jp) < 0) {
+    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0, trace = 0, start = 0;
+    if (json_unpack(p, "{s?b,s?b,s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "trace", &trace, "start",
+                    &start, "detached", &det, "state_dir", &state_dir, "extra_policy", &extra,
+                    "console", &console, "sentry_uid", &su, "sentry_gid", &sg, "made_netns", &mn,
+                    "made_utsns", &mu, "joined_pidns", &jp) < 0) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
-    /* fds: spec, guest program, sentry program, [caller's program], trees. */
-    size_t n_pol = extra ? 3 : 2;
-    /* A detached sandbox's control socket, bound by the front end, follows. */
-    size_t n_pre = n_pol + (det ? 1 : 0) + (console ? 1 : 0);
-    if (n < 1 + n_pre) {
-        json_decref(o);
-        return bh_error_set(err, EPROTO, "the seccomp programs were not sent");
-    }
-    bool notify = false, sentry_notify = false, extra_notify = false;
-    if (bh_bpf_blob_read(fds[1], &notify, &S.prog, err) < 0 ||
-        bh_bpf_blob_read(fds[2], &sentry_notify, &S.sentry_prog, err) < 0 ||
-        (extra && bh_bpf_blob_read(fds[3], &extra_notify, &S.extra_prog, err) < 0)) {
+    /* A detached sandbox's control socket, bound by the front end, comes
+     * with it (spec-fds.h). */
+    struct bh_spec_fds sf;
+    if (bh_spec_fds_unpack(fds, n, extra, det, console, &sf, err) < 0) {
         json_decref(o);
         return -1;
     }
-    for (size_t i = 1; i <= n_pol; i++)
-        close(fds[i]);
+    bool notify = false, sentry_notify = false, extra_notify = false;
+    if (bh_bpf_blob_read(sf.slot[BH_SPEC_FD_GUEST_BPF], &notify, &S.prog, err) < 0 ||
+        bh_bpf_blob_read(sf.slot[BH_SPEC_FD_SENTRY_BPF], &sentry_notify, &S.sentry_prog, err) < 0 ||
+        (extra &&
+         bh_bpf_blob_read(sf.slot[BH_SPEC_FD_EXTRA_BPF], &extra_notify, &S.extra_prog, err) < 0)) {
+        json_decref(o);
+        return -1;
+    }
+    close(sf.slot[BH_SPEC_FD_GUEST_BPF]);
+    close(sf.slot[BH_SPEC_FD_SENTRY_BPF]);
+    if (extra)
+        close(sf.slot[BH_SPEC_FD_EXTRA_BPF]);
     if (det) {
-        S.listen_fd = fds[1 + n_pol];
+        S.listen_fd = sf.slot[BH_SPEC_FD_LISTEN];
         fcntl(S.listen_fd, F_SETFL, O_NONBLOCK);
         /* listen() here, not in the front end: clients' SO_PEERCRED then
          * names the sentry, whose host pid they need. */
@@ -184,7 +189,7 @@ static int read_spec(struct bh_error *err)
         }
     }
     if (console)
-        S.console_fd = fds[1 + n_pol + (det ? 1 : 0)];
+        S.console_fd = sf.slot[BH_SPEC_FD_CONSOLE];
     S.have_extra = extra;
     if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify ||
         (extra_notify && (!S.spec.extra_policy_listener || S.spec.tier >= BH_TIER_KERNEL))) {
@@ -198,44 +203,45 @@ static int read_spec(struct bh_error *err)
         S.spec.mounts[i].tree_fd = -1;
         if (idx == NULL)
             continue;
-        json_int_t k = json_integer_value(idx);
-        if (k < 0 || (size_t)k + 1 + n_pre >= n) {
+        S.spec.mounts[i].tree_fd = bh_spec_fds_tree(&sf, json_integer_value(idx));
+        if (S.spec.mounts[i].tree_fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "mount %zu names a prepared tree that was not sent",
                                 i);
         }
         S.spec.mounts[i].has_tree_fd = true;
-        S.spec.mounts[i].tree_fd = fds[k + 1 + n_pre];
     }
     json_t *ridx = json_object_get(o, "rootfs_tree_fd_index");
     if (ridx != NULL) {
-        json_int_t k = json_integer_value(ridx);
-        if (!json_is_integer(ridx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(ridx) ? bh_spec_fds_tree(&sf, json_integer_value(ridx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "the rootfs names a prepared tree that was not sent");
         }
         S.spec.has_rootfs_tree_fd = true;
-        S.spec.rootfs_tree_fd = fds[k + 1 + n_pre];
+        S.spec.rootfs_tree_fd = fd;
     }
     json_t *didx = json_object_get(o, "dev_tree_fd_index");
     if (didx != NULL) {
-        json_int_t k = json_integer_value(didx);
-        if (!json_is_integer(didx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(didx) ? bh_spec_fds_tree(&sf, json_integer_value(didx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "the device nodes name a tree that was not sent");
         }
-        S.dev_tree = fds[k + 1 + n_pre];
+        S.dev_tree = fd;
     }
     json_t *sidx = json_object_get(o, "sysfs_tree_fd_index");
     if (sidx != NULL) {
-        json_int_t k = json_integer_value(sidx);
-        if (!json_is_integer(sidx) || k < 0 || (size_t)k + 1 + n_pre >= n) {
+        int fd = json_is_integer(sidx) ? bh_spec_fds_tree(&sf, json_integer_value(sidx)) : -1;
+        if (fd < 0) {
             json_decref(o);
             return bh_error_set(err, EPROTO, "/sys names a prepared tree that was not sent");
         }
         S.spec.has_sysfs_tree_fd = true;
-        S.spec.sysfs_tree_fd = fds[k + 1 + n_pre];
+        S.spec.sysfs_tree_fd = fd;
     }
+    bh_startup_trace_on = trace;
+    S.start_at_once = start;
     S.params.detached = det;
     S.params.state_dir = state_dir ? strdup(state_dir) : NULL;
     S.params.sentry_uid = (uint32_t)su;
@@ -807,6 +813,7 @@ int main(int argc, char **argv)
     }
     if (read_spec(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: spec read");
     /* pid 1, whose death kills every guest; or, in a pod's pid namespace,
      * the subreaper of its guests, which die with it by PDEATHSIG. */
     if (getpid() != 1 && !S.params.joined_pidns) {
@@ -820,11 +827,13 @@ int main(int argc, char **argv)
     int console_fd = S.console_fd;
     if (write_default_caps(&err) < 0 || write_sysctls(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: per-userns caps, sysctls");
     if (bh_mounts_setup_with_dev(&S.spec, S.dev_tree, &err) < 0) {
         bh_error_prefix(&err, "filesystem");
         die(&err);
     }
     bh_closep(&S.dev_tree);
+    bh_startup_mark("sentry: mounts, pivot_root");
     if (S.params.made_netns && bh_netns_loopback_up(&err) < 0) {
         bh_error_prefix(&err, "network namespace");
         die(&err);
@@ -834,8 +843,10 @@ int main(int argc, char **argv)
         bh_error_errno(&err, errno, "set hostname `%s`", host);
         die(&err);
     }
+    bh_startup_mark("sentry: lo, hostname");
     if (confine_self(&err) < 0)
         die(&err);
+    bh_startup_mark("sentry: confined");
 
     S.ctx =
         (struct bh_guest_ctx){.spec = &S.spec,
@@ -844,6 +855,11 @@ int main(int argc, char **argv)
                               .want_listener = S.spec.tier == BH_TIER_KERNEL,
                               .want_user_listener = S.have_extra && S.spec.extra_policy_listener,
                               .death_parent = S.params.joined_pidns ? getpid() : 0};
+    /* The guest sets itself up while the broker's threads are made; it
+     * execs only once the broker holds its listener (below). */
+    int stdio[3] = {0, 1, 2};
+    if (bh_guest_fork(&S.ctx, &S.spec.process, stdio, console_fd, NULL, 0, &S.first, &err) < 0)
+        die(&err);
     if (S.spec.tier == BH_TIER_KERNEL) {
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,
@@ -854,9 +870,10 @@ int main(int argc, char **argv)
             die(&err);
         }
     }
-    int stdio[3] = {0, 1, 2};
-    if (bh_guest_spawn(&S.ctx, &S.spec.process, stdio, console_fd, &S.first, &err) < 0)
+    bh_startup_mark("sentry: broker started");
+    if (bh_guest_await_ready(&S.ctx, &S.first, &err) < 0)
         die(&err);
+    bh_startup_mark("sentry: guest ready");
     if (console_fd >= 0)
         close(console_fd);
     /* Container tools read the container's umask from pid 1's status, and
@@ -867,6 +884,15 @@ int main(int argc, char **argv)
         if (bh_broker_add_listener(S.broker, S.first.listener, &err) < 0)
             die(&err);
         S.first.listener = -1;
+    }
+    if (S.start_at_once) {
+        /* The front end has nothing to check between create and start: the
+         * guest execs now, past its filter and with its listener held, and
+         * "ready" then means started (or the exec's error ends the setup). */
+        S.first_started = true;
+        if (bh_guest_start(&S.first, &err) < 0)
+            die(&err);
+        bh_startup_mark("sentry: guest started");
     }
     /* The guest has its own copies: the sentry holds no one's stdio. */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);

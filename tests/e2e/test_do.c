@@ -648,3 +648,195 @@ Test(do_flags, sigkill_of_bulkhead_do_ends_the_sandbox_and_the_next_run_cleans_u
     h_free(&r);
     free(bh);
 }
+
+/* The start-up trace (sentry/startup-trace.h): off by default; with
+ * BULKHEAD_STARTUP_TRACE=1 one line per step from the front end, the
+ * sentry and the guest, in the order the steps must happen. It also shows
+ * two things `do` relies on for its speed without giving up an invariant:
+ * the guest passes its filter before it is let go, and the sentry starts
+ * it before create returns (BH_CREATE_START); and no helper process is
+ * forked (the front end is single-threaded: clone_as_owner). */
+static double trace_at(const char *err, const char *step)
+{
+    char needle[128];
+    snprintf(needle, sizeof(needle), " %s\n", step);
+    for (const char *l = err; l != NULL && *l != '\0';) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        long long us;
+        int pid, off = 0;
+        if (sscanf(l, "bulkhead-trace %d %lld%n", &pid, &us, &off) == 2 &&
+            strncmp(l + off, needle, strlen(needle)) == 0)
+            return (double)us;
+        l += len;
+    }
+    return -1;
+}
+
+TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
+{
+    struct run_result quiet = bh_do(kernel, 30, NULL, "--", "/bin/true", NULL);
+    ASSERT_RAN(quiet);
+    cr_assert(strstr(quiet.err, "bulkhead-trace") == NULL, "traced without being asked: %s",
+              quiet.err);
+    h_free(&quiet);
+    char *env[] = {"BULKHEAD_STARTUP_TRACE=1", NULL};
+    struct run_result r = bh_do(kernel, 30, env, "--", "/bin/true", NULL);
+    ASSERT_RAN(r);
+    static const char *const order[] = {
+        "fe: create",
+        "fe: ids",
+        "fe: cgroup made",
+        "fe: programs, spec, device tree",
+        "fe: cloned",
+        "child: go",
+        "child: execveat the sentry",
+        "sentry: spec read",
+        "sentry: mounts, pivot_root",
+        "sentry: confined",
+        "guest: forked",
+        "guest: landlock",
+        "guest: program found, seccomp",
+        "sentry: guest ready",
+        "guest: go, execve",
+        "sentry: guest started",
+        "fe: ready",
+        "fe: sentry exited",
+    };
+    double last = -1;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        double t = trace_at(r.err, order[i]);
+        cr_assert(t >= 0, "[%s] no mark `%s` in:\n%s", tier_name(kernel), order[i], r.err);
+        cr_assert(t >= last, "[%s] `%s` came before `%s`:\n%s", tier_name(kernel), order[i],
+                  order[i - 1], r.err);
+        last = t;
+    }
+    cr_assert(strstr(r.err, "helper:") == NULL, "[%s] a helper was forked:\n%s", tier_name(kernel),
+              r.err);
+    h_free(&r);
+}
+
+/* A single-threaded caller (this test process, like `bulkhead do`) gets no
+ * helper: it clones the sentry itself under the slot owner's effective ids
+ * (clone_as_owner). Afterwards it must be exactly as before (root, its own
+ * rlimits, dumpable), the sentry its own child, and the sandbox's user
+ * namespace still owned by the slot's uid, not by host root. */
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+#define IP_FAIL(...)                                                                               \
+    do {                                                                                           \
+        snprintf(msg, cap, __VA_ARGS__);                                                           \
+        goto out;                                                                                  \
+    } while (0)
+
+/* Runs in a forked child of the test (Criterion's process has threads of
+ * its own; its fork has one): "" when every check held, else what failed. */
+static void in_place_check(char *msg, size_t cap)
+{
+    msg[0] = '\0';
+    struct bh_sandbox *sb = NULL;
+    struct bh_sandbox_spec sp;
+    bh_sandbox_spec_init(&sp);
+    if (task_count() != 1)
+        IP_FAIL("the forked child has %d threads", task_count());
+    static const int res[] = {RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE, RLIMIT_MEMLOCK, RLIMIT_NPROC};
+    struct rlimit before[4], after[4];
+    for (int i = 0; i < 4; i++)
+        getrlimit(res[i], &before[i]);
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (asprintf(&sp.id, "e2e-inplace-%d", getpid()) < 0)
+        IP_FAIL("asprintf");
+    sp.tier = BH_TIER_CONTAINER;
+    sp.workdir = strdup("/work");
+    sp.process.cwd = strdup("/work");
+    sp.process.uid = sp.process.gid = 1000;
+    sp.process.argv = calloc(3, sizeof(char *));
+    sp.process.argv[0] = strdup("/bin/sleep");
+    sp.process.argv[1] = strdup("60");
+    sp.process.env = calloc(2, sizeof(char *));
+    sp.process.env[0] = strdup("PATH=/usr/bin:/bin");
+    struct bh_error err = {0};
+    if (bh_sandbox_create(&sp, NULL, &sb, &err) < 0 || bh_sandbox_start(sb, &err) < 0)
+        IP_FAIL("create: %.900s", err.msg);
+    pid_t sentry = bh_sandbox_pid(sb);
+    uid_t r, e, s;
+    gid_t rg, eg, sg;
+    if (getresuid(&r, &e, &s) < 0 || getresgid(&rg, &eg, &sg) < 0 || r || e || s || rg || eg || sg)
+        IP_FAIL("the caller kept other ids: uid %u/%u/%u gid %u/%u/%u", r, e, s, rg, eg, sg);
+    for (int i = 0; i < 4; i++) {
+        getrlimit(res[i], &after[i]);
+        if (after[i].rlim_cur != before[i].rlim_cur || after[i].rlim_max != before[i].rlim_max)
+            IP_FAIL("rlimit %d changed: %llu/%llu -> %llu/%llu", res[i],
+                    (unsigned long long)before[i].rlim_cur, (unsigned long long)before[i].rlim_max,
+                    (unsigned long long)after[i].rlim_cur, (unsigned long long)after[i].rlim_max);
+    }
+    if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
+        IP_FAIL("dumpable changed from %d", dumpable);
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", sentry);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        IP_FAIL("open %s", path);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    int ppid = -1;
+    char *close_paren = strrchr(buf, ')');
+    if (close_paren == NULL || sscanf(close_paren + 2, "%*c %d", &ppid) != 1 || ppid != getpid())
+        IP_FAIL("the sentry's parent is %d, not the caller %d (a helper cloned it?)", ppid,
+                getpid());
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", sentry);
+    int ns = open(path, O_RDONLY | O_CLOEXEC);
+    uid_t owner = 0;
+    if (ns < 0 || ioctl(ns, NS_GET_OWNER_UID, &owner) < 0)
+        IP_FAIL("owner of %s: %s", path, strerror(errno));
+    close(ns);
+    if (owner < (1u << 30))
+        IP_FAIL("the user namespace is owned by host uid %u, not a slot's", owner);
+out:
+    if (sb != NULL) {
+        int st = 0;
+        bh_sandbox_signal(sb, SIGKILL, &err);
+        bh_sandbox_wait(sb, &st, &err);
+        bh_sandbox_destroy(sb);
+    }
+    bh_sandbox_spec_free(&sp);
+}
+
+Test(do_api, in_place_clone_leaves_the_caller_as_it_was_and_the_slot_uid_owns_the_userns,
+     .timeout = 60)
+{
+    setenv("BULKHEAD_LIBEXEC", h_build(), 1);
+    char *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(shared, MAP_FAILED);
+    snprintf(shared, 4096, "the child did not report");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        char msg[1024];
+        in_place_check(msg, sizeof(msg));
+        snprintf(shared, 4096, "%s", msg);
+        _exit(0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+    cr_assert_str_eq(shared, "", "%s", shared);
+    munmap(shared, 4096);
+}
