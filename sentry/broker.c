@@ -5,7 +5,9 @@
  *
  * Syscalls the broker answers when the guest policy notifies them (the
  * contract with seccomp-policies/kernel.policy; any other notified syscall,
- * or one from a foreign arch, gets ENOSYS, never CONTINUE):
+ * or one from a foreign arch, gets ENOSYS, never CONTINUE). The table is
+ * made from broker-internal.h's lists; tests/unit/test_policy.c checks this
+ * list against it (lines indented four spaces are the names):
  *
  *   files, emulated with the guest's fs ids, paths confined to the root:
  *     open openat openat2 creat                    (fd installed by ADDFD+SEND)
@@ -45,14 +47,15 @@
  * and the watchdog never makes a thread holding the lock: in a sandbox whose
  * cgroup a fork bomb starves (pids full, CPU quota spent) every wait for
  * another sentry thread costs a scheduling period. BH_RESERVE parked workers
- * are made at start; the watchdog replaces spent ones outside the lock. Shares: one guest thread holds at most
- * one detached call (an older one, left behind by a signal that restarted
- * the call, is interrupted), one guest process at most max_workers/4, the
- * broker at most max_workers; a call beyond them is interrupted (EINTR, as
- * a signal would: the kernel restarts nothing, the guest may retry), and a
- * detached call whose guest stopped waiting (NOTIF_ID_VALID) too.
- * Interrupting is a thread-directed signal (BH_INTR_SIG, a no-op handler
- * without SA_RESTART) that only the workers unblock.
+ * are made at start; the watchdog replaces spent ones outside the lock.
+ * Shares: one guest thread holds at most one detached call (an older one,
+ * left behind by a signal that restarted the call, is interrupted), one
+ * guest process at most max_workers/4, the broker at most max_workers; a
+ * call beyond them is interrupted (EINTR, as a signal would: the kernel
+ * restarts nothing, the guest may retry), and a detached call whose guest
+ * stopped waiting (NOTIF_ID_VALID) too. Interrupting is a thread-directed
+ * signal (BH_INTR_SIG, a no-op handler without SA_RESTART) that only the
+ * workers unblock.
  *
  * Syscalls the broker itself makes (for sentry.policy): poll, eventfd2,
  * rt_sigaction, rt_sigprocmask, tgkill, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
@@ -110,73 +113,41 @@
 
 static long sys_set_ids(struct bh_req *r);
 
-#define H(name) [SYS_##name] = {bh_sys_##name, #name}
 struct handler {
     bh_handler_fn fn;
     const char *name;
+    enum bh_broker_group group;
 };
+#define FILE_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES},
+#define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS},
+#define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS},
+/* clang-format off */
 static const struct handler handlers[512] = {
 #ifdef SYS_open
-    H(open),
-    H(creat),
-    H(stat),
-    H(lstat),
-    H(access),
-    H(readlink),
-    H(mkdir),
-    H(mknod),
-    H(rmdir),
-    H(unlink),
-    H(rename),
-    H(symlink),
-    H(link),
-    H(chmod),
-    H(chown),
-    H(lchown),
-    H(utime),
-    H(utimes),
-    H(futimesat),
+    BH_BROKER_FILE_SYSCALLS_LEGACY(FILE_H)
 #endif
-    H(openat),
-    H(openat2),
-    H(newfstatat),
-    H(statx),
-    H(statfs),
-    H(inotify_add_watch),
-    H(faccessat),
-    H(faccessat2),
-    H(readlinkat),
-    H(mkdirat),
-    H(mknodat),
-    H(unlinkat),
-    H(renameat),
-    H(renameat2),
-    H(symlinkat),
-    H(linkat),
-    H(fchmodat),
-    H(fchmodat2),
-    H(fchownat),
-    H(utimensat),
-    H(truncate),
-    H(connect),
-    H(bind),
-    H(sendto),
-    H(sendmsg),
-    [SYS_setuid] = {sys_set_ids, "setuid"},
-    [SYS_setgid] = {sys_set_ids, "setgid"},
-    [SYS_setreuid] = {sys_set_ids, "setreuid"},
-    [SYS_setregid] = {sys_set_ids, "setregid"},
-    [SYS_setresuid] = {sys_set_ids, "setresuid"},
-    [SYS_setresgid] = {sys_set_ids, "setresgid"},
-    [SYS_setfsuid] = {sys_set_ids, "setfsuid"},
-    [SYS_setfsgid] = {sys_set_ids, "setfsgid"},
-    [SYS_setgroups] = {sys_set_ids, "setgroups"},
+    BH_BROKER_FILE_SYSCALLS(FILE_H)
+    BH_BROKER_NET_SYSCALLS(NET_H)
+    BH_BROKER_ID_SYSCALLS(ID_H)
 };
-#undef H
+/* clang-format on */
+#undef FILE_H
+#undef NET_H
+#undef ID_H
 
 bool bh_broker_handles(long nr)
 {
     return nr >= 0 && (size_t)nr < BH_ARRAY_SIZE(handlers) && handlers[nr].fn != NULL;
+}
+
+enum bh_broker_group bh_broker_group_of(long nr)
+{
+    return bh_broker_handles(nr) ? handlers[nr].group : BH_BROKER_NONE;
+}
+
+const char *bh_broker_syscall_name(long nr)
+{
+    return bh_broker_handles(nr) ? handlers[nr].name : NULL;
 }
 
 /* ---- guest memory ------------------------------------------------------ */
