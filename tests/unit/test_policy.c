@@ -756,6 +756,51 @@ Test(shipped_policies, broker_groups_are_consistent)
     cr_expect_eq(bh_broker_group_of(100000), BH_BROKER_NONE);
 }
 
+/* fstat() of a held fd (glibc: newfstatat(fd, "", buf, AT_EMPTY_PATH)) runs
+ * directly; a path relative to the cwd, or any other flag, stays brokered
+ * (kernel.policy says why). */
+Test(shipped_policies, kernel_fstat_of_a_held_fd_is_direct)
+{
+    struct sock_fprog k;
+    compile_shipped("kernel.policy", &k);
+    const uint32_t allow = SECCOMP_RET_ALLOW, notify = SECCOMP_RET_USER_NOTIF;
+    const uint64_t ptr = 0x7fff0000, buf = 0x7fff1000;
+    static const struct {
+        uint64_t dirfd, flags;
+        bool direct;
+    } cases[] = {
+        {3, AT_EMPTY_PATH, true},
+        {0, AT_EMPTY_PATH, true},
+        {0x7fffffff, AT_EMPTY_PATH, true},
+        {(uint64_t)(int64_t)AT_FDCWD, AT_EMPTY_PATH, false},
+        {(uint32_t)AT_FDCWD, AT_EMPTY_PATH, false},
+        {(uint64_t)-1, AT_EMPTY_PATH, false},
+        {3, 0, false},
+        {3, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, false},
+        {3, AT_SYMLINK_NOFOLLOW, false},
+        {3, AT_EMPTY_PATH | 0x100000000ULL, true}, /* the kernel reads an int */
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(cases); i++) {
+        struct seccomp_data nf = {.nr = SYS_newfstatat,
+                                  .arch = AUDIT_ARCH_X86_64,
+                                  .args = {cases[i].dirfd, ptr, buf, cases[i].flags}};
+        struct seccomp_data sx = {.nr = SYS_statx,
+                                  .arch = AUDIT_ARCH_X86_64,
+                                  .args = {cases[i].dirfd, ptr, cases[i].flags, 0x7ff, buf}};
+        uint32_t want = cases[i].direct ? allow : notify;
+        cr_expect_eq(run_bpf(&k, &nf), want, "newfstatat(%#lx, path, buf, %#lx): %#x, want %#x",
+                     (unsigned long)cases[i].dirfd, (unsigned long)cases[i].flags, run_bpf(&k, &nf),
+                     want);
+        cr_expect_eq(run_bpf(&k, &sx), want, "statx(%#lx, path, %#lx, ...): %#x, want %#x",
+                     (unsigned long)cases[i].dirfd, (unsigned long)cases[i].flags, run_bpf(&k, &sx),
+                     want);
+    }
+    /* stat, lstat and the other path calls stay brokered. */
+    struct seccomp_data st = {.nr = SYS_stat, .arch = AUDIT_ARCH_X86_64, .args = {ptr, buf}};
+    cr_expect_eq(run_bpf(&k, &st), notify);
+    bh_policy_prog_free(&k);
+}
+
 /* Issue 10, finding 7: sockets by family, type and protocol; socket options
  * by an allowlist of level and name. */
 Test(shipped_policies, kernel_socket_surface_on_bpf)
