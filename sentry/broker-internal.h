@@ -58,8 +58,13 @@ struct bh_guest {
     atomic_int refs;
     pid_t tid;
     pid_t tgid;
-    int pidfd;       /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
-    int status_fd;   /* /proc/TID/status, re-read with pread */
+    int pidfd;     /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
+    int status_fd; /* /proc/TID/status, re-read with pread */
+    /* CLOCK_MONOTONIC ns before a NOTIF_ID_VALID or SEND of one of its own
+     * calls succeeded: the task was alive at some instant after it. Within
+     * bh_broker.alive_window_ns of it, its tid cannot have passed to
+     * another task (broker.c, guest_get), so no pidfd poll is needed. */
+    _Atomic uint64_t alive_ns;
     bool ids_valid;  /* fs ids below may be reused (see config.ids_notified) */
     bool ids_frozen; /* no capability, equal ids, no_new_privs: ids never change */
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
@@ -76,6 +81,9 @@ struct bh_broker {
     dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
     int stop_fd;    /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
+    /* How long a task known alive keeps its tid for sure: less than the
+     * guests could spend going once round the pid space (broker.c). */
+    uint64_t alive_window_ns;
     bool debug;
     atomic_bool stopping;
     bool started;
@@ -106,6 +114,10 @@ struct bh_req {
     struct seccomp_notif *n;
     struct bh_guest *g;
     const char *name; /* syscall name for the debug log */
+    /* CLOCK_MONOTONIC ns before this call's first successful NOTIF_ID_VALID
+     * (0: none yet): a write to the guest's memory within the alive window
+     * of it needs no second check. */
+    uint64_t valid_ns;
 };
 
 typedef long (*bh_handler_fn)(struct bh_req *r);
@@ -118,6 +130,8 @@ long bh_mem_read_str(struct bh_req *r, uint64_t addr, char *buf, size_t cap);
 int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len);
 /* After every read and before acting: the notifying task still waits. */
 int bh_req_valid(struct bh_req *r);
+/* CLOCK_MONOTONIC in ns (vDSO: no syscall). */
+uint64_t bh_now_ns(void);
 /* Switches the calling worker's fs ids to the guest's (real ids instead of
  * the effective ones when real_ids, for access(2)). */
 int bh_req_become_guest(struct bh_req *r, bool real_ids);

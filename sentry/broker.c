@@ -191,9 +191,13 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
 {
     if (len == 0)
         return 0;
-    /* The caller still waits, so its pid cannot belong to anyone else for
-     * the microsecond until the write (reuse needs a wrap of the pid space). */
-    if (bh_req_valid(r) < 0)
+    /* The write goes to whoever holds the caller's tid now. The call's own
+     * NOTIF_ID_VALID proved the caller alive at valid_ns; for its tid to
+     * belong to another task, the caller must have died and the guests gone
+     * once round the pid space since, which takes longer than the alive
+     * window. A call that took longer (it blocked) is checked again. */
+    if ((r->valid_ns == 0 || bh_now_ns() - r->valid_ns >= r->b->alive_window_ns) &&
+        bh_req_valid(r) < 0)
         return -ESRCH;
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
@@ -201,11 +205,31 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
     return n >= 0 && (size_t)n == len ? 0 : -EFAULT;
 }
 
+uint64_t bh_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The notifying task was alive at some instant after t (taken before the
+ * ioctl that proved it): the request's, and its guest entry's, freshest
+ * proof. */
+static void note_alive(struct bh_req *r, uint64_t t)
+{
+    if (r->valid_ns == 0)
+        r->valid_ns = t;
+    if (r->g != NULL)
+        atomic_store_explicit(&r->g->alive_ns, t, memory_order_relaxed);
+}
+
 int bh_req_valid(struct bh_req *r)
 {
     uint64_t id = r->n->id;
+    uint64_t t = bh_now_ns();
     if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
         return -ESRCH;
+    note_alive(r, t);
     return 0;
 }
 
@@ -337,7 +361,17 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     if (g != NULL) {
         bool alive;
         if (g->ids_valid && (g->ids_frozen || b->cfg.ids_notified)) {
-            alive = pidfd_alive(g->pidfd);
+            /* The entry is this caller's if its task was seen alive within
+             * the alive window: for the tid to have passed to the caller
+             * meanwhile, the task must have died and the guests gone once
+             * round the pid space. The entry is acted on only after the
+             * call's own NOTIF_ID_VALID (the caller still waits), so a
+             * caller that died since cannot be confused with it either. */
+            uint64_t now = bh_now_ns();
+            uint64_t seen = atomic_load_explicit(&g->alive_ns, memory_order_relaxed);
+            alive = seen != 0 && now - seen < b->alive_window_ns;
+            if (!alive && (alive = pidfd_alive(g->pidfd)))
+                atomic_store_explicit(&g->alive_ns, now, memory_order_relaxed);
         } else {
             /* Only this thread's own requests use the entry, and the thread
              * waits for this one: no one else writes it meanwhile. */
@@ -447,8 +481,10 @@ long bh_req_addfd(struct bh_req *r, int fd, bool cloexec)
         .newfd = 0,
         .newfd_flags = cloexec ? O_CLOEXEC : 0,
     };
+    uint64_t t = bh_now_ns();
     int ret = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
     if (ret >= 0) {
+        note_alive(r, t);
         bh_debug(r, "fd %d installed", ret);
         atomic_fetch_add(&r->b->n_handled, 1);
         return BH_REPLIED;
@@ -486,13 +522,16 @@ static void reply(struct bh_req *r, long ret)
      * nothing was sent, and a lost answer would leave the guest waiting for
      * ever. */
     int rc;
+    uint64_t t = bh_now_ns();
     do
         rc = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     while (rc < 0 && errno == EINTR);
-    if (rc < 0)
+    if (rc < 0) {
         atomic_fetch_add(&b->n_dead, 1);
-    else
+    } else {
+        note_alive(r, t);
         atomic_fetch_add(&b->n_handled, 1);
+    }
 }
 
 static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_notif *n)
@@ -943,6 +982,31 @@ static void *worker_main(void *arg)
 
 /* ---- lifecycle --------------------------------------------------------- */
 
+/* How long a tid proven alive stays its task's for sure. A tid passes to
+ * another task only after that task died and the pid allocator (cyclic)
+ * went once round the pid space: with at most half of it in use (a
+ * sandbox's pids cgroup allows 1024 by default), pid_max/2 allocations,
+ * each a clone() of far more than a microsecond of one CPU (a thread's is
+ * ~10 us; clone3's set_tid, the one way to pick a pid, needs CAP_SYS_ADMIN
+ * and clone3 is refused to guests). A margin of two on top, and never more
+ * than 1 ms: pid_max 32768 on 2 CPUs gives 1 ms, on 64 CPUs 128 us.
+ * Unknown (no /proc): 0, every call checks. */
+static uint64_t alive_window_ns(void)
+{
+    char buf[32] = "";
+    cleanup_close int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    long pid_max = n > 0 ? strtol(buf, NULL, 10) : 0;
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > cpus)
+        cpus = online;
+    if (pid_max <= 0 || cpus <= 0)
+        return 0;
+    uint64_t w = (uint64_t)pid_max * 1000u / (4u * (uint64_t)cpus);
+    return w < 1000000u ? w : 1000000u;
+}
+
 int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err)
 {
     struct seccomp_notif_sizes sizes = {0};
@@ -965,6 +1029,7 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     b->max_blocking = cfg->max_workers ? cfg->max_workers : 64;
     b->share = b->max_blocking / 4 ? b->max_blocking / 4 : 1;
     b->self_pid = getpid();
+    b->alive_window_ns = alive_window_ns();
     const char *dbg = getenv("BULKHEAD_SENTRY_DEBUG");
     b->debug = dbg != NULL && *dbg != '\0' && strcmp(dbg, "0") != 0;
 
