@@ -104,7 +104,7 @@ struct bh_broker {
 
     struct bh_guest *cache[256];
 
-    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted;
+    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
 };
 
 /* One notification being answered. */

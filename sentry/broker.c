@@ -196,9 +196,11 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
      * belong to another task, the caller must have died and the guests gone
      * once round the pid space since, which takes longer than the alive
      * window. A call that took longer (it blocked) is checked again. */
-    if ((r->valid_ns == 0 || bh_now_ns() - r->valid_ns >= r->b->alive_window_ns) &&
-        bh_req_valid(r) < 0)
-        return -ESRCH;
+    if (r->valid_ns == 0 || bh_now_ns() - r->valid_ns >= r->b->alive_window_ns) {
+        atomic_fetch_add(&r->b->n_rechecked, 1);
+        if (bh_req_valid(r) < 0)
+            return -ESRCH;
+    }
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_writev(r->n->pid, &local, 1, &remote, 1, 0);
@@ -370,8 +372,11 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
             uint64_t now = bh_now_ns();
             uint64_t seen = atomic_load_explicit(&g->alive_ns, memory_order_relaxed);
             alive = seen != 0 && now - seen < b->alive_window_ns;
-            if (!alive && (alive = pidfd_alive(g->pidfd)))
-                atomic_store_explicit(&g->alive_ns, now, memory_order_relaxed);
+            if (!alive) {
+                atomic_fetch_add(&b->n_rechecked, 1);
+                if ((alive = pidfd_alive(g->pidfd)))
+                    atomic_store_explicit(&g->alive_ns, now, memory_order_relaxed);
+            }
         } else {
             /* Only this thread's own requests use the entry, and the thread
              * waits for this one: no one else writes it meanwhile. */
@@ -1150,6 +1155,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->unknown = atomic_load(&b->n_unknown);
     out->dead = atomic_load(&b->n_dead);
     out->interrupted = atomic_load(&b->n_interrupted);
+    out->rechecked = atomic_load(&b->n_rechecked);
 }
 
 void bh_broker_free(struct bh_broker *b)
