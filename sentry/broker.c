@@ -67,18 +67,18 @@
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
  * umask, fchdir,
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
- * write (debug log), madvise, exit.
+ * write (debug log), madvise, exit, clock_gettime (vDSO; the alive window),
+ * and at start sched_getaffinity (sysconf of the CPU count).
  *
  * Guest ids: each request runs with the fs ids of the thread that made it,
  * read from /proc/TID/status (kept open and re-read with pread, which also
- * proves the thread alive). They are cached, and checked with one poll of
- * the thread's pidfd, when the thread cannot change them (no capabilities,
- * real = effective = saved = fs ids, no_new_privs: every kernel-tier guest)
- * or when the policy notifies the set*id family (config.ids_notified).
- *
- * Measured here (tests/unit/test_broker.c, best of 10 batches): a bare
- * notification round trip ~5-7 us; openat+close ~14 us brokered vs ~1.6 us
- * native; stat ~14 us vs ~0.8 us (runsc: 23.5 and 17 us). */
+ * proves the thread alive). They are cached when the thread cannot change
+ * them (no capabilities, real = effective = saved = fs ids, no_new_privs:
+ * every kernel-tier guest) or when the policy notifies the set*id family
+ * (config.ids_notified); a cached entry is proven to be the caller's by a
+ * poll of the thread's pidfd, unless its task was seen alive within the
+ * alive window (alive_window_ns, guest_get). Syscalls per call and where
+ * the time goes: sentry/README.md, "Where a brokered call's time goes". */
 #include "broker-internal.h"
 
 #include <errno.h>
@@ -210,7 +210,9 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
 uint64_t bh_now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* 0 on failure: taken as "never seen alive", so everything is checked. */
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
