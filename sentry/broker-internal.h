@@ -79,7 +79,12 @@ struct bh_broker {
     size_t root_len;
     pid_t self_pid; /* the sentry's own tgid, never a target */
     dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
-    int stop_fd;    /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
+    /* No procfs, sysfs or cgroupfs is mounted in the root but under /proc
+     * and /sys, and no mount there receives propagation (the table is
+     * fixed): a path that follows no symlink and has no ".." then lands on
+     * one only if it starts with /proc or /sys (broker-fs.c, resolve). */
+    bool plain_paths;
+    int stop_fd; /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
     /* How long a task known alive keeps its tid for sure: less than the
      * guests could spend going once round the pid space (broker.c). */

@@ -592,6 +592,35 @@ Test(broker, writes_under_sys_are_refused)
     umount2(p, MNT_DETACH);
 }
 
+/* A procfs mounted elsewhere than /proc (an OCI config may ask) is refused
+ * whole: its per-process checks read /proc/N from the path. A path to it
+ * has no symlink and no "..", so this also proves that the broker saw the
+ * mount and does not take such a path as plain (broker.c,
+ * special_mounts_only_at_proc_and_sys). */
+static void g_odd_proc(void *arg)
+{
+    (void)arg;
+    errno = 0;
+    int fd = open("/odd/meminfo", O_RDONLY | O_CLOEXEC);
+    GCHECK(fd < 0 && errno == EACCES);
+    GCHECK(open("/inside.txt", O_RDONLY | O_CLOEXEC) >= 0);
+}
+
+Test(broker, a_procfs_mounted_elsewhere_is_refused)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        cr_skip_test("cannot unshare a mount namespace");
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/odd", root);
+    mkdir(p, 0555);
+    cr_assert_eq(mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), 0, "%s",
+                 strerror(errno));
+    reopen_root();
+    run_guest(&open_opts, g_odd_proc, NULL);
+    umount2(p, MNT_DETACH);
+}
+
 /* ---- TOCTOU ------------------------------------------------------------ */
 
 static char flip_buf[PATH_MAX];
