@@ -711,9 +711,23 @@ static int resolve_st(struct bh_req *r, int dirfd, const char *path, uint64_t fl
     return fd;
 }
 
+/* Whether the last resolve() on this thread took the plain path: no
+ * symlink followed, no "..", not under /proc or /sys, and the broker knows
+ * no special filesystem is mounted elsewhere: so it did not land on one. */
+static __thread bool resolved_plain;
+
+static bool has_dotdot(const char *p)
+{
+    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
+        if ((c == p || c[-1] == '/') && (c[2] == '/' || c[2] == '\0'))
+            return true;
+    return false;
+}
+
 static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
                    uint64_t extra_resolve, char *text_out, struct stat *st_out)
 {
+    resolved_plain = false;
     if (st_out != NULL)
         st_out->st_ino = 0; /* not filled yet */
     if (path[0] == '\0')
@@ -724,36 +738,44 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
         return rc;
     if (starts_with_dir(abs, "proc") || starts_with_dir(abs, "sys"))
         return slow_open(r, abs, flags, mode, text_out);
+    /* First without following any symlink: most paths have none. */
     struct open_how how = {
         .flags = how_flags(flags),
         .mode = creates(flags) ? mode : 0,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | extra_resolve,
     };
     bh_blocking_begin();
     int fd = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
     bh_blocking_end();
-    if (fd < 0 && extra_resolve != 0)
-        return fd; /* the guest's own restriction said no: no second try */
-    if (fd == -ELOOP)
-        return slow_open(r, abs, flags, mode, text_out); /* a magic link on the way */
-    if (fd < 0 && fd != -ENOMEM && fd != -EMFILE && fd != -ENFILE && fd != -EINTR) {
-        /* The failure may come from a symlink that led into the broker's
-         * own /proc (/proc/self/fd/N: no such fd here). Without following
-         * symlinks: the same failure means it happened before any symlink,
-         * so it is the guest's answer too; a symlink on the way (ELOOP)
-         * sends the path to the walk. */
-        how.resolve |= RESOLVE_NO_SYMLINKS;
-        bh_blocking_begin();
-        int again = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
-        bh_blocking_end();
-        if (again == fd)
-            return fd;
-        if (again < 0)
-            return slow_open(r, abs, flags, mode, text_out);
-        fd = again; /* created or appeared meanwhile: symlink-free, fine */
-    }
-    if (fd < 0)
+    if (fd >= 0 && r->b->plain_paths && !has_dotdot(abs)) {
+        /* No symlink, no "..": it landed where the path says, and no
+         * procfs, sysfs or cgroupfs is mounted there (plain_paths). */
+        resolved_plain = true;
         return fd;
+    }
+    if (fd < 0 && fd != -ELOOP)
+        return fd; /* failed before any symlink: the guest's own walk fails there too */
+    if (fd == -ELOOP) {
+        if (extra_resolve & RESOLVE_NO_SYMLINKS)
+            return fd; /* the guest's own restriction said no */
+        /* A symlink on the way (or a loop, or O_NOFOLLOW on one): again,
+         * following symlinks in the root, but no magic link. */
+        how.resolve &= ~(uint64_t)RESOLVE_NO_SYMLINKS;
+        bh_blocking_begin();
+        fd = (int)sys_openat2_raw(r->b->root_fd, abs, &how);
+        bh_blocking_end();
+        if (fd < 0 && extra_resolve != 0)
+            return fd; /* the guest's own restriction said no: no second try */
+        if (fd == -ELOOP)
+            return slow_open(r, abs, flags, mode, text_out); /* a magic link on the way */
+        /* Another failure than without symlinks: it came after a symlink,
+         * which may have led into the broker's own /proc (/proc/self/fd/N:
+         * no such fd here): the walk decides. */
+        if (fd < 0 && fd != -ENOMEM && fd != -EMFILE && fd != -ENFILE && fd != -EINTR)
+            return slow_open(r, abs, flags, mode, text_out);
+        if (fd < 0)
+            return fd;
+    }
     if (st_out != NULL && (flags & O_PATH) && r->b->proc_dev != 0) {
         /* An O_PATH fd writes nothing, so only /proc (whose "self" is not
          * the guest's) needs the walk. */
@@ -815,7 +837,7 @@ int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last)
     if (fd < 0)
         return fd;
     long type = 0;
-    if (special_fs(fd, &type)) {
+    if (!resolved_plain && special_fs(fd, &type)) {
         close(fd);
         return -EROFS; /* no names are made or removed in /proc, /sys, cgroupfs */
     }

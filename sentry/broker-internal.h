@@ -42,8 +42,13 @@ struct bh_guest {
     atomic_int refs;
     pid_t tid;
     pid_t tgid;
-    int pidfd;       /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
-    int status_fd;   /* /proc/TID/status, re-read with pread */
+    int pidfd;     /* PIDFD_THREAD: pidfd_getfd, SIGPIPE, liveness */
+    int status_fd; /* /proc/TID/status, re-read with pread */
+    /* CLOCK_MONOTONIC ns before a NOTIF_ID_VALID or SEND of one of its own
+     * calls succeeded: the task was alive at some instant after it. Within
+     * bh_broker.alive_window_ns of it, its tid cannot have passed to
+     * another task (broker.c, guest_get), so no pidfd poll is needed. */
+    _Atomic uint64_t alive_ns;
     bool ids_valid;  /* fs ids below may be reused (see config.ids_notified) */
     bool ids_frozen; /* no capability, equal ids, no_new_privs: ids never change */
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
@@ -58,8 +63,16 @@ struct bh_broker {
     size_t root_len;
     pid_t self_pid; /* the sentry's own tgid, never a target */
     dev_t proc_dev; /* st_dev of the root's /proc, 0 when none */
-    int stop_fd;    /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
+    /* No procfs, sysfs or cgroupfs is mounted in the root but under /proc
+     * and /sys, and no mount there receives propagation (the table is
+     * fixed): a path that follows no symlink and has no ".." then lands on
+     * one only if it starts with /proc or /sys (broker-fs.c, resolve). */
+    bool plain_paths;
+    int stop_fd; /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
+    /* How long a task known alive keeps its tid for sure: less than the
+     * guests could spend going once round the pid space (broker.c). */
+    uint64_t alive_window_ns;
     bool debug;
     atomic_bool stopping;
     bool started;
@@ -69,7 +82,7 @@ struct bh_broker {
      * so it never waits for a watchdog that a starved cgroup descheduled
      * while holding it. */
     pthread_mutex_t cache_lock;
-    pthread_cond_t park;  /* parked workers wait here for a listener */
+    pthread_cond_t park; /* parked workers wait here for a listener */
     struct bh_listener *listeners;
     struct bh_worker *workers;
     pthread_t watchdog;
@@ -80,7 +93,7 @@ struct bh_broker {
 
     struct bh_guest *cache[256];
 
-    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted;
+    atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
 };
 
 /* One notification being answered. */
@@ -90,6 +103,10 @@ struct bh_req {
     struct seccomp_notif *n;
     struct bh_guest *g;
     const char *name; /* syscall name for the debug log */
+    /* CLOCK_MONOTONIC ns before this call's first successful NOTIF_ID_VALID
+     * (0: none yet): a write to the guest's memory within the alive window
+     * of it needs no second check. */
+    uint64_t valid_ns;
 };
 
 typedef long (*bh_handler_fn)(struct bh_req *r);
@@ -102,6 +119,8 @@ long bh_mem_read_str(struct bh_req *r, uint64_t addr, char *buf, size_t cap);
 int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len);
 /* After every read and before acting: the notifying task still waits. */
 int bh_req_valid(struct bh_req *r);
+/* CLOCK_MONOTONIC in ns (vDSO: no syscall). */
+uint64_t bh_now_ns(void);
 /* Switches the calling worker's fs ids to the guest's (real ids instead of
  * the effective ones when real_ids, for access(2)). */
 int bh_req_become_guest(struct bh_req *r, bool real_ids);
@@ -119,57 +138,52 @@ void bh_debug(struct bh_req *r, const char *fmt, ...) __attribute__((format(prin
 void bh_blocking_begin(void);
 void bh_blocking_end(void);
 
-/* Whether the handler table answers native syscall nr: the brokered list
- * of kernel.policy is checked against it (tests/unit/test_policy.c). */
+/* The syscalls the broker answers, by group: the one list that the handler
+ * table (broker.c), the handlers' declarations below and the tests are made
+ * from. kernel.policy's notify lines and the prose lists (broker.c's opening
+ * comment, seccomp-policies/README.md) are checked against the table by
+ * tests/unit/test_policy.c. Adding a brokered syscall: a line here, its
+ * handler, a notify line in kernel.policy, its name in the two prose lists.
+ * X(name) per syscall; the LEGACY lists exist only where the architecture
+ * has those syscalls (x86-64: SYS_open; arm64 has the *at forms only). */
+/* clang-format off */
+#define BH_BROKER_FILE_SYSCALLS_LEGACY(X) \
+    X(open) X(creat) X(stat) X(lstat) X(access) X(readlink) \
+    X(mkdir) X(mknod) X(rmdir) X(unlink) X(rename) X(symlink) X(link) \
+    X(chmod) X(chown) X(lchown) X(utime) X(utimes) X(futimesat)
+#define BH_BROKER_FILE_SYSCALLS(X) \
+    X(openat) X(openat2) \
+    X(newfstatat) X(statx) X(statfs) X(faccessat) X(faccessat2) X(readlinkat) \
+    X(mkdirat) X(mknodat) X(unlinkat) X(renameat) X(renameat2) X(symlinkat) X(linkat) \
+    X(fchmodat) X(fchmodat2) X(fchownat) X(utimensat) X(truncate) \
+    X(inotify_add_watch)
+#define BH_BROKER_NET_SYSCALLS(X) \
+    X(connect) X(bind) X(sendto) X(sendmsg)
+/* Answered CONTINUE after forgetting the thread's cached ids. */
+#define BH_BROKER_ID_SYSCALLS(X) \
+    X(setuid) X(setgid) X(setreuid) X(setregid) X(setresuid) X(setresgid) \
+    X(setfsuid) X(setfsgid) X(setgroups)
+/* clang-format on */
+
+enum bh_broker_group {
+    BH_BROKER_NONE = 0, /* not answered: ENOSYS */
+    BH_BROKER_FILES,
+    BH_BROKER_SOCKETS,
+    BH_BROKER_IDS,
+};
+
+/* Which group of the table answers native syscall nr (BH_BROKER_NONE: the
+ * broker does not handle it), and its name in the table (NULL: none). */
+enum bh_broker_group bh_broker_group_of(long nr);
+const char *bh_broker_syscall_name(long nr);
+/* Whether the handler table answers native syscall nr. */
 bool bh_broker_handles(long nr);
 
-/* broker-fs.c */
-long bh_sys_open(struct bh_req *r);
-long bh_sys_openat(struct bh_req *r);
-long bh_sys_openat2(struct bh_req *r);
-long bh_sys_creat(struct bh_req *r);
-long bh_sys_stat(struct bh_req *r);
-long bh_sys_lstat(struct bh_req *r);
-long bh_sys_newfstatat(struct bh_req *r);
-long bh_sys_statx(struct bh_req *r);
-long bh_sys_access(struct bh_req *r);
-long bh_sys_faccessat(struct bh_req *r);
-long bh_sys_faccessat2(struct bh_req *r);
-long bh_sys_readlink(struct bh_req *r);
-long bh_sys_readlinkat(struct bh_req *r);
-long bh_sys_mkdir(struct bh_req *r);
-long bh_sys_mkdirat(struct bh_req *r);
-long bh_sys_mknod(struct bh_req *r);
-long bh_sys_mknodat(struct bh_req *r);
-long bh_sys_rmdir(struct bh_req *r);
-long bh_sys_unlink(struct bh_req *r);
-long bh_sys_unlinkat(struct bh_req *r);
-long bh_sys_rename(struct bh_req *r);
-long bh_sys_renameat(struct bh_req *r);
-long bh_sys_renameat2(struct bh_req *r);
-long bh_sys_symlink(struct bh_req *r);
-long bh_sys_symlinkat(struct bh_req *r);
-long bh_sys_link(struct bh_req *r);
-long bh_sys_linkat(struct bh_req *r);
-long bh_sys_chmod(struct bh_req *r);
-long bh_sys_fchmodat(struct bh_req *r);
-long bh_sys_fchmodat2(struct bh_req *r);
-long bh_sys_chown(struct bh_req *r);
-long bh_sys_lchown(struct bh_req *r);
-long bh_sys_fchownat(struct bh_req *r);
-long bh_sys_utimensat(struct bh_req *r);
-long bh_sys_utimes(struct bh_req *r);
-long bh_sys_utime(struct bh_req *r);
-long bh_sys_futimesat(struct bh_req *r);
-long bh_sys_truncate(struct bh_req *r);
-long bh_sys_statfs(struct bh_req *r);
-long bh_sys_inotify_add_watch(struct bh_req *r);
-
-/* broker-net.c */
-long bh_sys_connect(struct bh_req *r);
-long bh_sys_bind(struct bh_req *r);
-long bh_sys_sendto(struct bh_req *r);
-long bh_sys_sendmsg(struct bh_req *r);
+#define BH_BROKER_DECLARE(name) long bh_sys_##name(struct bh_req *r);
+BH_BROKER_FILE_SYSCALLS_LEGACY(BH_BROKER_DECLARE)
+BH_BROKER_FILE_SYSCALLS(BH_BROKER_DECLARE)
+BH_BROKER_NET_SYSCALLS(BH_BROKER_DECLARE)
+#undef BH_BROKER_DECLARE
 
 /* broker-fs.c, for broker-net.c: resolves a guest path (dirfd AT_FDCWD
  * for relative ones) to an fd opened with flags, confined to the root. */

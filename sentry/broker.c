@@ -5,7 +5,9 @@
  *
  * Syscalls the broker answers when the guest policy notifies them (the
  * contract with seccomp-policies/kernel.policy; any other notified syscall,
- * or one from a foreign arch, gets ENOSYS, never CONTINUE):
+ * or one from a foreign arch, gets ENOSYS, never CONTINUE). The table is
+ * made from broker-internal.h's lists; tests/unit/test_policy.c checks this
+ * list against it (lines indented four spaces are the names):
  *
  *   files, emulated with the guest's fs ids, paths confined to the root:
  *     open openat openat2 creat                    (fd installed by ADDFD+SEND)
@@ -45,14 +47,15 @@
  * and the watchdog never makes a thread holding the lock: in a sandbox whose
  * cgroup a fork bomb starves (pids full, CPU quota spent) every wait for
  * another sentry thread costs a scheduling period. BH_RESERVE parked workers
- * are made at start; the watchdog replaces spent ones outside the lock. Shares: one guest thread holds at most
- * one detached call (an older one, left behind by a signal that restarted
- * the call, is interrupted), one guest process at most max_workers/4, the
- * broker at most max_workers; a call beyond them is interrupted (EINTR, as
- * a signal would: the kernel restarts nothing, the guest may retry), and a
- * detached call whose guest stopped waiting (NOTIF_ID_VALID) too.
- * Interrupting is a thread-directed signal (BH_INTR_SIG, a no-op handler
- * without SA_RESTART) that only the workers unblock.
+ * are made at start; the watchdog replaces spent ones outside the lock.
+ * Shares: one guest thread holds at most one detached call (an older one,
+ * left behind by a signal that restarted the call, is interrupted), one
+ * guest process at most max_workers/4, the broker at most max_workers; a
+ * call beyond them is interrupted (EINTR, as a signal would: the kernel
+ * restarts nothing, the guest may retry), and a detached call whose guest
+ * stopped waiting (NOTIF_ID_VALID) too. Interrupting is a thread-directed
+ * signal (BH_INTR_SIG, a no-op handler without SA_RESTART) that only the
+ * workers unblock.
  *
  * Syscalls the broker itself makes (for sentry.policy): poll, eventfd2,
  * rt_sigaction, rt_sigprocmask, tgkill, ioctl (SECCOMP_IOCTL_NOTIF_*), seccomp
@@ -64,18 +67,18 @@
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
  * umask, fchdir,
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
- * write (debug log), madvise, exit.
+ * write (debug log), madvise, exit, clock_gettime (vDSO; the alive window),
+ * and at start sched_getaffinity (sysconf of the CPU count).
  *
  * Guest ids: each request runs with the fs ids of the thread that made it,
  * read from /proc/TID/status (kept open and re-read with pread, which also
- * proves the thread alive). They are cached, and checked with one poll of
- * the thread's pidfd, when the thread cannot change them (no capabilities,
- * real = effective = saved = fs ids, no_new_privs: every kernel-tier guest)
- * or when the policy notifies the set*id family (config.ids_notified).
- *
- * Measured here (tests/unit/test_broker.c, best of 10 batches): a bare
- * notification round trip ~5-7 us; openat+close ~14 us brokered vs ~1.6 us
- * native; stat ~14 us vs ~0.8 us (runsc: 23.5 and 17 us). */
+ * proves the thread alive). They are cached when the thread cannot change
+ * them (no capabilities, real = effective = saved = fs ids, no_new_privs:
+ * every kernel-tier guest) or when the policy notifies the set*id family
+ * (config.ids_notified); a cached entry is proven to be the caller's by a
+ * poll of the thread's pidfd, unless its task was seen alive within the
+ * alive window (alive_window_ns, guest_get). Syscalls per call and where
+ * the time goes: sentry/README.md, "Where a brokered call's time goes". */
 #include "broker-internal.h"
 
 #include <errno.h>
@@ -110,73 +113,41 @@
 
 static long sys_set_ids(struct bh_req *r);
 
-#define H(name) [SYS_##name] = {bh_sys_##name, #name}
 struct handler {
     bh_handler_fn fn;
     const char *name;
+    enum bh_broker_group group;
 };
+#define FILE_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES},
+#define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS},
+#define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS},
+/* clang-format off */
 static const struct handler handlers[512] = {
 #ifdef SYS_open
-    H(open),
-    H(creat),
-    H(stat),
-    H(lstat),
-    H(access),
-    H(readlink),
-    H(mkdir),
-    H(mknod),
-    H(rmdir),
-    H(unlink),
-    H(rename),
-    H(symlink),
-    H(link),
-    H(chmod),
-    H(chown),
-    H(lchown),
-    H(utime),
-    H(utimes),
-    H(futimesat),
+    BH_BROKER_FILE_SYSCALLS_LEGACY(FILE_H)
 #endif
-    H(openat),
-    H(openat2),
-    H(newfstatat),
-    H(statx),
-    H(statfs),
-    H(inotify_add_watch),
-    H(faccessat),
-    H(faccessat2),
-    H(readlinkat),
-    H(mkdirat),
-    H(mknodat),
-    H(unlinkat),
-    H(renameat),
-    H(renameat2),
-    H(symlinkat),
-    H(linkat),
-    H(fchmodat),
-    H(fchmodat2),
-    H(fchownat),
-    H(utimensat),
-    H(truncate),
-    H(connect),
-    H(bind),
-    H(sendto),
-    H(sendmsg),
-    [SYS_setuid] = {sys_set_ids, "setuid"},
-    [SYS_setgid] = {sys_set_ids, "setgid"},
-    [SYS_setreuid] = {sys_set_ids, "setreuid"},
-    [SYS_setregid] = {sys_set_ids, "setregid"},
-    [SYS_setresuid] = {sys_set_ids, "setresuid"},
-    [SYS_setresgid] = {sys_set_ids, "setresgid"},
-    [SYS_setfsuid] = {sys_set_ids, "setfsuid"},
-    [SYS_setfsgid] = {sys_set_ids, "setfsgid"},
-    [SYS_setgroups] = {sys_set_ids, "setgroups"},
+    BH_BROKER_FILE_SYSCALLS(FILE_H)
+    BH_BROKER_NET_SYSCALLS(NET_H)
+    BH_BROKER_ID_SYSCALLS(ID_H)
 };
-#undef H
+/* clang-format on */
+#undef FILE_H
+#undef NET_H
+#undef ID_H
 
 bool bh_broker_handles(long nr)
 {
     return nr >= 0 && (size_t)nr < BH_ARRAY_SIZE(handlers) && handlers[nr].fn != NULL;
+}
+
+enum bh_broker_group bh_broker_group_of(long nr)
+{
+    return bh_broker_handles(nr) ? handlers[nr].group : BH_BROKER_NONE;
+}
+
+const char *bh_broker_syscall_name(long nr)
+{
+    return bh_broker_handles(nr) ? handlers[nr].name : NULL;
 }
 
 /* ---- guest memory ------------------------------------------------------ */
@@ -220,21 +191,49 @@ int bh_mem_write(struct bh_req *r, uint64_t addr, const void *buf, size_t len)
 {
     if (len == 0)
         return 0;
-    /* The caller still waits, so its pid cannot belong to anyone else for
-     * the microsecond until the write (reuse needs a wrap of the pid space). */
-    if (bh_req_valid(r) < 0)
-        return -ESRCH;
+    /* The write goes to whoever holds the caller's tid now. The call's own
+     * NOTIF_ID_VALID proved the caller alive at valid_ns; for its tid to
+     * belong to another task, the caller must have died and the guests gone
+     * once round the pid space since, which takes longer than the alive
+     * window. A call that took longer (it blocked) is checked again. */
+    if (r->valid_ns == 0 || bh_now_ns() - r->valid_ns >= r->b->alive_window_ns) {
+        atomic_fetch_add(&r->b->n_rechecked, 1);
+        if (bh_req_valid(r) < 0)
+            return -ESRCH;
+    }
     struct iovec local = {(void *)buf, len};
     struct iovec remote = {(void *)(uintptr_t)addr, len};
     ssize_t n = process_vm_writev(r->n->pid, &local, 1, &remote, 1, 0);
     return n >= 0 && (size_t)n == len ? 0 : -EFAULT;
 }
 
+uint64_t bh_now_ns(void)
+{
+    struct timespec ts;
+    /* 0 on failure: taken as "never seen alive", so everything is checked. */
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The notifying task was alive at some instant after t (taken before the
+ * ioctl that proved it): the request's, and its guest entry's, freshest
+ * proof. */
+static void note_alive(struct bh_req *r, uint64_t t)
+{
+    if (r->valid_ns == 0)
+        r->valid_ns = t;
+    if (r->g != NULL)
+        atomic_store_explicit(&r->g->alive_ns, t, memory_order_relaxed);
+}
+
 int bh_req_valid(struct bh_req *r)
 {
     uint64_t id = r->n->id;
+    uint64_t t = bh_now_ns();
     if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
         return -ESRCH;
+    note_alive(r, t);
     return 0;
 }
 
@@ -366,7 +365,20 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     if (g != NULL) {
         bool alive;
         if (g->ids_valid && (g->ids_frozen || b->cfg.ids_notified)) {
-            alive = pidfd_alive(g->pidfd);
+            /* The entry is this caller's if its task was seen alive within
+             * the alive window: for the tid to have passed to the caller
+             * meanwhile, the task must have died and the guests gone once
+             * round the pid space. The entry is acted on only after the
+             * call's own NOTIF_ID_VALID (the caller still waits), so a
+             * caller that died since cannot be confused with it either. */
+            uint64_t now = bh_now_ns();
+            uint64_t seen = atomic_load_explicit(&g->alive_ns, memory_order_relaxed);
+            alive = seen != 0 && now - seen < b->alive_window_ns;
+            if (!alive) {
+                atomic_fetch_add(&b->n_rechecked, 1);
+                if ((alive = pidfd_alive(g->pidfd)))
+                    atomic_store_explicit(&g->alive_ns, now, memory_order_relaxed);
+            }
         } else {
             /* Only this thread's own requests use the entry, and the thread
              * waits for this one: no one else writes it meanwhile. */
@@ -476,8 +488,10 @@ long bh_req_addfd(struct bh_req *r, int fd, bool cloexec)
         .newfd = 0,
         .newfd_flags = cloexec ? O_CLOEXEC : 0,
     };
+    uint64_t t = bh_now_ns();
     int ret = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &a);
     if (ret >= 0) {
+        note_alive(r, t);
         bh_debug(r, "fd %d installed", ret);
         atomic_fetch_add(&r->b->n_handled, 1);
         return BH_REPLIED;
@@ -515,13 +529,16 @@ static void reply(struct bh_req *r, long ret)
      * nothing was sent, and a lost answer would leave the guest waiting for
      * ever. */
     int rc;
+    uint64_t t = bh_now_ns();
     do
         rc = ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     while (rc < 0 && errno == EINTR);
-    if (rc < 0)
+    if (rc < 0) {
         atomic_fetch_add(&b->n_dead, 1);
-    else
+    } else {
+        note_alive(r, t);
         atomic_fetch_add(&b->n_handled, 1);
+    }
 }
 
 static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_notif *n)
@@ -972,6 +989,105 @@ static void *worker_main(void *arg)
 
 /* ---- lifecycle --------------------------------------------------------- */
 
+/* How long a tid proven alive stays its task's for sure. A tid passes to
+ * another task only after that task died and the pid allocator (cyclic)
+ * went once round the pid space: with at most half of it in use (a
+ * sandbox's pids cgroup allows 1024 by default), pid_max/2 allocations,
+ * each a clone() of far more than a microsecond of one CPU (a thread's is
+ * ~10 us; clone3's set_tid, the one way to pick a pid, needs CAP_SYS_ADMIN
+ * and clone3 is refused to guests). A margin of two on top, and never more
+ * than 1 ms: pid_max 32768 on 2 CPUs gives 1 ms, on 64 CPUs 128 us.
+ * Unknown (no /proc): 0, every call checks. */
+static uint64_t alive_window_ns(void)
+{
+    char buf[32] = "";
+    cleanup_close int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    long pid_max = n > 0 ? strtol(buf, NULL, 10) : 0;
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > cpus)
+        cpus = online;
+    if (pid_max <= 0 || cpus <= 0)
+        return 0;
+    uint64_t w = (uint64_t)pid_max * 1000u / (4u * (uint64_t)cpus);
+    return w < 1000000u ? w : 1000000u;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape_mountinfo(char *s)
+{
+    char *o = s;
+    for (char *i = s; *i; i++) {
+        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+            i[3] >= '0' && i[3] <= '7') {
+            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+            i += 3;
+        } else {
+            *o++ = *i;
+        }
+    }
+    *o = '\0';
+}
+
+/* Whether every procfs, sysfs and cgroupfs mounted in the guest's root sits
+ * under its /proc or /sys, and no mount in or above the root takes part in
+ * propagation (shared or slave: something could be mounted there later).
+ * Mounts are fixed once the broker starts (the sentry and the guests are
+ * refused mount), so one look suffices. Anything unreadable: false. */
+static bool special_mounts_only_at_proc_and_sys(const struct bh_broker *b)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+        return false;
+    char line[8192];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strchr(line, '\n') == NULL)
+            return false; /* longer than we read: unknown */
+        /* id parent maj:min root mount-point options [optional...] - fstype ... */
+        char *save = NULL, *mp = NULL, *fstype = NULL;
+        bool propagates = false;
+        int field = 0;
+        for (char *t = strtok_r(line, " \n", &save); t != NULL; t = strtok_r(NULL, " \n", &save)) {
+            field++;
+            if (field == 5) {
+                mp = t;
+            } else if (field > 6 && strcmp(t, "-") == 0) {
+                fstype = strtok_r(NULL, " \n", &save);
+                break;
+            } else if (field > 6 &&
+                       (strncmp(t, "shared:", 7) == 0 || strncmp(t, "master:", 7) == 0)) {
+                propagates = true;
+            }
+        }
+        if (mp == NULL || fstype == NULL)
+            return false;
+        unescape_mountinfo(mp);
+        size_t ml = strlen(mp);
+        const char *view; /* the mount point as the guest sees it; NULL: outside */
+        if (b->root_len == 0)
+            view = mp;
+        else if (strncmp(mp, b->root_path, b->root_len) == 0 &&
+                 (mp[b->root_len] == '/' || mp[b->root_len] == '\0'))
+            view = mp[b->root_len] ? mp + b->root_len : "/";
+        else
+            view = NULL;
+        /* Above the root: its propagation reaches into the root too. */
+        bool above = view == NULL && (strcmp(mp, "/") == 0 || (strncmp(b->root_path, mp, ml) == 0 &&
+                                                               b->root_path[ml] == '/'));
+        if (propagates && (view != NULL || above))
+            return false;
+        if (view == NULL)
+            continue;
+        bool special = strcmp(fstype, "proc") == 0 || strcmp(fstype, "sysfs") == 0 ||
+                       strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0;
+        if (special && !(strcmp(view, "/proc") == 0 || strncmp(view, "/proc/", 6) == 0 ||
+                         strcmp(view, "/sys") == 0 || strncmp(view, "/sys/", 5) == 0))
+            return false;
+    }
+    return !ferror(f);
+}
+
 int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err)
 {
     struct seccomp_notif_sizes sizes = {0};
@@ -994,6 +1110,7 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     b->max_blocking = cfg->max_workers ? cfg->max_workers : 64;
     b->share = b->max_blocking / 4 ? b->max_blocking / 4 : 1;
     b->self_pid = getpid();
+    b->alive_window_ns = alive_window_ns();
     const char *dbg = getenv("BULKHEAD_SENTRY_DEBUG");
     b->debug = dbg != NULL && *dbg != '\0' && strcmp(dbg, "0") != 0;
 
@@ -1029,6 +1146,7 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     if (pfd >= 0 && fstatfs(pfd, &psf) == 0 && psf.f_type == PROC_SUPER_MAGIC &&
         fstat(pfd, &pst) == 0)
         b->proc_dev = pst.st_dev;
+    b->plain_paths = special_mounts_only_at_proc_and_sys(b);
     b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (b->stop_fd < 0) {
         int e = errno;
@@ -1114,6 +1232,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->unknown = atomic_load(&b->n_unknown);
     out->dead = atomic_load(&b->n_dead);
     out->interrupted = atomic_load(&b->n_interrupted);
+    out->rechecked = atomic_load(&b->n_rechecked);
 }
 
 void bh_broker_free(struct bh_broker *b)

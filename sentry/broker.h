@@ -17,6 +17,7 @@
 #ifndef BH_BROKER_H
 #define BH_BROKER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -57,6 +58,11 @@ struct bh_broker_stats {
     unsigned long unknown;     /* notified syscalls the broker does not handle (ENOSYS) */
     unsigned long dead;        /* the caller was gone before the answer */
     unsigned long interrupted; /* blocked calls interrupted: guest gone or beyond its share */
+    /* Proofs that a caller's tid is still its own beyond the one
+     * NOTIF_ID_VALID per call: pidfd polls of a cached guest thread and
+     * repeated checks before a write, made once the last proof is older
+     * than the alive window (broker.c). */
+    unsigned long rechecked;
 };
 
 struct bh_broker;

@@ -864,7 +864,11 @@ int main(int argc, char **argv)
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,
                                        .sentry_pid = getpid(),
-                                       .root_fd = -1};
+                                       .root_fd = -1,
+                                       /* kernel.policy notifies the whole
+                                        * set*id family (test_policy checks
+                                        * it against the handler table). */
+                                       .ids_notified = true};
         if (bh_broker_new(&cfg, &S.broker, &err) < 0 || bh_broker_start(S.broker, &err) < 0) {
             bh_error_prefix(&err, "the kernel tier's syscall broker");
             die(&err);

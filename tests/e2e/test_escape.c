@@ -446,3 +446,30 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
     }
     free(bh);
 }
+
+/* fstat() of a held fd is direct (kernel.policy): a guest that races the ""
+ * of newfstatat/statx into a path must still reach nothing outside. */
+Test(escape, fstat_path_race)
+{
+    require_kernel_tier();
+    char dir[] = "/run/bh-escape-fstat-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    chmod(dir, 0755);
+    char path[128], dev[32], ino[32];
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0, "create %s", path);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    close(fd);
+    snprintf(dev, sizeof(dev), "%llu", (unsigned long long)st.st_dev);
+    snprintf(ino, sizeof(ino), "%llu", (unsigned long long)st.st_ino);
+    char *args[] = {path, dev, ino, "2", NULL};
+    struct run_result r = run_attack("fstat_race", args);
+    unlink(path);
+    rmdir(dir);
+    static const char *const names[] = {"fstat_path_0", "fstat_path_1", "fstat_path_2",
+                                        "fstat_path_3", "fstat_path_race"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}

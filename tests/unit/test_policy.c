@@ -611,6 +611,196 @@ Test(shipped_policies, kernel_notifies_exactly_what_the_broker_handles)
     bh_policy_prog_free(&k);
 }
 
+/* The prose lists of the brokered syscalls (broker.c's opening comment,
+ * seccomp-policies/README.md's table) are checked against the handler table
+ * too, so that a syscall added to (or dropped from) the broker fails here
+ * until every list says so. Read from the source tree: run from it (make
+ * unit does); a missing file is a failure, not a skip. */
+static char *read_source(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    cr_assert_not_null(f, "open %s: %s (run the unit tests from the source tree)", path,
+                       strerror(errno));
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    cr_assert_lt(n, sizeof(buf) - 1, "%s is larger than the test's buffer", path);
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* The text from the line holding `from` up to the one holding `to`, with
+ * every parenthesised remark (nested, across lines) removed: remarks name
+ * syscalls that are not on the list ("inotify_init* ... are direct"). */
+static char *section_without_remarks(const char *text, const char *from, const char *to,
+                                     const char *file)
+{
+    const char *a = strstr(text, from);
+    cr_assert_not_null(a, "%s: no `%s`: the brokered list moved; update this test", file, from);
+    const char *b = strstr(a, to);
+    cr_assert_not_null(b, "%s: no `%s` after `%s`", file, to, from);
+    char *out = calloc(1, (size_t)(b - a) + 1);
+    size_t o = 0;
+    int depth = 0;
+    for (const char *p = a; p < b; p++) {
+        if (*p == '(')
+            depth++;
+        else if (*p == ')' && depth > 0)
+            depth--;
+        else if (depth == 0)
+            out[o++] = *p;
+    }
+    cr_assert_eq(depth, 0, "%s: unbalanced parentheses in the brokered list", file);
+    return out;
+}
+
+/* Compares the names a prose list gives with the handler table. */
+static void expect_list_is_the_table(const char *file, bool listed[512])
+{
+    for (int nr = 0; nr < 512; nr++) {
+        const char *name = bh_broker_syscall_name(nr);
+        if (name != NULL)
+            cr_expect(listed[nr], "%s does not list %s, which the broker handles", file, name);
+        else if (listed[nr]) {
+            char *n = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+            cr_expect(false, "%s lists %s, which the broker does not handle", file, n ? n : "?");
+            free(n);
+        }
+    }
+}
+
+static void mark_listed(const char *file, const char *word, bool listed[512])
+{
+    int nr = seccomp_syscall_resolve_name(word);
+    cr_expect(nr >= 0 && nr < 512, "%s lists `%s`, which is no syscall", file, word);
+    if (nr >= 0 && nr < 512)
+        listed[nr] = true;
+}
+
+Test(shipped_policies, broker_comment_lists_exactly_the_handler_table)
+{
+    cleanup_free char *src = read_source("sentry/broker.c");
+    cleanup_free char *sec = section_without_remarks(src, "Syscalls the broker answers",
+                                                     "Not answerable", "sentry/broker.c");
+    bool listed[512] = {false};
+    int words = 0;
+    /* List lines are indented four spaces or more after " *"; the group
+     * headings ("files, emulated with ...:") two or three. */
+    char *save = NULL;
+    for (char *line = strtok_r(sec, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, " *    ", 6) != 0)
+            continue;
+        char *save2 = NULL;
+        for (char *w = strtok_r(line + 2, " \t", &save2); w; w = strtok_r(NULL, " \t", &save2)) {
+            mark_listed("sentry/broker.c", w, listed);
+            words++;
+        }
+    }
+    cr_expect_gt(words, 40, "sentry/broker.c: only %d names found: the list's layout changed",
+                 words);
+    expect_list_is_the_table("sentry/broker.c", listed);
+}
+
+Test(shipped_policies, policy_readme_lists_exactly_the_handler_table)
+{
+    cleanup_free char *src = read_source("seccomp-policies/README.md");
+    cleanup_free char *sec = section_without_remarks(
+        src, "## The brokered list", "Decided with the broker", "seccomp-policies/README.md");
+    bool listed[512] = {false};
+    int words = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(sec, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        /* Table rows "| group | `a` `b` |", past the header and its rule. */
+        if (line[0] != '|' || strncmp(line, "|-", 2) == 0 || strstr(line, "| syscalls |"))
+            continue;
+        char *cell = strchr(line + 1, '|');
+        cr_assert_not_null(cell, "seccomp-policies/README.md: row without a syscalls cell: %s",
+                           line);
+        for (char *p = strchr(cell, '`'); p; p = strchr(p, '`')) {
+            char *e = strchr(p + 1, '`');
+            cr_assert_not_null(e, "seccomp-policies/README.md: unclosed ` in %s", line);
+            *e = '\0';
+            mark_listed("seccomp-policies/README.md", p + 1, listed);
+            words++;
+            p = e + 1;
+        }
+    }
+    cr_expect_gt(words, 40,
+                 "seccomp-policies/README.md: only %d names found: the table's "
+                 "layout changed",
+                 words);
+    expect_list_is_the_table("seccomp-policies/README.md", listed);
+}
+
+/* The table's groups are what the tests build their filters from (fs_calls
+ * in test_broker.c): each group holds what its name says. */
+Test(shipped_policies, broker_groups_are_consistent)
+{
+    static const struct {
+        const char *name;
+        enum bh_broker_group g;
+    } samples[] = {{"openat", BH_BROKER_FILES},    {"statx", BH_BROKER_FILES},
+                   {"connect", BH_BROKER_SOCKETS}, {"sendmsg", BH_BROKER_SOCKETS},
+                   {"setresuid", BH_BROKER_IDS},   {"setgroups", BH_BROKER_IDS},
+                   {"getcwd", BH_BROKER_NONE},     {"read", BH_BROKER_NONE}};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(samples); i++) {
+        int nr = seccomp_syscall_resolve_name(samples[i].name);
+        cr_expect_eq(bh_broker_group_of(nr), samples[i].g, "%s: group %d, expected %d",
+                     samples[i].name, bh_broker_group_of(nr), samples[i].g);
+        if (samples[i].g != BH_BROKER_NONE)
+            cr_expect_str_eq(bh_broker_syscall_name(nr), samples[i].name);
+        else
+            cr_expect_null(bh_broker_syscall_name(nr));
+    }
+    cr_expect_eq(bh_broker_group_of(-1), BH_BROKER_NONE);
+    cr_expect_eq(bh_broker_group_of(100000), BH_BROKER_NONE);
+}
+
+/* fstat() of a held fd (glibc: newfstatat(fd, "", buf, AT_EMPTY_PATH)) runs
+ * directly; a path relative to the cwd, or any other flag, stays brokered
+ * (kernel.policy says why). */
+Test(shipped_policies, kernel_fstat_of_a_held_fd_is_direct)
+{
+    struct sock_fprog k;
+    compile_shipped("kernel.policy", &k);
+    const uint32_t allow = SECCOMP_RET_ALLOW, notify = SECCOMP_RET_USER_NOTIF;
+    const uint64_t ptr = 0x7fff0000, buf = 0x7fff1000;
+    static const struct {
+        uint64_t dirfd, flags;
+        bool direct;
+    } cases[] = {
+        {3, AT_EMPTY_PATH, true},
+        {0, AT_EMPTY_PATH, true},
+        {0x7fffffff, AT_EMPTY_PATH, true},
+        {(uint64_t)(int64_t)AT_FDCWD, AT_EMPTY_PATH, false},
+        {(uint32_t)AT_FDCWD, AT_EMPTY_PATH, false},
+        {(uint64_t)-1, AT_EMPTY_PATH, false},
+        {3, 0, false},
+        {3, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, false},
+        {3, AT_SYMLINK_NOFOLLOW, false},
+        {3, AT_EMPTY_PATH | 0x100000000ULL, true}, /* the kernel reads an int */
+    };
+    for (size_t i = 0; i < BH_ARRAY_SIZE(cases); i++) {
+        struct seccomp_data nf = {.nr = SYS_newfstatat,
+                                  .arch = AUDIT_ARCH_X86_64,
+                                  .args = {cases[i].dirfd, ptr, buf, cases[i].flags}};
+        struct seccomp_data sx = {.nr = SYS_statx,
+                                  .arch = AUDIT_ARCH_X86_64,
+                                  .args = {cases[i].dirfd, ptr, cases[i].flags, 0x7ff, buf}};
+        uint32_t want = cases[i].direct ? allow : notify;
+        cr_expect_eq(run_bpf(&k, &nf), want, "newfstatat(%#lx, path, buf, %#lx): %#x, want %#x",
+                     (unsigned long)cases[i].dirfd, (unsigned long)cases[i].flags, run_bpf(&k, &nf),
+                     want);
+        cr_expect_eq(run_bpf(&k, &sx), want, "statx(%#lx, path, %#lx, ...): %#x, want %#x",
+                     (unsigned long)cases[i].dirfd, (unsigned long)cases[i].flags, run_bpf(&k, &sx),
+                     want);
+    }
+    /* stat, lstat and the other path calls stay brokered. */
+    struct seccomp_data st = {.nr = SYS_stat, .arch = AUDIT_ARCH_X86_64, .args = {ptr, buf}};
+    cr_expect_eq(run_bpf(&k, &st), notify);
+    bh_policy_prog_free(&k);
+}
+
 /* Issue 10, finding 7: sockets by family, type and protocol; socket options
  * by an allowlist of level and name. */
 Test(shipped_policies, kernel_socket_surface_on_bpf)
