@@ -1270,6 +1270,36 @@ const char *bh_cgroup_dir(const struct bh_cgroup *cg, const char *controller)
     return NULL;
 }
 
+int bh_cgroup_hierarchy(const char *controller, char *out, size_t size, struct bh_error *err)
+{
+    struct bh_cgroup *cg = NULL;
+    if (cgroup_new("bulkhead", &cg, err) < 0)
+        return -1;
+    const char *dir = bh_cgroup_dir(cg, controller);
+    int rc = 0;
+    if (dir == NULL)
+        rc = bh_error_set(err, ENOENT, "no %s%s%s cgroup hierarchy under `%s` (%s layout)",
+                          controller ? "`" : "", controller ? controller : "unified",
+                          controller ? "`" : "", cgroup_root(), bh_cgroup_layout_name(cg->layout));
+    else if (snprintf(out, size, "%.*s", (int)(strlen(dir) - strlen("/bulkhead")), dir) >=
+             (int)size)
+        rc = bh_error_set(err, ENAMETOOLONG, "cgroup hierarchy path `%s` is too long", dir);
+    bh_cgroup_free(cg);
+    return rc;
+}
+
+int bh_cgroup_each_hierarchy(void (*fn)(const char *dir, void *arg), void *arg,
+                             struct bh_error *err)
+{
+    struct bh_cgroup *cg = NULL;
+    if (cgroup_new("bulkhead", &cg, err) < 0)
+        return -1;
+    for (size_t i = 0; i < cg->nh; i++)
+        fn(cg->h[i].mount, arg);
+    bh_cgroup_free(cg);
+    return 0;
+}
+
 int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err)
 {
     if (cg == NULL)

@@ -54,11 +54,23 @@ struct bh_cgroup_stats {
     uint64_t memory_limit; /* UINT64_MAX: none */
     uint64_t memory_max_usage;
     uint64_t pids_current;
-    uint64_t pids_limit;   /* UINT64_MAX: none */
+    uint64_t pids_limit; /* UINT64_MAX: none */
     uint64_t cpu_usage_ns;
     uint64_t oom_kills;
 };
 int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
+
+/* Where bulkhead's cgroups live: the directory of the hierarchy that holds a
+ * controller ("memory", "pids", ...), or of the unified hierarchy for NULL.
+ * On v1 and hybrid that is each controller's own mount (/sys/fs/cgroup/pids);
+ * on v2 every controller answers the one root. A sandbox at path P is at
+ * <answer>/P. The one place front ends, the probe and tests learn the
+ * layout from; ENOENT when the layout has no such hierarchy. */
+int bh_cgroup_hierarchy(const char *controller, char *out, size_t size, struct bh_error *err);
+/* Calls fn with the directory of every hierarchy a sandbox gets a cgroup in
+ * (named v1 ones such as name=systemd included), e.g. for leak checks. */
+int bh_cgroup_each_hierarchy(void (*fn)(const char *dir, void *arg), void *arg,
+                             struct bh_error *err);
 
 /* Path of the cgroup for a controller ("memory", "pids", "cpu", "cpuacct",
  * "cpuset", "freezer") or NULL for the v2 one; used by checks that read

@@ -155,6 +155,38 @@ Test(cgroup_fake, layout_markers_and_override)
     cr_assert_str_eq(bh_cgroup_layout_name(BH_CGROUP_HYBRID), "hybrid");
 }
 
+/* The one answer to "where do bulkhead's cgroups live", per layout. */
+Test(cgroup_fake, hierarchy_answers_per_layout)
+{
+    char dir[1024], want[1024];
+    struct bh_error err = {0};
+    fake_v2("memory pids");
+    cr_assert_eq(bh_cgroup_hierarchy("pids", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    cr_assert_str_eq(dir, fake_root, "v2: every controller is the one root");
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), 0, "%s", err.msg);
+    cr_assert_str_eq(dir, fake_root);
+
+    char p[512];
+    snprintf(p, sizeof(p), "%s/cgroup.controllers", fake_root);
+    unlink(p);
+    fake_v1(false);
+    cr_assert_eq(bh_cgroup_hierarchy("cpuacct", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/cpu,cpuacct", fake_root);
+    cr_assert_str_eq(dir, want, "v1: a combined mount answers for both controllers");
+    cr_assert_eq(bh_cgroup_hierarchy("pids", dir, sizeof(dir), &err), -1);
+    cr_assert_eq(err.code, ENOENT);
+    cr_assert(strstr(err.msg, "`pids`") != NULL, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), -1, "v1 has no unified");
+
+    mkdirs("%s/%s", "unified");
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/unified", fake_root);
+    cr_assert_str_eq(dir, want, "hybrid: the controller-less v2 mount");
+    cr_assert_eq(bh_cgroup_hierarchy("memory", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/memory", fake_root);
+    cr_assert_str_eq(dir, want);
+}
+
 /* ---- v2 on a fake tree -------------------------------------------------- */
 
 Test(cgroup_fake, v2_writes_limits_and_enables_controllers)
