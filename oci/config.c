@@ -765,6 +765,8 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         if (has && limit > 0)
             l->pids = limit;
     }
+    if (oci_device_rules_parse(member(res, "devices"), where, l, err) < 0)
+        return -1;
     json_t *unified = member(res, "unified");
     if (unified != NULL) {
         if (!json_is_object(unified))

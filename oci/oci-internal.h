@@ -81,6 +81,10 @@ int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
  * refused with the reason at the kernel tier). */
 int oci_devices_validate(json_t *devs, struct bh_error *err);
 int oci_devices_apply(struct oci_config *cfg, struct bh_error *err);
+/* linux.resources.devices (the device cgroup) into l->device_rules, in
+ * order, followed by the nodes every container needs (runc's defaults). */
+int oci_device_rules_parse(json_t *rules, const char *where, struct bh_limits *l,
+                           struct bh_error *err);
 
 /* ---- state directory (oci/state.c) -------------------------------------- */
 

@@ -21,4 +21,5 @@ const struct backend cg_hybrid_backend = {
     .freeze = cg_v1_freeze,
     .kill = hybrid_kill,
     .stats = cg_v1_stats,
+    .devices = cg_v1_devices,
 };

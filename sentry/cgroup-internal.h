@@ -68,6 +68,8 @@ struct backend {
     int (*freeze)(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
     int (*kill)(struct bh_cgroup *cg, struct bh_error *err);
     int (*stats)(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
+    /* Device rules at create; NULL where the layout cannot apply them. */
+    int (*devices)(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err);
 };
 
 /* The backends (one file each). */
@@ -110,5 +112,6 @@ int cg_v1_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error
 int cg_v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
 int cg_v1_kill(struct bh_cgroup *cg, struct bh_error *err);
 int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
+int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err);
 
 #endif

@@ -177,6 +177,49 @@ int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_erro
         return -1;
     return 0;
 }
+int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size)
+{
+    if (r->type == 'a')
+        return snprintf(out, size, "a") < (int)size ? 0 : -1;
+    if ((r->type != 'c' && r->type != 'b') || r->access[0] == '\0' ||
+        strspn(r->access, "rwm") != strlen(r->access) || r->major < -1 || r->minor < -1)
+        return -1;
+    char maj[16] = "*", min[16] = "*";
+    if (r->major >= 0)
+        snprintf(maj, sizeof(maj), "%d", (int)r->major);
+    if (r->minor >= 0)
+        snprintf(min, sizeof(min), "%d", (int)r->minor);
+    return snprintf(out, size, "%c %s:%s %s", r->type, maj, min, r->access) < (int)size ? 0 : -1;
+}
+
+/* Each rule in order on devices.allow or devices.deny: the kernel keeps a
+ * default (all allowed or all denied, set by an `a` rule) and exceptions,
+ * which is how the OCI list reads, so writing the rules one by one leaves
+ * the same state. */
+int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
+{
+    if (l->n_device_rules == 0)
+        return 0;
+    const char *d = cg_ctl_dir(cg, CTL_DEVICES);
+    if (d == NULL)
+        return bh_error_set(err, ENOTSUP,
+                            "device rules refused: the `devices` cgroup controller is not "
+                            "mounted under `%s`, so they could not be enforced",
+                            cg_root());
+    for (size_t i = 0; i < l->n_device_rules && i < BH_MAX_DEVICE_RULES; i++) {
+        const struct bh_device_rule *r = &l->device_rules[i];
+        char line[64];
+        if (bh_cgroup_device_line(r, line, sizeof(line) - 1) < 0)
+            return bh_error_set(err, EINVAL,
+                                "device rule %zu (type `%c`, access `%s`) is malformed", i, r->type,
+                                r->access);
+        strcat(line, "\n");
+        if (cg_write(cg, d, r->allow ? "devices.allow" : "devices.deny", line, err) < 0)
+            return bh_error_prefix(err, "device rule %zu", i);
+    }
+    return 0;
+}
+
 const struct backend cg_v1_backend = {
     .name = "v1",
     .prepare = cg_v1_prepare,
@@ -184,4 +227,5 @@ const struct backend cg_v1_backend = {
     .freeze = cg_v1_freeze,
     .kill = cg_v1_kill,
     .stats = cg_v1_stats,
+    .devices = cg_v1_devices,
 };

@@ -83,7 +83,10 @@ int cg_write(const struct bh_cgroup *cg, const char *dir, const char *file, cons
     /* A fake tree keeps every subtree_control write, as the kernel keeps
      * every enabled controller. */
     if (cg->fake)
-        flags |= O_CREAT | (strcmp(file, "cgroup.subtree_control") == 0 ? O_APPEND : O_TRUNC);
+        flags |= O_CREAT |
+                 ((strcmp(file, "cgroup.subtree_control") == 0 || strncmp(file, "devices.", 8) == 0
+                       ? O_APPEND
+                       : O_TRUNC));
     cleanup_close int fd = open(path, flags, 0644);
     if (fd < 0)
         return bh_error_errno(err, errno, "open `%s` for writing", path);
@@ -449,7 +452,8 @@ int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh
     }
     size_t made = 0;
     if (make_dirs(cg, &made, err) < 0 || cg->be->prepare(cg, limits, err) < 0 ||
-        cg->be->apply(cg, limits, err) < 0) {
+        cg->be->apply(cg, limits, err) < 0 ||
+        (cg->be->devices != NULL && cg->be->devices(cg, limits, err) < 0)) {
         bh_error_prefix(err, "cgroup `%s` (%s)", cg->rel, cg->be->name);
         /* Only the leaves: a shared parent may be in use by a concurrent create. */
         for (size_t i = made; i-- > 0;)

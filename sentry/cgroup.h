@@ -39,6 +39,10 @@ const char *bh_cgroup_layout_name(enum bh_cgroup_layout layout);
  * is set but cannot be applied is an error, and what was made is removed. */
 int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh_cgroup **out,
                      struct bh_error *err);
+/* A device rule as a v1 devices.allow/devices.deny line ("c 1:3 rwm", "a");
+ * -1 when the rule is malformed (a type or access the kernel does not take). */
+int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size);
+
 /* Opens an existing sandbox cgroup (OCI: later commands of the same container). */
 int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *err);
 int bh_cgroup_attach(struct bh_cgroup *cg, pid_t pid, struct bh_error *err);

@@ -58,7 +58,7 @@ struct bh_mount {
     char *type;          /* "bind", "tmpfs", "proc", "sysfs", "devpts", "mqueue", "cgroup", ... */
     unsigned long flags; /* MS_* flags, MS_BIND|MS_REC for rbind */
     unsigned long propagation; /* MS_PRIVATE, MS_SLAVE, MS_SHARED or 0 */
-    char *data;          /* fs options ("size=64m,mode=1777") or NULL */
+    char *data;                /* fs options ("size=64m,mode=1777") or NULL */
     /* A detached mount prepared by the host side (open_tree(OPEN_TREE_CLONE),
      * e.g. idmapped with mount_setattr(MOUNT_ATTR_IDMAP)), moved into place
      * as is instead of binding source; not closed by bh_mounts_setup. */
@@ -86,6 +86,17 @@ struct bh_rlimit {
     uint64_t hard;
 };
 
+/* One device cgroup rule (OCI linux.resources.devices), applied in order:
+ * type 'a' (every device), 'c' or 'b'; major/minor -1 for any; access a
+ * subset of "rwm". */
+struct bh_device_rule {
+    bool allow;
+    char type;
+    int32_t major, minor;
+    char access[4];
+};
+#define BH_MAX_DEVICE_RULES 64
+
 /* Limits enforced through cgroups (and the tmpfs size). 0 means "not set". */
 struct bh_limits {
     int64_t memory_bytes;      /* memory.max / memory.limit_in_bytes */
@@ -93,25 +104,28 @@ struct bh_limits {
     int64_t pids;              /* pids.max */
     int64_t cpu_quota_us;      /* with cpu_period_us: --cpus 1.5 is 150000/100000 */
     int64_t cpu_period_us;
-    int64_t cpu_shares;        /* v1 shares; mapped to cpu.weight on v2 */
-    int64_t tmpfs_bytes;       /* size of /tmp and of the working directory tmpfs */
+    int64_t cpu_shares;  /* v1 shares; mapped to cpu.weight on v2 */
+    int64_t tmpfs_bytes; /* size of /tmp and of the working directory tmpfs */
+    /* Device cgroup rules; none: the device cgroup is left as inherited. */
+    size_t n_device_rules;
+    struct bh_device_rule device_rules[BH_MAX_DEVICE_RULES];
 };
 
 /* The process to run. Strings are owned by the spec (see bh_sandbox_spec_free). */
 struct bh_process {
-    char **argv;             /* NULL-terminated, argv[0] is the program */
-    char **env;              /* NULL-terminated; nothing of the caller's env leaks in */
-    char *cwd;               /* absolute path inside the sandbox */
-    uint32_t uid;            /* inside the user namespace */
+    char **argv;  /* NULL-terminated, argv[0] is the program */
+    char **env;   /* NULL-terminated; nothing of the caller's env leaks in */
+    char *cwd;    /* absolute path inside the sandbox */
+    uint32_t uid; /* inside the user namespace */
     uint32_t gid;
     uint32_t *additional_gids;
     size_t n_additional_gids;
-    int umask;               /* -1: leave as 0022 */
+    int umask; /* -1: leave as 0022 */
     struct bh_rlimit *rlimits;
     size_t n_rlimits;
     /* Capability sets as bit masks of CAP_*; all 0 by default (everything dropped). */
     uint64_t cap_bounding, cap_effective, cap_permitted, cap_inheritable, cap_ambient;
-    bool terminal;           /* allocate a pty; master goes to console_socket */
+    bool terminal; /* allocate a pty; master goes to console_socket */
     unsigned short console_rows, console_cols;
     bool has_oom_score_adj;
     int oom_score_adj;
@@ -123,15 +137,15 @@ struct bh_sysctl {
 };
 
 struct bh_sandbox_spec {
-    char *id;                /* unique among live sandboxes; names the cgroup */
-    enum bh_tier tier;       /* BH_TIER_CONTAINER or BH_TIER_KERNEL */
+    char *id;          /* unique among live sandboxes; names the cgroup */
+    enum bh_tier tier; /* BH_TIER_CONTAINER or BH_TIER_KERNEL */
 
     /* Filesystem. rootfs NULL selects the embedded default: the host's /usr,
      * /bin, /lib*, /sbin and a minimal /etc, read-only, with a fresh /proc, a
      * minimal /dev, and private size-limited tmpfs /tmp and working directory. */
     char *rootfs;
     bool rootfs_readonly;
-    bool rootfs_overlay;     /* writable tmpfs upper layer over a read-only rootfs */
+    bool rootfs_overlay; /* writable tmpfs upper layer over a read-only rootfs */
     /* The rootfs as a detached mount prepared by the host side (open_tree
      * (OPEN_TREE_CLONE|AT_RECURSIVE), perhaps idmapped), for a rootfs the
      * sandbox's own ids cannot reach (docker's 0710 /var/lib/docker); rootfs
@@ -150,11 +164,11 @@ struct bh_sandbox_spec {
     bool idmap_rootfs;
     struct bh_mount *mounts; /* applied in order after the base layout */
     size_t n_mounts;
-    char **masked_paths;     /* NULL-terminated or NULL: default list */
-    char **readonly_paths;   /* NULL-terminated or NULL: default list */
+    char **masked_paths;   /* NULL-terminated or NULL: default list */
+    char **readonly_paths; /* NULL-terminated or NULL: default list */
     unsigned long rootfs_propagation;
-    char *hostname;          /* NULL: "bulkhead" */
-    char *workdir;           /* embedded default: tmpfs working directory, default "/work" */
+    char *hostname; /* NULL: "bulkhead" */
+    char *workdir;  /* embedded default: tmpfs working directory, default "/work" */
 
     /* Identity. Empty maps: the guest runs as process.uid inside, and the
      * whole inside range maps to a host range nobody else uses. Nothing ever
@@ -179,8 +193,8 @@ struct bh_sandbox_spec {
     struct bh_sysctl *sysctls;
     size_t n_sysctls;
 
-    char *cgroup_path;       /* relative to each hierarchy; NULL: "bulkhead/<id>" */
-    char *seccomp_policy;    /* policy file; NULL: the tier's policy */
+    char *cgroup_path;    /* relative to each hierarchy; NULL: "bulkhead/<id>" */
+    char *seccomp_policy; /* policy file; NULL: the tier's policy */
     /* Extra syscall restrictions from the caller (OCI seccomp profile),
      * applied in addition to the tier policy: can only take away. */
     char *extra_policy_text;

@@ -331,6 +331,63 @@ Test(cgroup_fake, v1_combined_cpu_mount_cpuset_and_memsw)
     cr_assert(!exists(cs));
 }
 
+Test(cgroup_fake, device_rules_as_v1_lines)
+{
+    char line[64];
+    struct bh_device_rule all = {false, 'a', -1, -1, "rwm"};
+    cr_assert_eq(bh_cgroup_device_line(&all, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "a");
+    struct bh_device_rule kmsg = {true, 'c', 1, 11, "rw"};
+    cr_assert_eq(bh_cgroup_device_line(&kmsg, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "c 1:11 rw");
+    struct bh_device_rule pts = {true, 'c', 136, -1, "rwm"};
+    cr_assert_eq(bh_cgroup_device_line(&pts, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "c 136:* rwm");
+    struct bh_device_rule mknod = {true, 'b', -1, -1, "m"};
+    cr_assert_eq(bh_cgroup_device_line(&mknod, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "b *:* m");
+    struct bh_device_rule bad_type = {true, 'p', 1, 1, "r"};
+    cr_assert_eq(bh_cgroup_device_line(&bad_type, line, sizeof(line)), -1);
+    struct bh_device_rule bad_access = {true, 'c', 1, 1, "rx"};
+    cr_assert_eq(bh_cgroup_device_line(&bad_access, line, sizeof(line)), -1);
+    struct bh_device_rule no_access = {true, 'c', 1, 1, ""};
+    cr_assert_eq(bh_cgroup_device_line(&no_access, line, sizeof(line)), -1);
+}
+
+/* Each rule in order on devices.deny or devices.allow (the fake tree keeps
+ * every write, as the kernel keeps every exception). */
+Test(cgroup_fake, v1_device_rules_written_in_order)
+{
+    fake_v1(true);
+    mkdirs("%s/%s", "devices");
+    struct bh_limits l = {.n_device_rules = 3};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    l.device_rules[1] = (struct bh_device_rule){true, 'c', 1, 11, "r"};
+    l.device_rules[2] = (struct bh_device_rule){false, 'c', 1, 11, "w"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, "devices");
+    cr_assert_not_null(d);
+    cr_assert_str_eq(get(d, "devices.deny"), "a\nc 1:11 w");
+    cr_assert_str_eq(get(d, "devices.allow"), "c 1:11 r");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+Test(cgroup_fake, v1_device_rules_without_the_controller_fail_closed)
+{
+    fake_v1(true);
+    struct bh_limits l = {.n_device_rules = 1};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "`devices`") != NULL, "%s", err.msg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/pids/bulkhead/dev", fake_root);
+    cr_assert(!exists(p), "a refused create left %s", p);
+}
+
 Test(cgroup_fake, v1_missing_controller_creates_nothing)
 {
     fake_v1(false);
