@@ -76,6 +76,11 @@ int oci_version_check(const char *v, struct bh_error *err);
  * *text is malloc'd, or NULL when the profile adds nothing. */
 int oci_seccomp_to_policy(json_t *seccomp, char **text, struct bh_error *err);
 
+/* Before create joins an existing cgroup (oci/resources.c): refuses a frozen
+ * one (its processes would never run) and warns when processes are in it,
+ * as runc does. */
+int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh_error *err);
+
 /* linux.devices (oci/devices.c): shape checked at parse; applied per tier
  * at create (own nodes accepted, host nodes bound at the container tier,
  * refused with the reason at the kernel tier). */

@@ -151,6 +151,38 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     return rc;
 }
 
+int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh_error *err)
+{
+    struct bh_cgroup *cg = NULL;
+    if (bh_cgroup_open(path, &cg, NULL) < 0)
+        return 0; /* not there: create makes it */
+    bool frozen = false;
+    cleanup_free pid_t *pids = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (bh_cgroup_frozen(cg, &frozen, err) < 0)
+        rc = bh_error_prefix(err, "cgroup `%s`", path);
+    else if (frozen)
+        rc = bh_error_set(err, EBUSY,
+                          "container's cgroup unexpectedly frozen: `%s` exists and is frozen, so "
+                          "the container's processes would never run; thaw it or use another "
+                          "cgroupsPath",
+                          path);
+    else if (bh_cgroup_pids(cg, &pids, &n, NULL) == 0 && n > 0) {
+        char msg[1400];
+        snprintf(msg, sizeof(msg),
+                 "container's cgroup is not empty: %zu process(es) already in `%s`; they will "
+                 "share its limits (and be killed when this container is deleted)",
+                 n, path);
+        cli_log(g, "warning", "%s", msg);
+        /* runc shows warnings on stderr even without --debug or --log. */
+        if (g->log_path == NULL && !g->debug)
+            fprintf(stderr, "bulkhead: warning: %s\n", msg);
+    }
+    bh_cgroup_free(cg);
+    return rc;
+}
+
 static json_t *stats_json(const char *id, const struct bh_cgroup_stats *s)
 {
     json_t *data = json_object();

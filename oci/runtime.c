@@ -282,6 +282,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         cli_log(g, "debug", "mount points: %s", err.msg);
     cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
             bh_tier_name(spec->tier), cgroup_path);
+    if (oci_cgroup_precheck(g, cgroup_path, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        rc = 1; /* runc's status for it */
+        goto fail_nosb;
+    }
     int created = oci_prepare_bind_trees(spec, &err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, &sb, &err);

@@ -45,6 +45,7 @@ struct hier {
     char *dir;     /* mount/rel: the sandbox's cgroup in it */
     unsigned ctls; /* v1 controllers bound here (1 << enum ctl) */
     bool unified;
+    bool existed; /* joined, not made by create: never removed on its failure */
 };
 
 struct backend;

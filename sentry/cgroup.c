@@ -414,6 +414,13 @@ static int make_dirs(struct bh_cgroup *cg, size_t *made, struct bh_error *err)
             }
             r = mkdir(h->dir, 0755);
         }
+        /* A cgroup the caller named (an OCI cgroupsPath, docker's
+         * /docker/ID) is the caller's to share: runc joins it. bulkhead's
+         * own names are per sandbox, so an existing one is a clash. */
+        if (r < 0 && errno == EEXIST && strncmp(cg->rel, "bulkhead/", 9) != 0) {
+            h->existed = true;
+            r = 0;
+        }
         if (r < 0) {
             if (errno == EEXIST)
                 return bh_error_set(err, EEXIST,
@@ -457,7 +464,8 @@ int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh
         bh_error_prefix(err, "cgroup `%s` (%s)", cg->rel, cg->be->name);
         /* Only the leaves: a shared parent may be in use by a concurrent create. */
         for (size_t i = made; i-- > 0;)
-            remove_dir(cg, cg->h[i].dir, NULL);
+            if (!cg->h[i].existed)
+                remove_dir(cg, cg->h[i].dir, NULL);
         bh_cgroup_free(cg);
         return -1;
     }
@@ -470,14 +478,18 @@ int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *er
     struct bh_cgroup *cg = NULL;
     if (cg_new(path, &cg, err) < 0)
         return -1;
-    if (!cg_is_dir(cg_primary_dir(cg))) {
+    /* It exists where any hierarchy has it: one made by another tool (a
+     * freezer-only cgroup, runc's `pre-existing frozen cgroup`), or before a
+     * controller was mounted. Keep only those, so kill and destroy work. */
+    bool any = false;
+    for (size_t i = 0; i < cg->nh; i++)
+        any = any || cg_is_dir(cg->h[i].dir);
+    if (!any) {
         bh_error_set(err, ENOENT, "cgroup `%s` does not exist (no `%s`)", cg->rel,
                      cg_primary_dir(cg));
         bh_cgroup_free(cg);
         return -1;
     }
-    /* Keep only the hierarchies it exists in (one made by another tool, or
-     * before a controller was mounted), so kill and destroy still work. */
     size_t kept = 0;
     for (size_t i = 0; i < cg->nh; i++) {
         if (cg_is_dir(cg->h[i].dir)) {
@@ -531,6 +543,25 @@ int bh_cgroup_update(struct bh_cgroup *cg, const struct bh_limits *limits, struc
 int bh_cgroup_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
 {
     return cg->be->freeze(cg, frozen, err);
+}
+
+int bh_cgroup_frozen(struct bh_cgroup *cg, bool *frozen, struct bh_error *err)
+{
+    *frozen = false;
+    cleanup_free char *s = NULL;
+    if (cg->layout == BH_CGROUP_V2) {
+        if (cg_read(cg->h[cg->unified_h].dir, "cgroup.freeze", &s, err) < 0)
+            return -1;
+        *frozen = s[0] == '1';
+        return 0;
+    }
+    const char *d = cg_ctl_dir(cg, CTL_FREEZER);
+    if (d == NULL)
+        return 0; /* no freezer: nothing can hold it frozen */
+    if (cg_read(d, "freezer.state", &s, err) < 0)
+        return -1;
+    *frozen = strncmp(s, "THAWED", 6) != 0;
+    return 0;
 }
 
 int bh_cgroup_pids(struct bh_cgroup *cg, pid_t **pids, size_t *n, struct bh_error *err)
@@ -595,6 +626,46 @@ int bh_cgroup_each_hierarchy(void (*fn)(const char *dir, void *arg), void *arg,
     return 0;
 }
 
+/* Sub-cgroups a guest made (a v1 hierarchy mounted writable, runc's
+ * `delete --force ... with subcgroups`): their processes killed, then the
+ * directories removed deepest first, so the sandbox's own can go. */
+static int remove_children(const struct bh_cgroup *cg, const char *dir, int depth,
+                           struct bh_error *err)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_type != DT_DIR || de->d_name[0] == '.')
+            continue;
+        char sub[PATH_MAX];
+        if (snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name) >= (int)sizeof(sub) ||
+            depth > 32) {
+            rc = bh_error_set(err, ENAMETOOLONG, "sub-cgroups below `%s` nest too deep", dir);
+            continue;
+        }
+        if (remove_children(cg, sub, depth + 1, err) < 0)
+            rc = -1;
+        int64_t deadline = cg_now_ms() + WAIT_MS;
+        long wait_us = 0;
+        for (;;) {
+            cleanup_free pid_t *pids = NULL;
+            size_t n = 0;
+            if (cg_list_pids(sub, &pids, &n, NULL) < 0 || n == 0 || cg_now_ms() > deadline)
+                break;
+            for (size_t i = 0; i < n; i++)
+                kill(pids[i], SIGKILL);
+            cg_backoff(&wait_us);
+        }
+        if (remove_dir(cg, sub, err) < 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc;
+}
+
 int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err)
 {
     if (cg == NULL)
@@ -604,6 +675,9 @@ int bh_cgroup_destroy(struct bh_cgroup *cg, struct bh_error *err)
     size_t n = 0;
     if (cg_list_pids(cg_primary_dir(cg), &pids, &n, NULL) == 0 && n > 0)
         rc = bh_cgroup_kill(cg, err);
+    for (size_t i = cg->nh; i-- > 0;)
+        if (remove_children(cg, cg->h[i].dir, 0, rc == 0 ? err : NULL) < 0)
+            rc = -1;
     for (size_t i = cg->nh; i-- > 0;)
         if (remove_dir(cg, cg->h[i].dir, rc == 0 ? err : NULL) < 0)
             rc = -1;

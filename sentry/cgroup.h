@@ -36,7 +36,9 @@ const char *bh_cgroup_layout_name(enum bh_cgroup_layout layout);
 
 /* Creates path (relative, e.g. "bulkhead/ID" or OCI "/docker/ID") in every
  * hierarchy the layout needs and writes the limits. Fails closed: a limit that
- * is set but cannot be applied is an error, and what was made is removed. */
+ * is set but cannot be applied is an error, and what was made is removed.
+ * A path outside bulkhead's own "bulkhead/" that exists already is joined,
+ * as runc joins an existing cgroupsPath; under "bulkhead/" it is a clash. */
 int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh_cgroup **out,
                      struct bh_error *err);
 /* A device rule as a v1 devices.allow/devices.deny line ("c 1:3 rwm", "a");
@@ -48,6 +50,8 @@ int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *er
 int bh_cgroup_attach(struct bh_cgroup *cg, pid_t pid, struct bh_error *err);
 int bh_cgroup_update(struct bh_cgroup *cg, const struct bh_limits *limits, struct bh_error *err);
 int bh_cgroup_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
+/* Whether the cgroup is frozen (or freezing), as the kernel reports it. */
+int bh_cgroup_frozen(struct bh_cgroup *cg, bool *frozen, struct bh_error *err);
 /* Host pids of every process in the cgroup; *pids is malloc'd. */
 int bh_cgroup_pids(struct bh_cgroup *cg, pid_t **pids, size_t *n, struct bh_error *err);
 /* SIGKILLs every process and waits (bounded) until the cgroup is empty. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 
 static char tmp[128];
 static char live_id[64];
+static char made_rel[8][128]; /* cgroups a test made ("parent", "parent/leaf") */
+static int n_made;
 
 static void setup(void)
 {
@@ -58,12 +61,46 @@ static struct run_result bh(const char *a1, const char *a2, const char *a3, cons
     return r;
 }
 
+static void add_hier(const char *dir, void *arg)
+{
+    char(*hiers)[512] = arg;
+    for (int i = 0; i < 24; i++)
+        if (hiers[i][0] == '\0') {
+            snprintf(hiers[i], 512, "%s", dir);
+            return;
+        }
+}
+
 static void teardown(void)
 {
     if (live_id[0]) {
         struct run_result r = bh("delete", "--force", live_id, NULL);
         h_free(&r);
     }
+    /* Last made first, in every hierarchy (bulkhead made the others). */
+    char hier[24][512] = {{0}};
+    bh_cgroup_each_hierarchy(add_hier, hier, NULL);
+    for (int i = n_made; i-- > 0;)
+        for (int h = 0; h < 24 && hier[h][0]; h++) {
+            char dir[700], p[800];
+            snprintf(dir, sizeof(dir), "%.511s/%.127s", hier[h], made_rel[i]);
+            snprintf(p, sizeof(p), "%s/freezer.state", dir);
+            FILE *f = fopen(p, "we");
+            if (f != NULL) {
+                fputs("THAWED", f);
+                fclose(f);
+            }
+            snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+            f = fopen(p, "re");
+            int pid;
+            while (f != NULL && fscanf(f, "%d", &pid) == 1)
+                kill(pid, SIGKILL);
+            if (f != NULL)
+                fclose(f);
+            for (int k = 0; k < 100 && rmdir(dir) < 0 && errno == EBUSY; k++)
+                usleep(20000);
+        }
+    n_made = 0;
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
     if (tmp[0])
@@ -206,4 +243,134 @@ Test(oci_cgroups, malformed_device_rules_are_refused)
         cr_expect(strstr(r.err, bad[i][1]) != NULL, "`%s`: %s", bad[i][0], r.err);
         h_free(&r);
     }
+}
+
+/* Makes rel ("parent/leaf") in controller's hierarchy, both removed at
+ * the end; returns the leaf's path. */
+static const char *make_cgroup(const char *controller, const char *rel)
+{
+    static char leaf[700];
+    cr_assert_lt(n_made, 7);
+    snprintf(made_rel[n_made], sizeof(made_rel[0]), "%s", rel);
+    *strrchr(made_rel[n_made], '/') = '\0';
+    char parent[700];
+    h_cgroup_dir(controller, made_rel[n_made], parent, sizeof(parent));
+    cr_assert_eq(mkdir(parent, 0755), 0, "mkdir %s: %s", parent, strerror(errno));
+    n_made++;
+    snprintf(made_rel[n_made], sizeof(made_rel[0]), "%s", rel);
+    h_cgroup_dir(controller, rel, leaf, sizeof(leaf));
+    cr_assert_eq(mkdir(leaf, 0755), 0, "mkdir %s: %s", leaf, strerror(errno));
+    n_made++;
+    return leaf;
+}
+
+static void put(const char *dir, const char *file, const char *value)
+{
+    char p[800];
+    snprintf(p, sizeof(p), "%s/%s", dir, file);
+    FILE *f = fopen(p, "we");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    fputs(value, f);
+    cr_assert_eq(fclose(f), 0, "write %s", p);
+}
+
+/* runc's `should refuse pre-existing frozen cgroup`: exit 1 and why. */
+Test(oci_cgroups, pre_existing_frozen_cgroup_is_refused)
+{
+    char rel[96], extra[160];
+    snprintf(rel, sizeof(rel), "bh-e2e-frozen-%d/ct", (int)getpid());
+    const char *dir = make_cgroup("freezer", rel);
+    put(dir, "freezer.state", "FROZEN");
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", rel);
+    write_config("container", extra);
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "frozen-%d", (int)getpid());
+    struct run_result r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 1, "create into a frozen cgroup: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "container's cgroup unexpectedly frozen") != NULL, "%s", r.err);
+    h_free(&r);
+    r = bh("state", id, NULL, NULL);
+    cr_expect_neq(r.status, 0, "a refused create left its state");
+    h_free(&r);
+}
+
+/* runc joins an existing cgroupsPath and warns when something runs there. */
+Test(oci_cgroups, existing_cgroup_is_joined_with_a_warning_when_not_empty)
+{
+    char rel[96], extra[160];
+    snprintf(rel, sizeof(rel), "bh-e2e-shared-%d/ct", (int)getpid());
+    const char *dir = make_cgroup("pids", rel);
+    pid_t other = fork();
+    cr_assert_geq(other, 0);
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)other);
+    put(dir, "cgroup.procs", pid);
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", rel);
+    write_config("container", extra);
+    snprintf(live_id, sizeof(live_id), "shared-%d", (int)getpid());
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r = bh("create", "--bundle", bundle, live_id);
+    cr_assert_eq(r.status, 0, "create into an existing cgroup: %s", r.err);
+    cr_expect(strstr(r.err, "container's cgroup is not empty") != NULL, "no warning: %s", r.err);
+    h_free(&r);
+    struct run_result st = bh("state", live_id, NULL, NULL);
+    cr_assert_eq(st.status, 0, "%s", st.err);
+    char *p = strstr(st.out, "\"pid\"");
+    cr_assert_not_null(p, "%s", st.out);
+    int sentry = atoi(strchr(p, ':') + 1);
+    h_free(&st);
+    char procs[800], line[64];
+    snprintf(procs, sizeof(procs), "/proc/%d/cgroup", sentry);
+    FILE *f = fopen(procs, "re");
+    cr_assert_not_null(f);
+    bool joined = false;
+    char want[128];
+    snprintf(want, sizeof(want), ":pids:/%s", rel);
+    char buf[512];
+    while (fgets(buf, sizeof(buf), f) != NULL)
+        if (strstr(buf, want) != NULL && (strstr(buf, want)[strlen(want)] == '\n'))
+            joined = true;
+    fclose(f);
+    (void)line;
+    cr_expect(joined, "the sentry %d is not in %s", sentry, rel);
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+}
+
+/* runc's `delete --force ... with subcgroups`: a sub-cgroup made inside the
+ * container's (here by the host, as a guest with a writable mount would)
+ * is emptied and removed with it. */
+Test(oci_cgroups, delete_removes_sub_cgroups)
+{
+    write_config("container", NULL);
+    const char *id = start("subcg");
+    char rel[128], sub[700];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/foo", id);
+    h_cgroup_dir("memory", rel, sub, sizeof(sub));
+    cr_assert_eq(mkdir(sub, 0755), 0, "mkdir %s: %s", sub, strerror(errno));
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)child);
+    put(sub, "cgroup.procs", pid);
+    struct run_result r = bh("delete", "--force", id, NULL);
+    cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
+    h_free(&r);
+    int st = 0;
+    cr_expect_eq(waitpid(child, &st, 0), child);
+    cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sub-cgroup's process lived on");
+    cr_expect_neq(access(sub, F_OK), 0, "%s left behind", sub);
+    if (access(sub, F_OK) == 0)
+        rmdir(sub);
+    live_id[0] = '\0';
 }

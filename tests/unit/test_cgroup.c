@@ -223,6 +223,20 @@ Test(cgroup_fake, v2_writes_limits_and_enables_controllers)
     cr_assert_eq(bh_cgroup_create("bulkhead/c1", &l, &dup, &err), -1);
     cr_assert_eq(err.code, EEXIST);
     cr_assert(exists(d));
+    /* A path the caller named is joined, as runc joins a cgroupsPath, and
+     * a failed create leaves the cgroup it joined. */
+    struct bh_limits bad = {.memory_bytes = 64 * MiB, .memory_swap_bytes = 1};
+    cr_assert_eq(bh_cgroup_create("bulkhead/c1", &l, &dup, &err), -1);
+    cr_assert_eq(bh_cgroup_create("shared/x", &l, &dup, &err), 0, "%s", err.msg);
+    bh_cgroup_free(dup);
+    cr_assert_eq(bh_cgroup_create("shared/x", &l, &dup, &err), 0, "join: %s", err.msg);
+    bh_cgroup_free(dup);
+    cr_assert_eq(bh_cgroup_create("shared/x", &bad, &dup, &err), -1);
+    char joined[512];
+    snprintf(joined, sizeof(joined), "%s/shared/x", fake_root);
+    cr_assert(exists(joined), "a failed join removed the cgroup it joined");
+    cr_assert_eq(bh_cgroup_open("shared/x", &dup, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_destroy(dup, &err), 0, "%s", err.msg);
 
     /* Update: only what is given changes; -1 lifts a limit. */
     struct bh_limits u = {.pids = -1,
