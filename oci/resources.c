@@ -84,9 +84,9 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     const char *id;
     if (oci_need_id(g, "update", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
-    if (cpus || mems || rt_period || rt_runtime || blkio) {
-        cli_report_error(g, "update: cpuset, realtime and blkio limits are not supported by "
-                            "bulkhead; use --memory, --pids-limit and --cpu-*");
+    if (rt_period || rt_runtime || blkio) {
+        cli_report_error(g, "update: realtime and blkio limits are not supported by bulkhead; "
+                            "use --memory, --pids-limit, --cpuset-* and --cpu-*");
         return CLI_EXIT_REFUSED;
     }
     struct bh_limits l = {0};
@@ -113,6 +113,7 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     } flags[] = {
         {"--memory", memory, &l.memory_bytes},
         {"--memory-swap", swap, &l.memory_swap_bytes},
+        {"--memory-reservation", reservation, &l.memory_reservation_bytes},
         {"--pids-limit", pids, &l.pids},
         {"--cpu-quota", quota, &l.cpu_quota_us},
         {"--cpu-period", period, &l.cpu_period_us},
@@ -127,6 +128,18 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
             return CLI_EXIT_REFUSED;
         }
         *flags[i].dst = v > 0 ? v : 0;
+    }
+    const char *sets[] = {cpus, mems};
+    for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {
+        if (sets[k] == NULL)
+            continue;
+        if (strlen(sets[k]) >= sizeof(l.cpuset_cpus) ||
+            strspn(sets[k], "0123456789,-") != strlen(sets[k])) {
+            cli_report_error(g, "update: --cpuset-%s `%s` is not a list such as `0-3,6`",
+                             k == 0 ? "cpus" : "mems", sets[k]);
+            return CLI_EXIT_REFUSED;
+        }
+        snprintf(k == 0 ? l.cpuset_cpus : l.cpuset_mems, sizeof(l.cpuset_cpus), "%s", sets[k]);
     }
     if (l.cpu_quota_us > 0 && l.cpu_period_us == 0)
         l.cpu_period_us = 100000;

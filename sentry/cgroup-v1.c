@@ -77,6 +77,23 @@ int cg_v1_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error
         if (v1_write_memory(cg, h->dir, mem, memsw, has_memsw, err) < 0)
             return bh_error_prefix(err, "memory limit");
     }
+    if (l->cpuset_cpus[0] != '\0' || l->cpuset_mems[0] != '\0') {
+        if (cg_need_ctl(cg, CTL_CPUSET, "cpuset", err) < 0)
+            return -1;
+        const char *d = cg_ctl_dir(cg, CTL_CPUSET);
+        if (l->cpuset_cpus[0] != '\0' && cg_write(cg, d, "cpuset.cpus", l->cpuset_cpus, err) < 0)
+            return bh_error_prefix(err, "cpuset cpus `%s`", l->cpuset_cpus);
+        if (l->cpuset_mems[0] != '\0' && cg_write(cg, d, "cpuset.mems", l->cpuset_mems, err) < 0)
+            return bh_error_prefix(err, "cpuset mems `%s`", l->cpuset_mems);
+    }
+    if (l->memory_reservation_bytes != 0) {
+        if (cg_need_ctl(cg, CTL_MEMORY, "memory reservation", err) < 0)
+            return -1;
+        if (cg_write_i64(cg, cg_ctl_dir(cg, CTL_MEMORY), "memory.soft_limit_in_bytes",
+                         l->memory_reservation_bytes > 0 ? l->memory_reservation_bytes : -1,
+                         err) < 0)
+            return bh_error_prefix(err, "memory reservation");
+    }
     if (l->pids != 0) {
         if (cg_need_ctl(cg, CTL_PIDS, "pids", err) < 0)
             return -1;

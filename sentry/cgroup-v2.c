@@ -29,7 +29,8 @@ static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh
 {
     const struct hier *h = &cg->h[cg->unified_h];
     bool required[CTL_N] = {0};
-    required[CTL_MEMORY] = l->memory_bytes != 0 || l->memory_swap_bytes != 0;
+    required[CTL_MEMORY] =
+        l->memory_bytes != 0 || l->memory_swap_bytes != 0 || l->memory_reservation_bytes != 0;
     required[CTL_PIDS] = l->pids != 0;
     required[CTL_CPU] = l->cpu_quota_us != 0 || l->cpu_period_us != 0 || l->cpu_shares != 0;
     static const enum ctl wanted[] = {CTL_MEMORY, CTL_PIDS, CTL_CPU};
@@ -99,6 +100,19 @@ static int v2_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_e
                                 "accounting is off); drop the swap limit",
                                 d);
         }
+    }
+    /* The cpuset controller is not enabled down the v2 tree (prepare):
+     * refuse rather than run without the asked pinning. */
+    if (l->cpuset_cpus[0] != '\0' || l->cpuset_mems[0] != '\0')
+        return bh_error_set(err, ENOTSUP,
+                            "cpuset limits refused: bulkhead applies cpuset cpus/mems on cgroup "
+                            "v1 and hybrid hosts only; drop them on this v2 host");
+    if (l->memory_reservation_bytes != 0) {
+        int rc = l->memory_reservation_bytes > 0
+                     ? cg_write_i64(cg, d, "memory.low", l->memory_reservation_bytes, err)
+                     : cg_write(cg, d, "memory.low", "0", err);
+        if (rc < 0)
+            return bh_error_prefix(err, "memory reservation as memory.low");
     }
     if (l->pids != 0) {
         int rc = l->pids > 0 ? cg_write_i64(cg, d, "pids.max", l->pids, err)

@@ -448,7 +448,8 @@ int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh
         return -1;
     /* Refuse a limit the layout cannot enforce before creating anything. */
     if (cg->layout != BH_CGROUP_V2) {
-        if (((limits->memory_bytes != 0 || limits->memory_swap_bytes != 0) &&
+        if (((limits->memory_bytes != 0 || limits->memory_swap_bytes != 0 ||
+              limits->memory_reservation_bytes != 0) &&
              cg_need_ctl(cg, CTL_MEMORY, "memory", err) < 0) ||
             (limits->pids != 0 && cg_need_ctl(cg, CTL_PIDS, "pids", err) < 0) ||
             ((limits->cpu_quota_us != 0 || limits->cpu_period_us != 0 || limits->cpu_shares != 0) &&

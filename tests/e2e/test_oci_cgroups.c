@@ -374,3 +374,45 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
         rmdir(sub);
     live_id[0] = '\0';
 }
+
+static char *read_cg(const char *controller, const char *id, const char *file)
+{
+    char rel[200], p[800];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/%s", id, file);
+    h_cgroup_dir(controller, rel, p, sizeof(p));
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    static char buf[256];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+/* v1 settings runc applies that bulkhead once accepted and dropped: the
+ * memory reservation and cpuset cpus/mems, at create and through update. */
+Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
+{
+    cr_assert_neq(bh_cgroup_detect(), BH_CGROUP_V2,
+                  "this test reads v1 files; on a v2-only host memory.low and the v2 cpuset "
+                  "refusal need their own test");
+    write_config("container", "\"resources\": {\"memory\": {\"limit\": 67108864, "
+                              "\"reservation\": 25165824}, \"cpu\": {\"cpus\": \"0\", "
+                              "\"mems\": \"0\"}}");
+    const char *id = start("v1set");
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "25165824");
+    cr_expect_str_eq(read_cg("cpuset", id, "cpuset.cpus"), "0");
+    cr_expect_str_eq(read_cg("cpuset", id, "cpuset.mems"), "0");
+    struct run_result r = bh("update", "--memory-reservation", "16m", id);
+    cr_expect_eq(r.status, 0, "update --memory-reservation: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "16777216");
+    r = bh("update", "--cpuset-cpus", "0", id);
+    cr_expect_eq(r.status, 0, "update --cpuset-cpus: %s", r.err);
+    h_free(&r);
+    r = bh("update", "--cpuset-cpus", "0;reboot", id);
+    cr_expect_neq(r.status, 0, "a malformed cpu list was accepted");
+    cr_expect(strstr(r.err, "--cpuset-cpus") != NULL, "%s", r.err);
+    h_free(&r);
+}

@@ -402,6 +402,32 @@ Test(cgroup_fake, v1_device_rules_without_the_controller_fail_closed)
     cr_assert(!exists(p), "a refused create left %s", p);
 }
 
+Test(cgroup_fake, v1_reservation_and_cpuset_v2_refuses_cpuset)
+{
+    fake_v1(true);
+    struct bh_limits l = {.memory_reservation_bytes = 24 * MiB};
+    snprintf(l.cpuset_cpus, sizeof(l.cpuset_cpus), "1");
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/r", &l, &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "memory"), "memory.soft_limit_in_bytes"),
+                     "25165824");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpuset"), "cpuset.cpus"), "1");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpuset"), "cpuset.mems"), "0", "from the parent");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+Test(cgroup_fake, v2_cpuset_is_refused_not_dropped)
+{
+    fake_v2("memory pids cpu");
+    struct bh_limits l = {.pids = 5};
+    snprintf(l.cpuset_cpus, sizeof(l.cpuset_cpus), "1");
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/r", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "cpuset") != NULL, "%s", err.msg);
+}
+
 Test(cgroup_fake, v1_missing_controller_creates_nothing)
 {
     fake_v1(false);
