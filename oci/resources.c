@@ -84,6 +84,20 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     const char *id;
     if (oci_need_id(g, "update", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
+    /* runc takes update's flags after the id too (`update ID --cpu-period N`,
+     * as its own tests write it): parse what follows the id the same way. */
+    if (pos + 1 < argc) {
+        int more = oci_parse_args(argc - pos, argv + pos, opts, BH_ARRAY_SIZE(opts), &help, &err);
+        if (more < 0) {
+            cli_report_error(g, "update: %s", err.msg);
+            return CLI_EXIT_REFUSED;
+        }
+        if (pos + more < argc) {
+            cli_report_error(g, "update: unexpected argument `%s` after the container id",
+                             argv[pos + more]);
+            return CLI_EXIT_REFUSED;
+        }
+    }
     if (rt_period || rt_runtime || blkio) {
         cli_report_error(g, "update: realtime and blkio limits are not supported by bulkhead; "
                             "use --memory, --pids-limit, --cpuset-* and --cpu-*");

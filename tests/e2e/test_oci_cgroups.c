@@ -411,6 +411,14 @@ Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
     r = bh("update", "--cpuset-cpus", "0", id);
     cr_expect_eq(r.status, 0, "update --cpuset-cpus: %s", r.err);
     h_free(&r);
+    /* runc's tests put the flags after the id. */
+    r = bh("update", id, "--memory-reservation", "20m");
+    cr_expect_eq(r.status, 0, "update ID --memory-reservation: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "20971520");
+    r = bh("update", id, "stray", NULL);
+    cr_expect_neq(r.status, 0, "a stray argument after the id was accepted");
+    h_free(&r);
     r = bh("update", "--cpuset-cpus", "0;reboot", id);
     cr_expect_neq(r.status, 0, "a malformed cpu list was accepted");
     cr_expect(strstr(r.err, "--cpuset-cpus") != NULL, "%s", r.err);
