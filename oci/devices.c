@@ -253,11 +253,18 @@ int oci_device_rules_parse(json_t *rules, const char *where, struct bh_limits *l
             rule_number(json_object_get(d, "minor"), "minor", where, i, &r->minor, err) < 0)
             return -1;
         const char *a = access == NULL || json_is_null(access) ? "rwm" : json_string_value(access);
-        if (a == NULL || a[0] == '\0' || strlen(a) > 3 || strspn(a, "rwm") != strlen(a))
+        /* Letters other than r, w and m are dropped, as the kernel's parser
+         * stops at them (runc's own tests write "rwa"); a rule left with no
+         * access at all is refused. */
+        size_t k = 0;
+        for (const char *c = a; c != NULL && *c != '\0' && strlen(a) <= 8; c++)
+            if (strchr("rwm", *c) != NULL && strchr(r->access, *c) == NULL && k < 3)
+                r->access[k++] = *c;
+        if (k == 0)
             return bh_error_set(err, EINVAL,
-                                "config.json: `%s.devices[%zu].access` must be letters of `rwm`",
-                                where, i);
-        snprintf(r->access, sizeof(r->access), "%s", a);
+                                "config.json: `%s.devices[%zu].access` `%s` must hold letters of "
+                                "`rwm`",
+                                where, i, a ? a : "");
         n++;
     }
     for (size_t k = 0; k < BH_ARRAY_SIZE(default_rules); k++)
