@@ -141,7 +141,8 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
             cli_report_error(g, "update: %s `%s` is not a number", flags[i].flag, flags[i].v);
             return CLI_EXIT_REFUSED;
         }
-        *flags[i].dst = v > 0 ? v : 0;
+        /* -1 lifts a limit (`--memory-swap -1`: unlimited swap), as runc. */
+        *flags[i].dst = v > 0 ? v : v < 0 ? -1 : 0;
     }
     const char *sets[] = {cpus, mems};
     for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {
@@ -155,8 +156,8 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
         }
         snprintf(k == 0 ? l.cpuset_cpus : l.cpuset_mems, sizeof(l.cpuset_cpus), "%s", sets[k]);
     }
-    if (l.cpu_quota_us > 0 && l.cpu_period_us == 0)
-        l.cpu_period_us = 100000;
+    /* A quota alone keeps the period the cgroup has (runc's `update cgroup
+     * cpu limits`). */
     cleanup_close int dirfd = -1;
     struct oci_state st;
     if (oci_open(g, "update", id, &dirfd, &st) < 0)

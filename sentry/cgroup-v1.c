@@ -74,8 +74,13 @@ int cg_v1_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error
                                 "memory+swap limit refused: swap accounting is off on this host "
                                 "(no memory.memsw.limit_in_bytes); boot with swapaccount=1 or "
                                 "drop the swap limit");
-        if (v1_write_memory(cg, h->dir, mem, memsw, has_memsw, err) < 0)
+        if (l->memory_bytes == 0) {
+            /* Only swap lifted (update --memory-swap -1): the memory limit stays. */
+            if (has_memsw && cg_write_i64(cg, h->dir, "memory.memsw.limit_in_bytes", -1, err) < 0)
+                return bh_error_prefix(err, "swap limit");
+        } else if (v1_write_memory(cg, h->dir, mem, memsw, has_memsw, err) < 0) {
             return bh_error_prefix(err, "memory limit");
+        }
     }
     if (l->cpuset_cpus[0] != '\0' || l->cpuset_mems[0] != '\0') {
         if (cg_need_ctl(cg, CTL_CPUSET, "cpuset", err) < 0)

@@ -83,8 +83,10 @@ static int v2_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_e
         int64_t memsw;
         if (cg_memsw_total(l, &memsw, err) < 0)
             return -1;
-        int rc = l->memory_bytes > 0 ? cg_write_i64(cg, d, "memory.max", l->memory_bytes, err)
-                                     : cg_write(cg, d, "memory.max", "max", err);
+        /* memory_bytes 0: only swap is lifted; the memory limit stays. */
+        int rc = l->memory_bytes > 0   ? cg_write_i64(cg, d, "memory.max", l->memory_bytes, err)
+                 : l->memory_bytes < 0 ? cg_write(cg, d, "memory.max", "max", err)
+                                       : 0;
         if (rc < 0)
             return bh_error_prefix(err, "memory limit");
         /* v2 counts swap alone. Without the file the kernel has no swap

@@ -257,7 +257,8 @@ int cg_write_i64(const struct bh_cgroup *cg, const char *dir, const char *file, 
 /* Resolves the swap request: memory+swap total, -1 unlimited. */
 int cg_memsw_total(const struct bh_limits *l, int64_t *memsw, struct bh_error *err)
 {
-    if (l->memory_swap_bytes != 0 && l->memory_bytes == 0)
+    /* Lifting swap alone (-1) is fine; a swap limit needs a memory limit. */
+    if (l->memory_swap_bytes > 0 && l->memory_bytes == 0)
         return bh_error_set(err, EINVAL,
                             "a memory+swap limit needs a memory limit too (set --memory)");
     if (l->memory_bytes < 0 || l->memory_swap_bytes < 0) {

@@ -417,6 +417,20 @@ Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
     cr_expect_eq(r.status, 0, "update ID --memory-reservation: %s", r.err);
     h_free(&r);
     cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "20971520");
+    r = bh("update", id, "--memory-swap", "-1");
+    cr_expect_eq(r.status, 0, "update --memory-swap -1: %s", r.err);
+    h_free(&r);
+    cr_expect_eq(strtoull(read_cg("memory", id, "memory.memsw.limit_in_bytes"), NULL, 10),
+                 9223372036854771712ULL, "--memory-swap -1 did not lift the swap limit");
+    r = bh("update", id, "--cpu-period", "900000");
+    cr_expect_eq(r.status, 0, "update --cpu-period: %s", r.err);
+    h_free(&r);
+    r = bh("update", id, "--cpu-quota", "600000");
+    cr_expect_eq(r.status, 0, "update --cpu-quota: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("cpu", id, "cpu.cfs_quota_us"), "600000");
+    cr_expect_str_eq(read_cg("cpu", id, "cpu.cfs_period_us"), "900000",
+                     "a quota alone changed the period");
     r = bh("update", id, "stray", NULL);
     cr_expect_neq(r.status, 0, "a stray argument after the id was accepted");
     h_free(&r);
