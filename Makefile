@@ -133,6 +133,11 @@ $(BUILD)/tests/e2e: $(call obj,$(E2E_SRC)) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 
+# Where bulkhead's cgroups live, as the core answers it (tests/leakcheck).
+$(BUILD)/tests/cgroup-where: $(call obj,tests/tools/cgroup-where.c) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # Criterion runs each test in its own process; -j2 matches the machine.
 CRITERION_ARGS ?= --jobs 2
 export BULKHEAD_BUILD := $(abspath $(BUILD))
@@ -150,13 +155,13 @@ test-run unit e2e: all
 	@BULKHEAD_PRODUCTION_BUILD=$(abspath $(BUILD)) \
 	    $(MAKE) --no-print-directory BUILD=$(TEST_BUILD) BH_TEST_HOOKS=1 $@
 else
-test-run: all $(BUILD)/tests/unit $(BUILD)/tests/e2e
+test-run: all $(BUILD)/tests/unit $(BUILD)/tests/e2e $(BUILD)/tests/cgroup-where
 	tests/run-tests $(BUILD) $(CRITERION_ARGS)
 
 unit: all $(BUILD)/tests/unit
 	$(BUILD)/tests/unit $(CRITERION_ARGS)
 
-e2e: all $(BUILD)/tests/e2e
+e2e: all $(BUILD)/tests/e2e $(BUILD)/tests/cgroup-where
 	$(BUILD)/tests/e2e $(CRITERION_ARGS)
 endif
 

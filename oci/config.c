@@ -760,12 +760,15 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
     json_t *mem = member(res, "memory");
     if (mem != NULL) {
         snprintf(w, sizeof(w), "%s.memory", where);
-        long long limit = 0, swap = 0;
-        bool has_limit, has_swap;
+        long long limit = 0, swap = 0, reservation = 0;
+        bool has_limit, has_swap, has_res;
         if (want_object(mem, w, err) < 0 ||
             get_int(mem, "limit", w, -1, INT64_MAX, &limit, &has_limit, err) < 0 ||
-            get_int(mem, "swap", w, -1, INT64_MAX, &swap, &has_swap, err) < 0)
+            get_int(mem, "swap", w, -1, INT64_MAX, &swap, &has_swap, err) < 0 ||
+            get_int(mem, "reservation", w, -1, INT64_MAX, &reservation, &has_res, err) < 0)
             return -1;
+        if (has_res && reservation > 0)
+            l->memory_reservation_bytes = reservation;
         if (has_limit && limit > 0)
             l->memory_bytes = limit;
         if (has_swap && swap > 0) {
@@ -795,6 +798,20 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         }
         if (hs && shares > 0)
             l->cpu_shares = shares;
+        static const char *const sets[] = {"cpus", "mems"};
+        for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {
+            json_t *v = member(cpu, sets[k]);
+            if (v == NULL || json_is_null(v))
+                continue;
+            const char *t = json_string_value(v);
+            char *dst = k == 0 ? l->cpuset_cpus : l->cpuset_mems;
+            if (t == NULL || strlen(t) >= sizeof(l->cpuset_cpus) ||
+                strspn(t, "0123456789,-") != strlen(t))
+                return bh_error_set(err, EINVAL,
+                                    "config.json: `%s.%s` must be a cpu list such as `0-3,6`", w,
+                                    sets[k]);
+            snprintf(dst, sizeof(l->cpuset_cpus), "%s", t);
+        }
     }
     json_t *pids = member(res, "pids");
     if (pids != NULL) {
@@ -807,6 +824,8 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         if (has && limit > 0)
             l->pids = limit;
     }
+    if (oci_device_rules_parse(member(res, "devices"), where, l, err) < 0)
+        return -1;
     json_t *unified = member(res, "unified");
     if (unified != NULL) {
         if (!json_is_object(unified))
@@ -893,9 +912,6 @@ static int parse_linux_resources(struct oci_config *cfg, json_t *lx, struct bh_e
         json_t *bio = member(res, "blockIO");
         if (bio != NULL && json_object_size(bio) > 0)
             add_warning(cfg, "linux.resources.blockIO is not enforced (best effort: ignored)");
-        json_t *cpu = member(res, "cpu");
-        if (cpu != NULL && (member(cpu, "cpus") || member(cpu, "mems")))
-            add_warning(cfg, "linux.resources.cpu.cpus/mems (cpuset) are not enforced");
     }
     return 0;
 }

@@ -14,7 +14,13 @@
  * - fifos ("p") and unbuffered ("u") entries are refused: there is no host
  *   node to bind for them.
  * fileMode, uid and gid cannot be set on a bound host node; they are kept
- * as the host's (a warning says so). */
+ * as the host's (a warning says so).
+ *
+ * Also linux.resources.devices, the device cgroup: the rules in order, then
+ * the devices every container needs, as runc appends them; a node bound
+ * above is usable only when a rule allows it (runc's `device cgroup deny`
+ * test). v1 applies them (sentry/cgroup-v1.c); v2 needs a BPF program,
+ * not generated yet. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -182,5 +188,87 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
             return bh_error_errno(err, ENOMEM, "device `%s`", path);
         spec->n_mounts++;
     }
+    return 0;
+}
+
+/* What runc allows after the config's rules (libcontainer's
+ * AllowedDevices): mknod of anything (a user namespace refuses it anyway),
+ * the standard nodes, the pty pair, and tun. */
+static const struct bh_device_rule default_rules[] = {
+    {true, 'c', -1, -1, "m"}, {true, 'b', -1, -1, "m"},    {true, 'c', 1, 3, "rwm"},
+    {true, 'c', 1, 8, "rwm"}, {true, 'c', 1, 7, "rwm"},    {true, 'c', 5, 0, "rwm"},
+    {true, 'c', 1, 5, "rwm"}, {true, 'c', 1, 9, "rwm"},    {true, 'c', 136, -1, "rwm"},
+    {true, 'c', 5, 2, "rwm"}, {true, 'c', 10, 200, "rwm"},
+};
+
+static int rule_number(json_t *v, const char *what, const char *where, size_t i, int32_t *out,
+                       struct bh_error *err)
+{
+    if (v == NULL || json_is_null(v)) {
+        *out = -1;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) > 0xfffff)
+        return bh_error_set(err, EINVAL,
+                            "config.json: `%s.devices[%zu].%s` must be a device number or -1",
+                            where, i, what);
+    *out = (int32_t)json_integer_value(v);
+    return 0;
+}
+
+int oci_device_rules_parse(json_t *rules, const char *where, struct bh_limits *l,
+                           struct bh_error *err)
+{
+    if (rules == NULL || json_is_null(rules))
+        return 0;
+    if (!json_is_array(rules))
+        return bh_error_set(err, EINVAL, "config.json: `%s.devices` must be an array", where);
+    if (json_array_size(rules) == 0)
+        return 0;
+    if (json_array_size(rules) + BH_ARRAY_SIZE(default_rules) > BH_MAX_DEVICE_RULES)
+        return bh_error_set(err, E2BIG,
+                            "config.json: `%s.devices` has %zu rules; bulkhead takes at most %zu",
+                            where, json_array_size(rules),
+                            (size_t)BH_MAX_DEVICE_RULES - BH_ARRAY_SIZE(default_rules));
+    size_t n = 0;
+    size_t i;
+    json_t *d;
+    json_array_foreach(rules, i, d)
+    {
+        json_t *allow = json_object_get(d, "allow");
+        if (!json_is_object(d) || !json_is_boolean(allow))
+            return bh_error_set(err, EINVAL,
+                                "config.json: `%s.devices[%zu]` needs a boolean `allow`", where, i);
+        struct bh_device_rule *r = &l->device_rules[n];
+        memset(r, 0, sizeof(*r));
+        r->allow = json_is_true(allow);
+        json_t *type = json_object_get(d, "type"), *access = json_object_get(d, "access");
+        const char *t = type == NULL || json_is_null(type) ? "a" : json_string_value(type);
+        if (t == NULL || strlen(t) != 1 || strchr("acb", t[0]) == NULL)
+            return bh_error_set(err, EINVAL,
+                                "config.json: `%s.devices[%zu].type` must be `a`, `c` or `b`",
+                                where, i);
+        r->type = t[0];
+        if (rule_number(json_object_get(d, "major"), "major", where, i, &r->major, err) < 0 ||
+            rule_number(json_object_get(d, "minor"), "minor", where, i, &r->minor, err) < 0)
+            return -1;
+        const char *a = access == NULL || json_is_null(access) ? "rwm" : json_string_value(access);
+        /* Letters other than r, w and m are dropped, as the kernel's parser
+         * stops at them (runc's own tests write "rwa"); a rule left with no
+         * access at all is refused. */
+        size_t k = 0;
+        for (const char *c = a; c != NULL && *c != '\0' && strlen(a) <= 8; c++)
+            if (strchr("rwm", *c) != NULL && strchr(r->access, *c) == NULL && k < 3)
+                r->access[k++] = *c;
+        if (k == 0)
+            return bh_error_set(err, EINVAL,
+                                "config.json: `%s.devices[%zu].access` `%s` must hold letters of "
+                                "`rwm`",
+                                where, i, a ? a : "");
+        n++;
+    }
+    for (size_t k = 0; k < BH_ARRAY_SIZE(default_rules); k++)
+        l->device_rules[n++] = default_rules[k];
+    l->n_device_rules = n;
     return 0;
 }

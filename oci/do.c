@@ -274,32 +274,32 @@ static bool pid_is_gone(int pid)
 
 static void remove_stale_cgroups(void)
 {
-    const char *root = getenv("BULKHEAD_CGROUP_ROOT");
+    /* Every sandbox has a pids cgroup (the floor); where the layout lacks
+     * that hierarchy, the unified one lists the sandboxes. */
     char dir[4096];
-    static const char *const where[] = {"pids/bulkhead", "unified/bulkhead", "bulkhead"};
-    for (size_t w = 0; w < BH_ARRAY_SIZE(where); w++) {
-        snprintf(dir, sizeof(dir), "%s/%s", root && *root ? root : "/sys/fs/cgroup", where[w]);
-        DIR *d = opendir(dir);
-        if (d == NULL)
-            continue;
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            int pid = 0, n = 0;
-            if (sscanf(e->d_name, "do-%d-%*[0-9a-f]%n", &pid, &n) != 1 || n == 0 ||
-                e->d_name[n] != '\0' || pid <= 0 || pid == getpid())
-                continue;
-            if (!pid_is_gone(pid))
-                continue; /* its creator lives (or may): not ours to touch */
-            char path[300];
-            snprintf(path, sizeof(path), "bulkhead/%s", e->d_name);
-            struct bh_cgroup *cg = NULL;
-            struct bh_error err = {0};
-            if (bh_cgroup_open(path, &cg, &err) == 0)
-                bh_cgroup_destroy(cg, &err);
-        }
-        closedir(d);
+    if (bh_cgroup_hierarchy("pids", dir, sizeof(dir) - 16, NULL) < 0 &&
+        bh_cgroup_hierarchy(NULL, dir, sizeof(dir) - 16, NULL) < 0)
         return;
+    strcat(dir, "/bulkhead");
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int pid = 0, n = 0;
+        if (sscanf(e->d_name, "do-%d-%*[0-9a-f]%n", &pid, &n) != 1 || n == 0 ||
+            e->d_name[n] != '\0' || pid <= 0 || pid == getpid())
+            continue;
+        if (!pid_is_gone(pid))
+            continue; /* its creator lives (or may): not ours to touch */
+        char path[300];
+        snprintf(path, sizeof(path), "bulkhead/%s", e->d_name);
+        struct bh_cgroup *cg = NULL;
+        struct bh_error err = {0};
+        if (bh_cgroup_open(path, &cg, &err) == 0)
+            bh_cgroup_destroy(cg, &err);
     }
+    closedir(d);
 }
 
 static volatile sig_atomic_t timed_out;

@@ -82,11 +82,20 @@ int oci_seccomp_to_policy(json_t *seccomp, char **text, bool *notifies, struct b
 int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, int listener,
                            struct bh_error *err);
 
+/* Before create joins an existing cgroup (oci/resources.c): refuses a frozen
+ * one (its processes would never run) and warns when processes are in it,
+ * as runc does. */
+int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh_error *err);
+
 /* linux.devices (oci/devices.c): shape checked at parse; applied per tier
  * at create (own nodes accepted, host nodes bound at the container tier,
  * refused with the reason at the kernel tier). */
 int oci_devices_validate(json_t *devs, struct bh_error *err);
 int oci_devices_apply(struct oci_config *cfg, struct bh_error *err);
+/* linux.resources.devices (the device cgroup) into l->device_rules, in
+ * order, followed by the nodes every container needs (runc's defaults). */
+int oci_device_rules_parse(json_t *rules, const char *where, struct bh_limits *l,
+                           struct bh_error *err);
 
 /* ---- state directory (oci/state.c) -------------------------------------- */
 

@@ -84,9 +84,23 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     const char *id;
     if (oci_need_id(g, "update", argc, argv, pos, &id) < 0)
         return CLI_EXIT_REFUSED;
-    if (cpus || mems || rt_period || rt_runtime || blkio) {
-        cli_report_error(g, "update: cpuset, realtime and blkio limits are not supported by "
-                            "bulkhead; use --memory, --pids-limit and --cpu-*");
+    /* runc takes update's flags after the id too (`update ID --cpu-period N`,
+     * as its own tests write it): parse what follows the id the same way. */
+    if (pos + 1 < argc) {
+        int more = oci_parse_args(argc - pos, argv + pos, opts, BH_ARRAY_SIZE(opts), &help, &err);
+        if (more < 0) {
+            cli_report_error(g, "update: %s", err.msg);
+            return CLI_EXIT_REFUSED;
+        }
+        if (pos + more < argc) {
+            cli_report_error(g, "update: unexpected argument `%s` after the container id",
+                             argv[pos + more]);
+            return CLI_EXIT_REFUSED;
+        }
+    }
+    if (rt_period || rt_runtime || blkio) {
+        cli_report_error(g, "update: realtime and blkio limits are not supported by bulkhead; "
+                            "use --memory, --pids-limit, --cpuset-* and --cpu-*");
         return CLI_EXIT_REFUSED;
     }
     struct bh_limits l = {0};
@@ -113,6 +127,7 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     } flags[] = {
         {"--memory", memory, &l.memory_bytes},
         {"--memory-swap", swap, &l.memory_swap_bytes},
+        {"--memory-reservation", reservation, &l.memory_reservation_bytes},
         {"--pids-limit", pids, &l.pids},
         {"--cpu-quota", quota, &l.cpu_quota_us},
         {"--cpu-period", period, &l.cpu_period_us},
@@ -126,10 +141,23 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
             cli_report_error(g, "update: %s `%s` is not a number", flags[i].flag, flags[i].v);
             return CLI_EXIT_REFUSED;
         }
-        *flags[i].dst = v > 0 ? v : 0;
+        /* -1 lifts a limit (`--memory-swap -1`: unlimited swap), as runc. */
+        *flags[i].dst = v > 0 ? v : v < 0 ? -1 : 0;
     }
-    if (l.cpu_quota_us > 0 && l.cpu_period_us == 0)
-        l.cpu_period_us = 100000;
+    const char *sets[] = {cpus, mems};
+    for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {
+        if (sets[k] == NULL)
+            continue;
+        if (strlen(sets[k]) >= sizeof(l.cpuset_cpus) ||
+            strspn(sets[k], "0123456789,-") != strlen(sets[k])) {
+            cli_report_error(g, "update: --cpuset-%s `%s` is not a list such as `0-3,6`",
+                             k == 0 ? "cpus" : "mems", sets[k]);
+            return CLI_EXIT_REFUSED;
+        }
+        snprintf(k == 0 ? l.cpuset_cpus : l.cpuset_mems, sizeof(l.cpuset_cpus), "%s", sets[k]);
+    }
+    /* A quota alone keeps the period the cgroup has (runc's `update cgroup
+     * cpu limits`). */
     cleanup_close int dirfd = -1;
     struct oci_state st;
     if (oci_open(g, "update", id, &dirfd, &st) < 0)
@@ -148,6 +176,38 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     if (cg)
         bh_cgroup_free(cg);
     oci_state_free(&st);
+    return rc;
+}
+
+int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh_error *err)
+{
+    struct bh_cgroup *cg = NULL;
+    if (bh_cgroup_open(path, &cg, NULL) < 0)
+        return 0; /* not there: create makes it */
+    bool frozen = false;
+    cleanup_free pid_t *pids = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (bh_cgroup_frozen(cg, &frozen, err) < 0)
+        rc = bh_error_prefix(err, "cgroup `%s`", path);
+    else if (frozen)
+        rc = bh_error_set(err, EBUSY,
+                          "container's cgroup unexpectedly frozen: `%s` exists and is frozen, so "
+                          "the container's processes would never run; thaw it or use another "
+                          "cgroupsPath",
+                          path);
+    else if (bh_cgroup_pids(cg, &pids, &n, NULL) == 0 && n > 0) {
+        char msg[1400];
+        snprintf(msg, sizeof(msg),
+                 "container's cgroup is not empty: %zu process(es) already in `%s`; they will "
+                 "share its limits (and be killed when this container is deleted)",
+                 n, path);
+        cli_log(g, "warning", "%s", msg);
+        /* runc shows warnings on stderr even without --debug or --log. */
+        if (g->log_path == NULL && !g->debug)
+            fprintf(stderr, "bulkhead: warning: %s\n", msg);
+    }
+    bh_cgroup_free(cg);
     return rc;
 }
 

@@ -442,6 +442,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     struct bh_sandbox *sb = NULL;
     cleanup_free char *state_json = NULL;
     int rc = CLI_EXIT_REFUSED;
+    if (oci_cgroup_precheck(g, cgroup_path, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        rc = 1; /* runc's status for it */
+        goto fail_nosb;
+    }
     int made = create_sandbox(g, id, spec, state_dir, cgroup_path, &sb, &err);
     if (made < 0)
         goto fail_nosb;

@@ -36,14 +36,22 @@ const char *bh_cgroup_layout_name(enum bh_cgroup_layout layout);
 
 /* Creates path (relative, e.g. "bulkhead/ID" or OCI "/docker/ID") in every
  * hierarchy the layout needs and writes the limits. Fails closed: a limit that
- * is set but cannot be applied is an error, and what was made is removed. */
+ * is set but cannot be applied is an error, and what was made is removed.
+ * A path outside bulkhead's own "bulkhead/" that exists already is joined,
+ * as runc joins an existing cgroupsPath; under "bulkhead/" it is a clash. */
 int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh_cgroup **out,
                      struct bh_error *err);
+/* A device rule as a v1 devices.allow/devices.deny line ("c 1:3 rwm", "a");
+ * -1 when the rule is malformed (a type or access the kernel does not take). */
+int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size);
+
 /* Opens an existing sandbox cgroup (OCI: later commands of the same container). */
 int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *err);
 int bh_cgroup_attach(struct bh_cgroup *cg, pid_t pid, struct bh_error *err);
 int bh_cgroup_update(struct bh_cgroup *cg, const struct bh_limits *limits, struct bh_error *err);
 int bh_cgroup_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
+/* Whether the cgroup is frozen (or freezing), as the kernel reports it. */
+int bh_cgroup_frozen(struct bh_cgroup *cg, bool *frozen, struct bh_error *err);
 /* Host pids of every process in the cgroup; *pids is malloc'd. */
 int bh_cgroup_pids(struct bh_cgroup *cg, pid_t **pids, size_t *n, struct bh_error *err);
 /* SIGKILLs every process and waits (bounded) until the cgroup is empty. */
@@ -54,11 +62,23 @@ struct bh_cgroup_stats {
     uint64_t memory_limit; /* UINT64_MAX: none */
     uint64_t memory_max_usage;
     uint64_t pids_current;
-    uint64_t pids_limit;   /* UINT64_MAX: none */
+    uint64_t pids_limit; /* UINT64_MAX: none */
     uint64_t cpu_usage_ns;
     uint64_t oom_kills;
 };
 int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
+
+/* Where bulkhead's cgroups live: the directory of the hierarchy that holds a
+ * controller ("memory", "pids", ...), or of the unified hierarchy for NULL.
+ * On v1 and hybrid that is each controller's own mount (/sys/fs/cgroup/pids);
+ * on v2 every controller answers the one root. A sandbox at path P is at
+ * <answer>/P. The one place front ends, the probe and tests learn the
+ * layout from; ENOENT when the layout has no such hierarchy. */
+int bh_cgroup_hierarchy(const char *controller, char *out, size_t size, struct bh_error *err);
+/* Calls fn with the directory of every hierarchy a sandbox gets a cgroup in
+ * (named v1 ones such as name=systemd included), e.g. for leak checks. */
+int bh_cgroup_each_hierarchy(void (*fn)(const char *dir, void *arg), void *arg,
+                             struct bh_error *err);
 
 /* Path of the cgroup for a controller ("memory", "pids", "cpu", "cpuacct",
  * "cpuset", "freezer") or NULL for the v2 one; used by checks that read

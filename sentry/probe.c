@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
 #include "paths.h"
 #include "probe-report.h"
@@ -632,12 +633,6 @@ static void check_guest_status(struct bh_tier_report *r, pid_t guest, uint64_t c
                        "outside, guest %d: %s", (int)guest, detail);
 }
 
-static const char *cgroup_root(void)
-{
-    const char *env = getenv("BULKHEAD_CGROUP_ROOT");
-    return env && *env ? env : "/sys/fs/cgroup";
-}
-
 /* Reads one limit file of the guest's own cgroup; "max" reads as -1. */
 static int read_limit(const char *dir, const char *file, int64_t *value, char *shown, size_t size)
 {
@@ -663,10 +658,10 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
                            "guest %d: cannot read its cgroups", (int)guest);
         return;
     }
-    const char *root = cgroup_root();
-    char v2probe[PATH_MAX];
-    snprintf(v2probe, sizeof(v2probe), "%s/cgroup.controllers", root);
-    bool pure_v2 = access(v2probe, F_OK) == 0;
+    bool pure_v2 = bh_cgroup_detect() == BH_CGROUP_V2;
+    char mem_root[PATH_MAX] = "", pids_root[PATH_MAX] = "";
+    bh_cgroup_hierarchy("memory", mem_root, sizeof(mem_root), NULL);
+    bh_cgroup_hierarchy("pids", pids_root, sizeof(pids_root), NULL);
 
     char mem_dir[PATH_MAX] = "", pids_dir[PATH_MAX] = "";
     const char *mem_file = NULL, *pids_file = "pids.max";
@@ -679,14 +674,14 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
         *c1 = *c2 = '\0';
         const char *ctrls = c1 + 1, *cg = c2 + 1;
         if (*ctrls == '\0' && pure_v2) {
-            snprintf(mem_dir, sizeof(mem_dir), "%s%s", root, cg);
-            snprintf(pids_dir, sizeof(pids_dir), "%s%s", root, cg);
+            snprintf(mem_dir, sizeof(mem_dir), "%s%s", mem_root, cg);
+            snprintf(pids_dir, sizeof(pids_dir), "%s%s", pids_root, cg);
             mem_file = "memory.max";
-        } else if (name_in_list(ctrls, "memory")) {
-            snprintf(mem_dir, sizeof(mem_dir), "%s/memory%s", root, cg);
+        } else if (name_in_list(ctrls, "memory") && mem_root[0]) {
+            snprintf(mem_dir, sizeof(mem_dir), "%s%s", mem_root, cg);
             mem_file = "memory.limit_in_bytes";
-        } else if (name_in_list(ctrls, "pids")) {
-            snprintf(pids_dir, sizeof(pids_dir), "%s/pids%s", root, cg);
+        } else if (name_in_list(ctrls, "pids") && pids_root[0]) {
+            snprintf(pids_dir, sizeof(pids_dir), "%s%s", pids_root, cg);
         }
     }
 

@@ -490,7 +490,14 @@ int bh_spec_from_json(json_t *o, struct bh_sandbox_spec *s, struct bh_error *err
         bh_error_set(err, EINVAL, "spec field `limits` must be 7 integers");
         goto fail;
     }
-    s->limits = (struct bh_limits){l[0], l[1], l[2], l[3], l[4], l[5], l[6]};
+    /* Device rules stay with the front end, which makes the cgroup. */
+    s->limits = (struct bh_limits){.memory_bytes = l[0],
+                                   .memory_swap_bytes = l[1],
+                                   .pids = l[2],
+                                   .cpu_quota_us = l[3],
+                                   .cpu_period_us = l[4],
+                                   .cpu_shares = l[5],
+                                   .tmpfs_bytes = l[6]};
     json_t *sc = json_object_get(o, "sysctls");
     if (sc != NULL && (!json_is_array(sc) || json_array_size(sc) > 1024)) {
         bh_error_set(err, EINVAL, "spec field `sysctls` must be an array");

@@ -77,6 +77,17 @@ struct bh_rlimit {
     uint64_t hard;
 };
 
+/* One device cgroup rule (OCI linux.resources.devices), applied in order:
+ * type 'a' (every device), 'c' or 'b'; major/minor -1 for any; access a
+ * subset of "rwm". */
+struct bh_device_rule {
+    bool allow;
+    char type;
+    int32_t major, minor;
+    char access[4];
+};
+#define BH_MAX_DEVICE_RULES 64
+
 /* Limits enforced through cgroups (and the tmpfs size). 0 means "not set". */
 struct bh_limits {
     int64_t memory_bytes;      /* memory.max / memory.limit_in_bytes */
@@ -86,6 +97,12 @@ struct bh_limits {
     int64_t cpu_period_us;
     int64_t cpu_shares;  /* v1 shares; mapped to cpu.weight on v2 */
     int64_t tmpfs_bytes; /* size of /tmp and of the working directory tmpfs */
+    int64_t memory_reservation_bytes; /* soft limit: memory.soft_limit_in_bytes / memory.low */
+    char cpuset_cpus[64];             /* "0-3,6"; empty: the parent's */
+    char cpuset_mems[64];
+    /* Device cgroup rules; none: the device cgroup is left as inherited. */
+    size_t n_device_rules;
+    struct bh_device_rule device_rules[BH_MAX_DEVICE_RULES];
 };
 
 /* The process to run. Strings are owned by the spec (see bh_sandbox_spec_free). */

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "frame.h"
 
 double h_now(void)
@@ -388,4 +389,13 @@ void h_write_file(const char *dir, const char *rel, const char *text)
     cr_assert_not_null(f, "write %s: %s", p, strerror(errno));
     fputs(text, f);
     fclose(f);
+}
+
+void h_cgroup_dir(const char *controller, const char *rel, char *out, size_t size)
+{
+    struct bh_error err = {0};
+    char hier[4096];
+    cr_assert_eq(bh_cgroup_hierarchy(controller, hier, sizeof(hier), &err), 0,
+                 "where do cgroups live? %s", err.msg);
+    cr_assert_lt(snprintf(out, size, "%s/%s", hier, rel), (int)size, "cgroup path too long");
 }

@@ -45,6 +45,11 @@ char *h_path(const char *name);
 char *h_read_fd(int fd);
 /* Removes path and everything under it (symlinks are not followed). */
 void h_remove_tree(const char *path);
+/* out = the cgroup rel (e.g. "bulkhead/ID") in controller's hierarchy (NULL:
+ * the unified one), where the core puts it (bh_cgroup_hierarchy), so a
+ * leftover check holds on v1, hybrid and v2 hosts. Fails the test when the
+ * layout has no such hierarchy. */
+void h_cgroup_dir(const char *controller, const char *rel, char *out, size_t size);
 /* DIR/bundle/rootfs with the mount points an OCI config names (usr, etc,
  * proc, dev, tmp, sys, root) and merged-/usr links (bin, sbin, lib, lib64),
  * so a config can bind the host's /usr read-only. */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "harness.h"
 
 static char tmp[128];   /* the test's temp dir: bundle, root, log */
@@ -143,16 +144,24 @@ static void setup(void)
  * through a sanitizer's exit code, after its sentry started): every
  * process in the container's cgroups is killed by pid, the cgroups
  * removed. */
+static void add_hier(const char *dir, void *arg)
+{
+    char(*hiers)[512] = arg;
+    for (int i = 0; i < 24; i++)
+        if (hiers[i][0] == '\0') {
+            snprintf(hiers[i], 512, "%s", dir);
+            return;
+        }
+}
+
 static void kill_by_cgroup(const char *id)
 {
-    static const char *const hier[] = {"pids",   "memory",  "cpu,cpuacct", "cpu",   "cpuacct",
-                                       "cpuset", "freezer", "devices",     "blkio", "unified",
-                                       ""};
+    char hier[24][512] = {{0}};
+    bh_cgroup_each_hierarchy(add_hier, hier, NULL);
     for (int round = 0; round < 3; round++) {
-        for (size_t h = 0; h < sizeof(hier) / sizeof(hier[0]); h++) {
+        for (size_t h = 0; h < 24 && hier[h][0]; h++) {
             char p[1024];
-            snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%sbulkhead/%s/cgroup.procs", hier[h],
-                     hier[h][0] ? "/" : "", id);
+            snprintf(p, sizeof(p), "%.511s/bulkhead/%.400s/cgroup.procs", hier[h], id);
             FILE *f = fopen(p, "re");
             int pid;
             while (f && fscanf(f, "%d", &pid) == 1)
@@ -165,10 +174,9 @@ static void kill_by_cgroup(const char *id)
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
     }
-    for (size_t h = 0; h < sizeof(hier) / sizeof(hier[0]); h++) {
+    for (size_t h = 0; h < 24 && hier[h][0]; h++) {
         char p[1024];
-        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%sbulkhead/%s", hier[h], hier[h][0] ? "/" : "",
-                 id);
+        snprintf(p, sizeof(p), "%.511s/bulkhead/%.400s", hier[h], id);
         rmdir(p);
     }
 }
@@ -228,8 +236,10 @@ static void expect_refused(const char *id, const char *needle)
     char p[512];
     snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
     cr_expect_neq(access(p, F_OK), 0, "state directory %s left behind", p);
-    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s", id);
-    cr_expect_neq(access(p, F_OK), 0, "cgroup %s left behind", p);
+    char cg[600];
+    snprintf(p, sizeof(p), "bulkhead/%s", id);
+    h_cgroup_dir("pids", p, cg, sizeof(cg));
+    cr_expect_neq(access(cg, F_OK), 0, "cgroup %s left behind", cg);
 }
 
 TestSuite(oci_config, .init = setup, .fini = teardown);
@@ -598,8 +608,10 @@ static void assert_gone(const char *id, pid_t pid)
     char p[512];
     snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
     cr_expect_neq(access(p, F_OK), 0, "state %s left", p);
-    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s", id);
-    cr_expect_neq(access(p, F_OK), 0, "cgroup %s left", p);
+    char cg[600];
+    snprintf(p, sizeof(p), "bulkhead/%s", id);
+    h_cgroup_dir("pids", p, cg, sizeof(cg));
+    cr_expect_neq(access(cg, F_OK), 0, "cgroup %s left", cg);
     cr_expect(kill(pid, 0) < 0 && errno == ESRCH, "pid %d still exists", pid);
 }
 
@@ -771,8 +783,10 @@ Test(oci_lifecycle, failing_prestart_hook_leaves_nothing)
     char p[512];
     snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
     cr_expect_neq(access(p, F_OK), 0, "state left after a failed create");
-    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s", id);
-    cr_expect_neq(access(p, F_OK), 0, "cgroup left after a failed create");
+    char cg[600];
+    snprintf(p, sizeof(p), "bulkhead/%s", id);
+    h_cgroup_dir("pids", p, cg, sizeof(cg));
+    cr_expect_neq(access(cg, F_OK), 0, "cgroup %s left after a failed create", cg);
 }
 
 /* A listener for dev.bulkhead.report-socket; returns the listening fd. */
@@ -1022,17 +1036,16 @@ Test(oci_lifecycle, pause_update_events_ps_list)
     cr_expect_str_eq(status_of(id, NULL), "running");
 
     /* update --resources - reads LinuxResources on stdin: run through sh for the pipe. */
-    char cmd[1024], p[256];
-    snprintf(p, sizeof(p), "/sys/fs/cgroup/pids/bulkhead/%s/pids.max", id);
+    char cmd[1024], p[600], rel[256];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/pids.max", id);
+    h_cgroup_dir("pids", rel, p, sizeof(p));
     snprintf(cmd, sizeof(cmd),
              "echo '{\"pids\": {\"limit\": 42}}' | %s --root %s/root update --resources - %s", bh,
              tmp, id);
     cr_expect_eq(system(cmd), 0, "update --resources -");
-    if (access("/sys/fs/cgroup/pids/bulkhead", F_OK) == 0)
-        cr_expect_eq(read_long(p), 42, "pids.max after update");
+    cr_expect_eq(read_long(p), 42, "pids.max after update");
     cr_expect_eq(RUN0("update", "--pids-limit", "40", id), 0, "update --pids-limit");
-    if (access("/sys/fs/cgroup/pids/bulkhead", F_OK) == 0)
-        cr_expect_eq(read_long(p), 40, "pids.max after update --pids-limit");
+    cr_expect_eq(read_long(p), 40, "pids.max after update --pids-limit");
 
     cr_assert_eq(RUN(out, "events", "--stats", id), 0, "events: %s", last_error());
     json_t *ev = json_loads(out, 0, NULL);

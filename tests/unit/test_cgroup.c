@@ -155,6 +155,38 @@ Test(cgroup_fake, layout_markers_and_override)
     cr_assert_str_eq(bh_cgroup_layout_name(BH_CGROUP_HYBRID), "hybrid");
 }
 
+/* The one answer to "where do bulkhead's cgroups live", per layout. */
+Test(cgroup_fake, hierarchy_answers_per_layout)
+{
+    char dir[1024], want[1024];
+    struct bh_error err = {0};
+    fake_v2("memory pids");
+    cr_assert_eq(bh_cgroup_hierarchy("pids", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    cr_assert_str_eq(dir, fake_root, "v2: every controller is the one root");
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), 0, "%s", err.msg);
+    cr_assert_str_eq(dir, fake_root);
+
+    char p[512];
+    snprintf(p, sizeof(p), "%s/cgroup.controllers", fake_root);
+    unlink(p);
+    fake_v1(false);
+    cr_assert_eq(bh_cgroup_hierarchy("cpuacct", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/cpu,cpuacct", fake_root);
+    cr_assert_str_eq(dir, want, "v1: a combined mount answers for both controllers");
+    cr_assert_eq(bh_cgroup_hierarchy("pids", dir, sizeof(dir), &err), -1);
+    cr_assert_eq(err.code, ENOENT);
+    cr_assert(strstr(err.msg, "`pids`") != NULL, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), -1, "v1 has no unified");
+
+    mkdirs("%s/%s", "unified");
+    cr_assert_eq(bh_cgroup_hierarchy(NULL, dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/unified", fake_root);
+    cr_assert_str_eq(dir, want, "hybrid: the controller-less v2 mount");
+    cr_assert_eq(bh_cgroup_hierarchy("memory", dir, sizeof(dir), &err), 0, "%s", err.msg);
+    snprintf(want, sizeof(want), "%s/memory", fake_root);
+    cr_assert_str_eq(dir, want);
+}
+
 /* ---- v2 on a fake tree -------------------------------------------------- */
 
 Test(cgroup_fake, v2_writes_limits_and_enables_controllers)
@@ -191,6 +223,20 @@ Test(cgroup_fake, v2_writes_limits_and_enables_controllers)
     cr_assert_eq(bh_cgroup_create("bulkhead/c1", &l, &dup, &err), -1);
     cr_assert_eq(err.code, EEXIST);
     cr_assert(exists(d));
+    /* A path the caller named is joined, as runc joins a cgroupsPath, and
+     * a failed create leaves the cgroup it joined. */
+    struct bh_limits bad = {.memory_bytes = 64 * MiB, .memory_swap_bytes = 1};
+    cr_assert_eq(bh_cgroup_create("bulkhead/c1", &l, &dup, &err), -1);
+    cr_assert_eq(bh_cgroup_create("shared/x", &l, &dup, &err), 0, "%s", err.msg);
+    bh_cgroup_free(dup);
+    cr_assert_eq(bh_cgroup_create("shared/x", &l, &dup, &err), 0, "join: %s", err.msg);
+    bh_cgroup_free(dup);
+    cr_assert_eq(bh_cgroup_create("shared/x", &bad, &dup, &err), -1);
+    char joined[512];
+    snprintf(joined, sizeof(joined), "%s/shared/x", fake_root);
+    cr_assert(exists(joined), "a failed join removed the cgroup it joined");
+    cr_assert_eq(bh_cgroup_open("shared/x", &dup, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_destroy(dup, &err), 0, "%s", err.msg);
 
     /* Update: only what is given changes; -1 lifts a limit. */
     struct bh_limits u = {.pids = -1,
@@ -297,6 +343,89 @@ Test(cgroup_fake, v1_combined_cpu_mount_cpuset_and_memsw)
     live_cg = NULL;
     cr_assert(!exists(want));
     cr_assert(!exists(cs));
+}
+
+Test(cgroup_fake, device_rules_as_v1_lines)
+{
+    char line[64];
+    struct bh_device_rule all = {false, 'a', -1, -1, "rwm"};
+    cr_assert_eq(bh_cgroup_device_line(&all, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "a");
+    struct bh_device_rule kmsg = {true, 'c', 1, 11, "rw"};
+    cr_assert_eq(bh_cgroup_device_line(&kmsg, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "c 1:11 rw");
+    struct bh_device_rule pts = {true, 'c', 136, -1, "rwm"};
+    cr_assert_eq(bh_cgroup_device_line(&pts, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "c 136:* rwm");
+    struct bh_device_rule mknod = {true, 'b', -1, -1, "m"};
+    cr_assert_eq(bh_cgroup_device_line(&mknod, line, sizeof(line)), 0);
+    cr_assert_str_eq(line, "b *:* m");
+    struct bh_device_rule bad_type = {true, 'p', 1, 1, "r"};
+    cr_assert_eq(bh_cgroup_device_line(&bad_type, line, sizeof(line)), -1);
+    struct bh_device_rule bad_access = {true, 'c', 1, 1, "rx"};
+    cr_assert_eq(bh_cgroup_device_line(&bad_access, line, sizeof(line)), -1);
+    struct bh_device_rule no_access = {true, 'c', 1, 1, ""};
+    cr_assert_eq(bh_cgroup_device_line(&no_access, line, sizeof(line)), -1);
+}
+
+/* Each rule in order on devices.deny or devices.allow (the fake tree keeps
+ * every write, as the kernel keeps every exception). */
+Test(cgroup_fake, v1_device_rules_written_in_order)
+{
+    fake_v1(true);
+    mkdirs("%s/%s", "devices");
+    struct bh_limits l = {.n_device_rules = 3};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    l.device_rules[1] = (struct bh_device_rule){true, 'c', 1, 11, "r"};
+    l.device_rules[2] = (struct bh_device_rule){false, 'c', 1, 11, "w"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, "devices");
+    cr_assert_not_null(d);
+    cr_assert_str_eq(get(d, "devices.deny"), "a\nc 1:11 w");
+    cr_assert_str_eq(get(d, "devices.allow"), "c 1:11 r");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+Test(cgroup_fake, v1_device_rules_without_the_controller_fail_closed)
+{
+    fake_v1(true);
+    struct bh_limits l = {.n_device_rules = 1};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "`devices`") != NULL, "%s", err.msg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/pids/bulkhead/dev", fake_root);
+    cr_assert(!exists(p), "a refused create left %s", p);
+}
+
+Test(cgroup_fake, v1_reservation_and_cpuset_v2_refuses_cpuset)
+{
+    fake_v1(true);
+    struct bh_limits l = {.memory_reservation_bytes = 24 * MiB};
+    snprintf(l.cpuset_cpus, sizeof(l.cpuset_cpus), "1");
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/r", &l, &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "memory"), "memory.soft_limit_in_bytes"),
+                     "25165824");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpuset"), "cpuset.cpus"), "1");
+    cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "cpuset"), "cpuset.mems"), "0", "from the parent");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+Test(cgroup_fake, v2_cpuset_is_refused_not_dropped)
+{
+    fake_v2("memory pids cpu");
+    struct bh_limits l = {.pids = 5};
+    snprintf(l.cpuset_cpus, sizeof(l.cpuset_cpus), "1");
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/r", &l, &live_cg, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP, "%s", err.msg);
+    cr_assert(strstr(err.msg, "cpuset") != NULL, "%s", err.msg);
 }
 
 Test(cgroup_fake, v1_missing_controller_creates_nothing)

@@ -1,0 +1,253 @@
+/* Owns the cgroup v1 backend: one directory per controller hierarchy,
+ * cpusets filled from their parents, memory+swap through memsw, freezing
+ * through freezer.state, and kill by freeze, SIGKILL each, thaw. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cgroup-internal.h"
+#include "cleanup.h"
+
+/* A new v1 cpuset has empty cpus and mems (attaching then fails with
+ * ENOSPC): fill each level from its parent, top down. */
+static int v1_fill_cpuset(struct bh_cgroup *cg, struct bh_error *err)
+{
+    int hi = cg->ctl_h[CTL_CPUSET];
+    if (hi < 0)
+        return 0;
+    const struct hier *h = &cg->h[hi];
+    size_t levels = cg_rel_levels(cg);
+    for (size_t k = 1; k <= levels; k++) {
+        char p[PATH_MAX], parent[PATH_MAX];
+        cg_level_path(cg, h, k, p);
+        cg_level_path(cg, h, k - 1, parent);
+        static const char *const files[] = {"cpuset.cpus", "cpuset.mems"};
+        for (size_t f = 0; f < BH_ARRAY_SIZE(files); f++) {
+            cleanup_free char *mine = NULL;
+            cleanup_free char *theirs = NULL;
+            if (!cg->fake || cg_file_exists(p, files[f])) {
+                if (cg_read(p, files[f], &mine, err) < 0)
+                    return -1;
+                if (strspn(mine, " \n") != strlen(mine))
+                    continue;
+            }
+            if (cg_read(parent, files[f], &theirs, err) < 0 ||
+                cg_write(cg, p, files[f], theirs, err) < 0)
+                return bh_error_prefix(err, "fill cpuset of `%s` from its parent", p);
+        }
+    }
+    return 0;
+}
+
+int cg_v1_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
+{
+    (void)l;
+    return v1_fill_cpuset(cg, err);
+}
+
+/* memory.limit_in_bytes <= memory.memsw.limit_in_bytes at every moment:
+ * try one order, and the other when the kernel refuses. */
+static int v1_write_memory(struct bh_cgroup *cg, const char *dir, int64_t mem, int64_t memsw,
+                           bool has_memsw, struct bh_error *err)
+{
+    if (!has_memsw)
+        return cg_write_i64(cg, dir, "memory.limit_in_bytes", mem, err);
+    if (cg_write_i64(cg, dir, "memory.limit_in_bytes", mem, NULL) == 0)
+        return cg_write_i64(cg, dir, "memory.memsw.limit_in_bytes", memsw, err);
+    if (cg_write_i64(cg, dir, "memory.memsw.limit_in_bytes", memsw, err) < 0)
+        return -1;
+    return cg_write_i64(cg, dir, "memory.limit_in_bytes", mem, err);
+}
+
+int cg_v1_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
+{
+    if (l->memory_bytes != 0 || l->memory_swap_bytes != 0) {
+        int64_t memsw;
+        if (cg_memsw_total(l, &memsw, err) < 0 || cg_need_ctl(cg, CTL_MEMORY, "memory", err) < 0)
+            return -1;
+        const struct hier *h = &cg->h[cg->ctl_h[CTL_MEMORY]];
+        bool has_memsw = cg_file_exists(h->mount, "memory.memsw.limit_in_bytes");
+        int64_t mem = l->memory_bytes > 0 ? l->memory_bytes : -1;
+        if (!has_memsw && l->memory_swap_bytes > 0 && l->memory_swap_bytes != l->memory_bytes)
+            return bh_error_set(err, ENOTSUP,
+                                "memory+swap limit refused: swap accounting is off on this host "
+                                "(no memory.memsw.limit_in_bytes); boot with swapaccount=1 or "
+                                "drop the swap limit");
+        if (l->memory_bytes == 0) {
+            /* Only swap lifted (update --memory-swap -1): the memory limit stays. */
+            if (has_memsw && cg_write_i64(cg, h->dir, "memory.memsw.limit_in_bytes", -1, err) < 0)
+                return bh_error_prefix(err, "swap limit");
+        } else if (v1_write_memory(cg, h->dir, mem, memsw, has_memsw, err) < 0) {
+            return bh_error_prefix(err, "memory limit");
+        }
+    }
+    if (l->cpuset_cpus[0] != '\0' || l->cpuset_mems[0] != '\0') {
+        if (cg_need_ctl(cg, CTL_CPUSET, "cpuset", err) < 0)
+            return -1;
+        const char *d = cg_ctl_dir(cg, CTL_CPUSET);
+        if (l->cpuset_cpus[0] != '\0' && cg_write(cg, d, "cpuset.cpus", l->cpuset_cpus, err) < 0)
+            return bh_error_prefix(err, "cpuset cpus `%s`", l->cpuset_cpus);
+        if (l->cpuset_mems[0] != '\0' && cg_write(cg, d, "cpuset.mems", l->cpuset_mems, err) < 0)
+            return bh_error_prefix(err, "cpuset mems `%s`", l->cpuset_mems);
+    }
+    if (l->memory_reservation_bytes != 0) {
+        if (cg_need_ctl(cg, CTL_MEMORY, "memory reservation", err) < 0)
+            return -1;
+        if (cg_write_i64(cg, cg_ctl_dir(cg, CTL_MEMORY), "memory.soft_limit_in_bytes",
+                         l->memory_reservation_bytes > 0 ? l->memory_reservation_bytes : -1,
+                         err) < 0)
+            return bh_error_prefix(err, "memory reservation");
+    }
+    if (l->pids != 0) {
+        if (cg_need_ctl(cg, CTL_PIDS, "pids", err) < 0)
+            return -1;
+        const char *d = cg_ctl_dir(cg, CTL_PIDS);
+        int rc = l->pids > 0 ? cg_write_i64(cg, d, "pids.max", l->pids, err)
+                             : cg_write(cg, d, "pids.max", "max", err);
+        if (rc < 0)
+            return bh_error_prefix(err, "pids limit");
+    }
+    if (l->cpu_shares != 0 || l->cpu_quota_us != 0 || l->cpu_period_us != 0) {
+        if (cg_need_ctl(cg, CTL_CPU, "cpu", err) < 0)
+            return -1;
+        const char *d = cg_ctl_dir(cg, CTL_CPU);
+        if (l->cpu_shares > 0 && cg_write_i64(cg, d, "cpu.shares", l->cpu_shares, err) < 0)
+            return bh_error_prefix(err, "cpu shares");
+        int64_t quota = l->cpu_quota_us > 0 ? l->cpu_quota_us : -1;
+        if (l->cpu_period_us > 0) {
+            /* The kernel checks quota against period: when the period write
+             * is refused, set the quota first. */
+            if (cg_write_i64(cg, d, "cpu.cfs_period_us", l->cpu_period_us, NULL) < 0) {
+                if (l->cpu_quota_us == 0 ||
+                    cg_write_i64(cg, d, "cpu.cfs_quota_us", quota, err) < 0 ||
+                    cg_write_i64(cg, d, "cpu.cfs_period_us", l->cpu_period_us, err) < 0)
+                    return bh_error_prefix(err, "cpu period");
+            }
+        }
+        if (l->cpu_quota_us != 0 && cg_write_i64(cg, d, "cpu.cfs_quota_us", quota, err) < 0)
+            return bh_error_prefix(err, "cpu quota");
+    }
+    return 0;
+}
+
+int cg_v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
+{
+    const char *d = cg_ctl_dir(cg, CTL_FREEZER);
+    if (d == NULL)
+        return bh_error_set(err, ENOTSUP,
+                            "freeze refused: the `freezer` cgroup controller is not mounted under "
+                            "`%s`",
+                            cg_root());
+    const char *want = frozen ? "FROZEN" : "THAWED";
+    int64_t deadline = cg_now_ms() + WAIT_MS;
+    long wait_us = 0;
+    /* FREEZING can stall while a task is in an uninterruptible sleep: write
+     * again until the state reads back. */
+    for (;;) {
+        if (cg_write(cg, d, "freezer.state", want, err) < 0)
+            return -1;
+        cleanup_free char *s = NULL;
+        if (cg_read(d, "freezer.state", &s, err) < 0)
+            return -1;
+        if (strncmp(s, want, strlen(want)) == 0)
+            return 0;
+        if (cg_now_ms() > deadline) {
+            if (frozen)
+                cg_write(cg, d, "freezer.state", "THAWED", NULL);
+            return bh_error_set(err, ETIMEDOUT, "cgroup `%s` did not reach %s within %d ms", d,
+                                want, WAIT_MS);
+        }
+        cg_backoff(&wait_us);
+    }
+}
+
+/* Freeze so nothing forks between listing and killing, SIGKILL each
+ * process, thaw so the signals are delivered, then wait for empty. */
+int cg_v1_kill(struct bh_cgroup *cg, struct bh_error *err)
+{
+    int64_t deadline = cg_now_ms() + WAIT_MS;
+    bool frozen = cg_ctl_dir(cg, CTL_FREEZER) != NULL && cg_v1_freeze(cg, true, NULL) == 0;
+    cleanup_free pid_t *pids = NULL;
+    size_t n = 0;
+    int rc = cg_list_pids(cg_primary_dir(cg), &pids, &n, err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        kill(pids[i], SIGKILL);
+    if (frozen && cg_v1_freeze(cg, false, err) < 0)
+        return -1;
+    if (rc < 0)
+        return -1;
+    return cg_wait_empty(cg, deadline, true, err);
+}
+
+int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err)
+{
+    const char *d;
+    if ((d = cg_ctl_dir(cg, CTL_MEMORY)) != NULL) {
+        if (cg_read_u64(d, "memory.usage_in_bytes", &st->memory_usage, err) < 0 ||
+            cg_read_u64(d, "memory.limit_in_bytes", &st->memory_limit, err) < 0 ||
+            cg_read_u64(d, "memory.max_usage_in_bytes", &st->memory_max_usage, err) < 0)
+            return -1;
+        cg_read_key(d, "memory.oom_control", "oom_kill", &st->oom_kills, NULL);
+    }
+    if ((d = cg_ctl_dir(cg, CTL_PIDS)) != NULL &&
+        (cg_read_u64(d, "pids.current", &st->pids_current, err) < 0 ||
+         cg_read_u64(d, "pids.max", &st->pids_limit, err) < 0))
+        return -1;
+    if ((d = cg_ctl_dir(cg, CTL_CPUACCT)) != NULL &&
+        cg_read_u64(d, "cpuacct.usage", &st->cpu_usage_ns, err) < 0)
+        return -1;
+    return 0;
+}
+int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size)
+{
+    if (r->type == 'a')
+        return snprintf(out, size, "a") < (int)size ? 0 : -1;
+    if ((r->type != 'c' && r->type != 'b') || r->access[0] == '\0' ||
+        strspn(r->access, "rwm") != strlen(r->access) || r->major < -1 || r->minor < -1)
+        return -1;
+    char maj[16] = "*", min[16] = "*";
+    if (r->major >= 0)
+        snprintf(maj, sizeof(maj), "%d", (int)r->major);
+    if (r->minor >= 0)
+        snprintf(min, sizeof(min), "%d", (int)r->minor);
+    return snprintf(out, size, "%c %s:%s %s", r->type, maj, min, r->access) < (int)size ? 0 : -1;
+}
+
+/* Each rule in order on devices.allow or devices.deny: the kernel keeps a
+ * default (all allowed or all denied, set by an `a` rule) and exceptions,
+ * which is how the OCI list reads, so writing the rules one by one leaves
+ * the same state. */
+int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
+{
+    if (l->n_device_rules == 0)
+        return 0;
+    const char *d = cg_ctl_dir(cg, CTL_DEVICES);
+    if (d == NULL)
+        return bh_error_set(err, ENOTSUP,
+                            "device rules refused: the `devices` cgroup controller is not "
+                            "mounted under `%s`, so they could not be enforced",
+                            cg_root());
+    for (size_t i = 0; i < l->n_device_rules && i < BH_MAX_DEVICE_RULES; i++) {
+        const struct bh_device_rule *r = &l->device_rules[i];
+        char line[64];
+        if (bh_cgroup_device_line(r, line, sizeof(line) - 1) < 0)
+            return bh_error_set(err, EINVAL,
+                                "device rule %zu (type `%c`, access `%s`) is malformed", i, r->type,
+                                r->access);
+        strcat(line, "\n");
+        if (cg_write(cg, d, r->allow ? "devices.allow" : "devices.deny", line, err) < 0)
+            return bh_error_prefix(err, "device rule %zu", i);
+    }
+    return 0;
+}
+
+const struct backend cg_v1_backend = {
+    .name = "v1",
+    .prepare = cg_v1_prepare,
+    .apply = cg_v1_apply,
+    .freeze = cg_v1_freeze,
+    .kill = cg_v1_kill,
+    .stats = cg_v1_stats,
+    .devices = cg_v1_devices,
+};

@@ -1,0 +1,441 @@
+/* The OCI front end's cgroups, end to end with the real `bulkhead`: the
+ * device cgroup follows linux.resources.devices (runc's rules, then its
+ * defaults), read back from the kernel's devices.list of a live container
+ * at both tiers. The layout a test needs is asked of the core
+ * (h_cgroup_dir); a host without it fails the test, it never skips. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "harness.h"
+
+static char tmp[128];
+static char live_id[64];
+static char made_rel[8][128]; /* cgroups a test made ("parent", "parent/leaf") */
+static int n_made;
+
+static void setup(void)
+{
+    snprintf(tmp, sizeof(tmp), "/tmp/bh-ocicg-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    chmod(tmp, 0711);
+    static const char *const dirs[] = {"bundle",
+                                       "bundle/rootfs",
+                                       "bundle/rootfs/usr",
+                                       "bundle/rootfs/proc",
+                                       "bundle/rootfs/dev",
+                                       "bundle/rootfs/tmp"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", tmp, dirs[i]);
+        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s", p);
+    }
+    static const char *const links[] = {"bin", "lib", "lib64"};
+    for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+        char p[512], t[64];
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, links[i]);
+        snprintf(t, sizeof(t), "usr/%s", links[i]);
+        cr_assert_eq(symlink(t, p), 0);
+    }
+    struct stat st;
+    cr_assert(lstat("/bin", &st) == 0 && S_ISLNK(st.st_mode),
+              "the host has no merged /usr, which this test's bind rootfs needs");
+    live_id[0] = '\0';
+}
+
+static struct run_result bh(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    char root[256], *path = h_path("bulkhead");
+    snprintf(root, sizeof(root), "%s/root", tmp);
+    char *argv[] = {path, "--root", root, (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
+    struct run_result r = h_run(argv, NULL, "/dev/null", 60);
+    free(path);
+    return r;
+}
+
+static void add_hier(const char *dir, void *arg)
+{
+    char(*hiers)[512] = arg;
+    for (int i = 0; i < 24; i++)
+        if (hiers[i][0] == '\0') {
+            snprintf(hiers[i], 512, "%s", dir);
+            return;
+        }
+}
+
+static void teardown(void)
+{
+    if (live_id[0]) {
+        struct run_result r = bh("delete", "--force", live_id, NULL);
+        h_free(&r);
+    }
+    /* Last made first, in every hierarchy (bulkhead made the others). */
+    char hier[24][512] = {{0}};
+    bh_cgroup_each_hierarchy(add_hier, hier, NULL);
+    for (int i = n_made; i-- > 0;)
+        for (int h = 0; h < 24 && hier[h][0]; h++) {
+            char dir[700], p[800];
+            snprintf(dir, sizeof(dir), "%.511s/%.127s", hier[h], made_rel[i]);
+            snprintf(p, sizeof(p), "%s/freezer.state", dir);
+            FILE *f = fopen(p, "we");
+            if (f != NULL) {
+                fputs("THAWED", f);
+                fclose(f);
+            }
+            snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+            f = fopen(p, "re");
+            int pid;
+            while (f != NULL && fscanf(f, "%d", &pid) == 1)
+                kill(pid, SIGKILL);
+            if (f != NULL)
+                fclose(f);
+            for (int k = 0; k < 100 && rmdir(dir) < 0 && errno == EBUSY; k++)
+                usleep(20000);
+        }
+    n_made = 0;
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    if (tmp[0])
+        h_remove_tree(tmp);
+    tmp[0] = '\0';
+}
+
+/* A config that runs `sleep 60` at tier, with linux_extra inside "linux". */
+static void write_config(const char *tier, const char *linux_extra)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fprintf(f,
+            "{\"ociVersion\": \"1.0.2\", \"root\": {\"path\": \"rootfs\", \"readonly\": true},"
+            " \"hostname\": \"cg\", \"annotations\": {\"dev.bulkhead.tier\": \"%s\"},"
+            " \"process\": {\"args\": [\"/bin/sleep\", \"60\"], \"cwd\": \"/\","
+            " \"user\": {\"uid\": 0, \"gid\": 0}, \"env\": [\"PATH=/usr/bin:/bin\"]},"
+            " \"mounts\": [{\"destination\": \"/usr\", \"type\": \"bind\", \"source\": \"/usr\","
+            " \"options\": [\"rbind\", \"ro\"]}, {\"destination\": \"/proc\", \"type\": \"proc\","
+            " \"source\": \"proc\"}],"
+            " \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"mount\"},"
+            " {\"type\": \"network\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]%s%s}}",
+            tier, linux_extra ? ", " : "", linux_extra ? linux_extra : "");
+    fclose(f);
+}
+
+/* Creates and starts the container; fails the test with bulkhead's words. */
+static const char *start(const char *base)
+{
+    snprintf(live_id, sizeof(live_id), "%s-%d", base, (int)getpid());
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r = bh("create", "--bundle", bundle, live_id);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    r = bh("start", live_id, NULL, NULL);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    return live_id;
+}
+
+/* The kernel's devices.list of the container's cgroup (malloc'd). */
+static char *devices_list(const char *id)
+{
+    char rel[128], dir[700];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/devices.list", id);
+    h_cgroup_dir("devices", rel, dir, sizeof(dir));
+    FILE *f = fopen(dir, "re");
+    cr_assert_not_null(f, "open %s: %s", dir, strerror(errno));
+    /* cgroup files report size 0: read until the end. */
+    char *s = calloc(1, 65536);
+    cr_assert_not_null(s);
+    size_t n = fread(s, 1, 65535, f);
+    fclose(f);
+    s[n] = '\0';
+    return s;
+}
+
+static bool has_line(const char *list, const char *line)
+{
+    size_t l = strlen(line);
+    for (const char *p = list; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, line, l) == 0 && (p[l] == '\n' || p[l] == '\0'))
+            return true;
+    return false;
+}
+
+#define DENY_ALL "{\"allow\": false, \"access\": \"rwm\"}"
+
+static void rules_followed(const char *tier)
+{
+    write_config(tier, "\"resources\": {\"devices\": [" DENY_ALL ", {\"allow\": true, \"type\": "
+                       "\"c\", \"major\": 1, \"minor\": 11, \"access\": \"ra\"}]}");
+    const char *id = start(strcmp(tier, "kernel") == 0 ? "devk" : "devc");
+    char *list = devices_list(id);
+    cr_expect(!has_line(list, "a *:* rwm"), "%s: the deny-all rule was not applied:\n%s", tier,
+              list);
+    /* "ra": the kernel takes r, w and m only (runc's tests write "rwa"). */
+    cr_expect(has_line(list, "c 1:11 r"), "%s: the config's allow rule is missing:\n%s", tier,
+              list);
+    /* runc's defaults follow the config's rules. */
+    cr_expect(has_line(list, "c 1:3 rwm"), "%s: /dev/null is not allowed:\n%s", tier, list);
+    cr_expect(has_line(list, "c 136:* rwm"), "%s: the ptys are not allowed:\n%s", tier, list);
+    cr_expect(has_line(list, "c *:* m") && has_line(list, "b *:* m"), "%s: mknod rules:\n%s", tier,
+              list);
+    cr_expect(!has_line(list, "b 8:0 r") && !has_line(list, "c 1:1 rwm"),
+              "%s: a device no rule allows is allowed:\n%s", tier, list);
+    free(list);
+    /* update leaves the device rules alone (runc's `device cgroup deny`). */
+    struct run_result r = bh("update", "--pids-limit", "42", id);
+    cr_expect_eq(r.status, 0, "update: %s", r.err);
+    h_free(&r);
+    list = devices_list(id);
+    cr_expect(!has_line(list, "a *:* rwm") && has_line(list, "c 1:11 r"),
+              "%s: update changed the device rules:\n%s", tier, list);
+    free(list);
+}
+
+TestSuite(oci_cgroups, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(oci_cgroups, device_rules_follow_the_config_container)
+{
+    rules_followed("container");
+}
+
+Test(oci_cgroups, device_rules_follow_the_config_kernel)
+{
+    rules_followed("kernel");
+}
+
+/* Without rules the device cgroup is left as the parent has it (docker
+ * always sends rules; `bulkhead do` and bulkheadd send none). */
+Test(oci_cgroups, no_device_rules_leave_the_cgroup_as_inherited)
+{
+    write_config("container", NULL);
+    const char *id = start("devnone");
+    char *list = devices_list(id);
+    cr_expect(has_line(list, "a *:* rwm"), "the device cgroup changed without rules:\n%s", list);
+    free(list);
+}
+
+Test(oci_cgroups, malformed_device_rules_are_refused)
+{
+    static const char *const bad[][2] = {
+        {"[{\"access\": \"rwm\"}]", "needs a boolean `allow`"},
+        {"[{\"allow\": true, \"type\": \"x\"}]", "must be `a`, `c` or `b`"},
+        {"[{\"allow\": true, \"type\": \"c\", \"access\": \"xq\"}]", "letters of `rwm`"},
+        {"{}", "must be an array"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char extra[256];
+        snprintf(extra, sizeof(extra), "\"resources\": {\"devices\": %s}", bad[i][0]);
+        write_config("container", extra);
+        char bundle[256], id[64];
+        snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+        snprintf(id, sizeof(id), "devbad-%d-%zu", (int)getpid(), i);
+        struct run_result r = bh("create", "--bundle", bundle, id);
+        cr_expect_neq(r.status, 0, "`%s` was accepted", bad[i][0]);
+        cr_expect(strstr(r.err, bad[i][1]) != NULL, "`%s`: %s", bad[i][0], r.err);
+        h_free(&r);
+    }
+}
+
+/* Makes rel ("parent/leaf") in controller's hierarchy, both removed at
+ * the end; returns the leaf's path. */
+static const char *make_cgroup(const char *controller, const char *rel)
+{
+    static char leaf[700];
+    cr_assert_lt(n_made, 7);
+    snprintf(made_rel[n_made], sizeof(made_rel[0]), "%s", rel);
+    *strrchr(made_rel[n_made], '/') = '\0';
+    char parent[700];
+    h_cgroup_dir(controller, made_rel[n_made], parent, sizeof(parent));
+    cr_assert_eq(mkdir(parent, 0755), 0, "mkdir %s: %s", parent, strerror(errno));
+    n_made++;
+    snprintf(made_rel[n_made], sizeof(made_rel[0]), "%s", rel);
+    h_cgroup_dir(controller, rel, leaf, sizeof(leaf));
+    cr_assert_eq(mkdir(leaf, 0755), 0, "mkdir %s: %s", leaf, strerror(errno));
+    n_made++;
+    return leaf;
+}
+
+static void put(const char *dir, const char *file, const char *value)
+{
+    char p[800];
+    snprintf(p, sizeof(p), "%s/%s", dir, file);
+    FILE *f = fopen(p, "we");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    fputs(value, f);
+    cr_assert_eq(fclose(f), 0, "write %s", p);
+}
+
+/* runc's `should refuse pre-existing frozen cgroup`: exit 1 and why. */
+Test(oci_cgroups, pre_existing_frozen_cgroup_is_refused)
+{
+    char rel[96], extra[160];
+    snprintf(rel, sizeof(rel), "bh-e2e-frozen-%d/ct", (int)getpid());
+    const char *dir = make_cgroup("freezer", rel);
+    put(dir, "freezer.state", "FROZEN");
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", rel);
+    write_config("container", extra);
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "frozen-%d", (int)getpid());
+    struct run_result r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 1, "create into a frozen cgroup: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "container's cgroup unexpectedly frozen") != NULL, "%s", r.err);
+    h_free(&r);
+    r = bh("state", id, NULL, NULL);
+    cr_expect_neq(r.status, 0, "a refused create left its state");
+    h_free(&r);
+}
+
+/* runc joins an existing cgroupsPath and warns when something runs there. */
+Test(oci_cgroups, existing_cgroup_is_joined_with_a_warning_when_not_empty)
+{
+    char rel[96], extra[160];
+    snprintf(rel, sizeof(rel), "bh-e2e-shared-%d/ct", (int)getpid());
+    const char *dir = make_cgroup("pids", rel);
+    pid_t other = fork();
+    cr_assert_geq(other, 0);
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)other);
+    put(dir, "cgroup.procs", pid);
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", rel);
+    write_config("container", extra);
+    snprintf(live_id, sizeof(live_id), "shared-%d", (int)getpid());
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r = bh("create", "--bundle", bundle, live_id);
+    cr_assert_eq(r.status, 0, "create into an existing cgroup: %s", r.err);
+    cr_expect(strstr(r.err, "container's cgroup is not empty") != NULL, "no warning: %s", r.err);
+    h_free(&r);
+    struct run_result st = bh("state", live_id, NULL, NULL);
+    cr_assert_eq(st.status, 0, "%s", st.err);
+    char *p = strstr(st.out, "\"pid\"");
+    cr_assert_not_null(p, "%s", st.out);
+    int sentry = atoi(strchr(p, ':') + 1);
+    h_free(&st);
+    char procs[800], line[64];
+    snprintf(procs, sizeof(procs), "/proc/%d/cgroup", sentry);
+    FILE *f = fopen(procs, "re");
+    cr_assert_not_null(f);
+    bool joined = false;
+    char want[128];
+    snprintf(want, sizeof(want), ":pids:/%s", rel);
+    char buf[512];
+    while (fgets(buf, sizeof(buf), f) != NULL)
+        if (strstr(buf, want) != NULL && (strstr(buf, want)[strlen(want)] == '\n'))
+            joined = true;
+    fclose(f);
+    (void)line;
+    cr_expect(joined, "the sentry %d is not in %s", sentry, rel);
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+}
+
+/* runc's `delete --force ... with subcgroups`: a sub-cgroup made inside the
+ * container's (here by the host, as a guest with a writable mount would)
+ * is emptied and removed with it. */
+Test(oci_cgroups, delete_removes_sub_cgroups)
+{
+    write_config("container", NULL);
+    const char *id = start("subcg");
+    char rel[128], sub[700];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/foo", id);
+    h_cgroup_dir("memory", rel, sub, sizeof(sub));
+    cr_assert_eq(mkdir(sub, 0755), 0, "mkdir %s: %s", sub, strerror(errno));
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", (int)child);
+    put(sub, "cgroup.procs", pid);
+    struct run_result r = bh("delete", "--force", id, NULL);
+    cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
+    h_free(&r);
+    int st = 0;
+    cr_expect_eq(waitpid(child, &st, 0), child);
+    cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sub-cgroup's process lived on");
+    cr_expect_neq(access(sub, F_OK), 0, "%s left behind", sub);
+    if (access(sub, F_OK) == 0)
+        rmdir(sub);
+    live_id[0] = '\0';
+}
+
+static char *read_cg(const char *controller, const char *id, const char *file)
+{
+    char rel[200], p[800];
+    snprintf(rel, sizeof(rel), "bulkhead/%s/%s", id, file);
+    h_cgroup_dir(controller, rel, p, sizeof(p));
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    static char buf[256];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+/* v1 settings runc applies that bulkhead once accepted and dropped: the
+ * memory reservation and cpuset cpus/mems, at create and through update. */
+Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
+{
+    cr_assert_neq(bh_cgroup_detect(), BH_CGROUP_V2,
+                  "this test reads v1 files; on a v2-only host memory.low and the v2 cpuset "
+                  "refusal need their own test");
+    write_config("container", "\"resources\": {\"memory\": {\"limit\": 67108864, "
+                              "\"reservation\": 25165824}, \"cpu\": {\"cpus\": \"0\", "
+                              "\"mems\": \"0\"}}");
+    const char *id = start("v1set");
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "25165824");
+    cr_expect_str_eq(read_cg("cpuset", id, "cpuset.cpus"), "0");
+    cr_expect_str_eq(read_cg("cpuset", id, "cpuset.mems"), "0");
+    struct run_result r = bh("update", "--memory-reservation", "16m", id);
+    cr_expect_eq(r.status, 0, "update --memory-reservation: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "16777216");
+    r = bh("update", "--cpuset-cpus", "0", id);
+    cr_expect_eq(r.status, 0, "update --cpuset-cpus: %s", r.err);
+    h_free(&r);
+    /* runc's tests put the flags after the id. */
+    r = bh("update", id, "--memory-reservation", "20m");
+    cr_expect_eq(r.status, 0, "update ID --memory-reservation: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("memory", id, "memory.soft_limit_in_bytes"), "20971520");
+    r = bh("update", id, "--memory-swap", "-1");
+    cr_expect_eq(r.status, 0, "update --memory-swap -1: %s", r.err);
+    h_free(&r);
+    cr_expect_eq(strtoull(read_cg("memory", id, "memory.memsw.limit_in_bytes"), NULL, 10),
+                 9223372036854771712ULL, "--memory-swap -1 did not lift the swap limit");
+    r = bh("update", id, "--cpu-period", "900000");
+    cr_expect_eq(r.status, 0, "update --cpu-period: %s", r.err);
+    h_free(&r);
+    r = bh("update", id, "--cpu-quota", "600000");
+    cr_expect_eq(r.status, 0, "update --cpu-quota: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_cg("cpu", id, "cpu.cfs_quota_us"), "600000");
+    cr_expect_str_eq(read_cg("cpu", id, "cpu.cfs_period_us"), "900000",
+                     "a quota alone changed the period");
+    r = bh("update", id, "stray", NULL);
+    cr_expect_neq(r.status, 0, "a stray argument after the id was accepted");
+    h_free(&r);
+    r = bh("update", "--cpuset-cpus", "0;reboot", id);
+    cr_expect_neq(r.status, 0, "a malformed cpu list was accepted");
+    cr_expect(strstr(r.err, "--cpuset-cpus") != NULL, "%s", r.err);
+    h_free(&r);
+}
