@@ -25,7 +25,7 @@ struct bh_guest_ctx {
 struct bh_guest {
     pid_t pid; /* inside the sandbox's pid namespace */
     int pidfd;
-    int setup_fd; /* sentry end of the setup channel; -1 once exec'd */
+    int setup_fd;      /* sentry end of the setup channel; -1 once exec'd */
     int listener;      /* pidfd_getfd'd notification fd, -1 when none */
     int user_listener; /* the same of the caller's filter (its agent's), -1 when none */
 };

@@ -95,8 +95,8 @@ struct bh_limits {
     int64_t pids;              /* pids.max */
     int64_t cpu_quota_us;      /* with cpu_period_us: --cpus 1.5 is 150000/100000 */
     int64_t cpu_period_us;
-    int64_t cpu_shares;  /* v1 shares; mapped to cpu.weight on v2 */
-    int64_t tmpfs_bytes; /* size of /tmp and of the working directory tmpfs */
+    int64_t cpu_shares;               /* v1 shares; mapped to cpu.weight on v2 */
+    int64_t tmpfs_bytes;              /* size of /tmp and of the working directory tmpfs */
     int64_t memory_reservation_bytes; /* soft limit: memory.soft_limit_in_bytes / memory.low */
     char cpuset_cpus[64];             /* "0-3,6"; empty: the parent's */
     char cpuset_mems[64];

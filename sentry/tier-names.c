@@ -5,11 +5,8 @@
 #include "sandbox-spec.h"
 
 static const char *const tier_names[] = {
-    [BH_TIER_NONE] = "none",
-    [BH_TIER_PROCESS] = "process",
-    [BH_TIER_CONTAINER] = "container",
-    [BH_TIER_KERNEL] = "kernel",
-    [BH_TIER_VM] = "vm",
+    [BH_TIER_NONE] = "none",     [BH_TIER_PROCESS] = "process", [BH_TIER_CONTAINER] = "container",
+    [BH_TIER_KERNEL] = "kernel", [BH_TIER_VM] = "vm",
 };
 
 const char *bh_tier_name(enum bh_tier tier)
@@ -27,6 +24,7 @@ int bh_tier_parse(const char *name, enum bh_tier *tier, struct bh_error *err)
             return 0;
         }
     }
-    return bh_error_set(err, EINVAL, "tier `%s` is not known: use none, process, container, kernel or vm",
+    return bh_error_set(err, EINVAL,
+                        "tier `%s` is not known: use none, process, container, kernel or vm",
                         name ? name : "");
 }

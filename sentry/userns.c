@@ -290,8 +290,8 @@ int bh_pod_userns_find(const struct bh_sandbox_spec *spec, struct bh_pod_userns 
                                       path);
             /* A sandbox's user namespace is made by its slot's base id (the
              * owner its ucounts are charged to); host root made older ones. */
-            bool slot_owner = creator >= BH_IDS_BASE &&
-                              (creator - BH_IDS_BASE) % BH_IDS_SLOT_SIZE == 0;
+            bool slot_owner =
+                creator >= BH_IDS_BASE && (creator - BH_IDS_BASE) % BH_IDS_SLOT_SIZE == 0;
             if (creator != 0 && !slot_owner)
                 return bh_error_set(err, EPERM,
                                     "namespace `%s` belongs to a user namespace that host uid "
