@@ -143,6 +143,9 @@ json_t *oci_state_json(const struct oci_state *st, const char *status);
 /* Atomic small file write (tmp + rename), no trailing newline added. */
 int oci_write_file_atomic(int dirfd, const char *path, const char *data, size_t len,
                           struct bh_error *err);
+/* The pid file of create, run and exec: relative paths are taken from our
+ * working directory, as runc does; written atomically. */
+int oci_write_pid_file(const char *path, pid_t pid, struct bh_error *err);
 void oci_rfc3339_now(char *buf, size_t len);
 /* The directory holding sentry.sock as a path short enough for a unix
  * socket: ROOT/ID, or /proc/self/fd/DIRFD when that is too long (dirfd must

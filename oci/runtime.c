@@ -45,41 +45,6 @@
         return 0;                                                                                  \
     }
 
-const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len)
-{
-    if (st->cgroup_path)
-        return st->cgroup_path;
-    snprintf(buf, len, "bulkhead/%s", st->id);
-    return buf;
-}
-
-int oci_need_id(const struct cli_globals *g, const char *cmd, int argc, char **argv, int pos,
-                const char **id)
-{
-    if (pos >= argc) {
-        cli_report_error(g, "%s: a container id is required (`bulkhead %s --help`)", cmd, cmd);
-        return -1;
-    }
-    *id = argv[pos];
-    struct bh_error err = {0};
-    if (oci_id_validate(*id, &err) < 0) {
-        cli_report_error(g, "%s: %s", cmd, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *dirfd,
-             struct oci_state *st)
-{
-    struct bh_error err = {0};
-    if (oci_state_open(g->root, id, dirfd, st, &err) < 0) {
-        cli_report_error(g, "%s: %s", cmd, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
 char *oci_state_text(const struct oci_state *st, const char *status)
 {
     json_t *j = oci_state_json(st, status);
@@ -333,15 +298,7 @@ static int create_verify_tier(const struct cli_globals *g, const char *id, struc
 static int create_write_pid_file(const struct cli_globals *g, const char *pid_file, pid_t pid,
                                  struct bh_error *err)
 {
-    char pidbuf[32];
-    int n = snprintf(pidbuf, sizeof(pidbuf), "%d", pid);
-    cleanup_free char *abs = NULL;
-    if (pid_file[0] != '/') {
-        char cwd[4096];
-        if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, pid_file) < 0)
-            abs = NULL;
-    }
-    if (oci_write_file_atomic(AT_FDCWD, abs ? abs : pid_file, pidbuf, (size_t)n, err) < 0) {
+    if (oci_write_pid_file(pid_file, pid, err) < 0) {
         cli_report_error(g, "create: pid file: %s", err->msg);
         return -1;
     }
@@ -1015,16 +972,16 @@ static void ps_enter_userns(int userns_pidfd)
     if (setns(userns_pidfd, CLONE_NEWUSER) < 0) {
         fprintf(stderr, "bulkhead: ps: enter the container's user namespace: %s\n",
                 strerror(errno));
-        _exit(125);
+        _exit(BH_EXIT_REFUSED);
     }
     /* A namespace whose setgroups is denied keeps no group of ours mapped anyway. */
     if (setgroups(0, none) < 0 && errno != EPERM) {
         fprintf(stderr, "bulkhead: ps: drop supplementary groups: %s\n", strerror(errno));
-        _exit(125);
+        _exit(BH_EXIT_REFUSED);
     }
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
         fprintf(stderr, "bulkhead: ps: become the container's root: %s\n", strerror(errno));
-        _exit(125);
+        _exit(BH_EXIT_REFUSED);
     }
 }
 
@@ -1053,7 +1010,7 @@ static char *run_ps(char **args, size_t n_args, int userns_pidfd, struct bh_erro
         if (userns_pidfd >= 0)
             ps_enter_userns(userns_pidfd);
         execvp("ps", (char **)argv);
-        _exit(127);
+        _exit(BH_EXIT_NOT_FOUND);
     }
     free(argv);
     close(p[1]);

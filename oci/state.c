@@ -186,6 +186,54 @@ int oci_state_open(const char *root, const char *id, int *dirfd, struct oci_stat
     return 0;
 }
 
+const char *oci_cgroup_of(const struct oci_state *st, char *buf, size_t len)
+{
+    if (st->cgroup_path)
+        return st->cgroup_path;
+    snprintf(buf, len, "bulkhead/%s", st->id);
+    return buf;
+}
+
+int oci_need_id(const struct cli_globals *g, const char *cmd, int argc, char **argv, int pos,
+                const char **id)
+{
+    if (pos >= argc) {
+        cli_report_error(g, "%s: a container id is required (`bulkhead %s --help`)", cmd, cmd);
+        return -1;
+    }
+    *id = argv[pos];
+    struct bh_error err = {0};
+    if (oci_id_validate(*id, &err) < 0) {
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int oci_open(const struct cli_globals *g, const char *cmd, const char *id, int *dirfd,
+             struct oci_state *st)
+{
+    struct bh_error err = {0};
+    if (oci_state_open(g->root, id, dirfd, st, &err) < 0) {
+        cli_report_error(g, "%s: %s", cmd, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int oci_write_pid_file(const char *path, pid_t pid, struct bh_error *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%d", pid);
+    cleanup_free char *abs = NULL;
+    if (path[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, path) < 0)
+            abs = NULL;
+    }
+    return oci_write_file_atomic(AT_FDCWD, abs ? abs : path, buf, (size_t)n, err);
+}
+
 int oci_write_file_atomic(int dirfd, const char *name, const char *data, size_t len,
                           struct bh_error *err)
 {
