@@ -88,20 +88,6 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
     return 0;
 }
 
-/* Relative paths are taken from our working directory, as runc does. */
-static int write_pid_file(const char *path, pid_t pid, struct bh_error *err)
-{
-    char buf[32];
-    int n = snprintf(buf, sizeof(buf), "%d", pid);
-    cleanup_free char *abs = NULL;
-    if (path[0] != '/') {
-        char cwdb[4096];
-        if (getcwd(cwdb, sizeof(cwdb)) == NULL || asprintf(&abs, "%s/%s", cwdb, path) < 0)
-            abs = NULL;
-    }
-    return oci_write_file_atomic(AT_FDCWD, abs ? abs : path, buf, (size_t)n, err);
-}
-
 static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
 {
     char path[4096];
@@ -306,7 +292,7 @@ static void exec_proxy_main(const struct cli_globals *g, struct bh_sentry_conn *
     if (wait_forwarding(conn, state_dir, pid, NULL, &wst, &werr) < 0) {
         /* Nobody reads our stderr any more: the log is the only witness. */
         cli_log(g, "error", "exec proxy: wait for process %d: %s", pid, werr.msg);
-        _exit(255);
+        _exit(BH_EXIT_FAILED);
     }
     if (WIFSIGNALED(wst)) {
         struct rlimit none = {0, 0};
@@ -340,7 +326,7 @@ static int exec_detach(const struct cli_globals *g, struct bh_sentry_conn *conn,
     if (proxy == 0)
         exec_proxy_main(g, conn, state_dir, pid);
     sigprocmask(SIG_SETMASK, old, NULL);
-    if (pid_file && write_pid_file(pid_file, proxy, &err) < 0) {
+    if (pid_file && oci_write_pid_file(pid_file, proxy, &err) < 0) {
         kill(proxy, SIGKILL);
         cli_report_error(g, "exec: pid file: %s", err.msg);
         return -1;
@@ -357,7 +343,7 @@ static int exec_attached(const struct cli_globals *g, struct bh_sentry_conn *con
 {
     struct bh_error err = {0};
     /* The pid is the process's own host pid, as runc writes it. */
-    if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
+    if (pid_file && oci_write_pid_file(pid_file, pid, &err) < 0) {
         struct bh_error kerr = {0};
         bh_sentry_signal(conn, pid, SIGKILL, &kerr);
         sigprocmask(SIG_SETMASK, old, NULL);

@@ -98,16 +98,16 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
             if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0 ||
                 setns(nsfds[2], CLONE_NEWPID) < 0) {
                 dprintf(2, "join the container's namespaces: %s", strerror(errno));
-                _exit(127);
+                _exit(BH_EXIT_REFUSED);
             }
             if (chdir("/") < 0)
-                _exit(127);
+                _exit(BH_EXIT_REFUSED);
             /* The pid namespace is a child's: the hook runs in the container's,
              * where its /proc (the container's) shows it, as under runc. */
             pid_t h = fork();
             if (h < 0) {
                 dprintf(2, "fork into the container's pid namespace: %s", strerror(errno));
-                _exit(127);
+                _exit(BH_EXIT_REFUSED);
             }
             if (h > 0) {
                 int st = 0;
@@ -125,7 +125,7 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         syscall(SYS_close_range, 3U, ~0U, 0U);
         execve(path, args, env);
         dprintf(2, "exec: %s", strerror(errno));
-        _exit(127);
+        _exit(BH_EXIT_NOT_FOUND);
     }
     for (int i = 0; i < 3; i++)
         if (nsfds[i] >= 0)

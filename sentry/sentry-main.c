@@ -797,7 +797,7 @@ int main(int argc, char **argv)
     if (S.sync_fd < 3) {
         fprintf(stderr, "bulkhead-sentry: started by the sandbox core only (bulkhead do, "
                         "bulkheadd, bulkhead create)\n");
-        return 125;
+        return BH_EXIT_REFUSED;
     }
     fcntl(S.sync_fd, F_SETFD, FD_CLOEXEC);
     if (slot_fd >= 0)
