@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -115,6 +116,10 @@ struct bhd_cell_out {
 extern struct bhd_config bhd_cfg;
 extern struct bhd_runners bhd_runners;
 extern pthread_mutex_t bhd_output_lock;
+/* Connections accepted and not yet ended (each holds a thread), counted from
+ * the accept on: the end of a hand-over waits for those whose thread has not
+ * started serving yet, or their callers' requests would be lost. */
+extern atomic_long bhd_open_connections;
 void bhd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t bhd_unix_ms(void);
 

@@ -13,6 +13,7 @@
 struct bhd_config bhd_cfg;
 struct bhd_runners bhd_runners;
 pthread_mutex_t bhd_output_lock = PTHREAD_MUTEX_INITIALIZER;
+atomic_long bhd_open_connections;
 
 int64_t bhd_unix_ms(void)
 {

@@ -467,12 +467,10 @@ static int bind_socket(struct bh_error *err)
     return fd;
 }
 
-static atomic_long open_connections;
-
 static void *conn_thread(void *arg)
 {
     bhd_serve_connection((int)(intptr_t)arg);
-    atomic_fetch_sub(&open_connections, 1);
+    atomic_fetch_sub(&bhd_open_connections, 1);
     return NULL;
 }
 
@@ -597,14 +595,14 @@ int main(int argc, char **argv)
                 continue;
             /* Each connection holds a thread: a client that opens many and
              * sends nothing must not exhaust the daemon. */
-            if (atomic_fetch_add(&open_connections, 1) >= bhd_cfg.max_connections) {
-                atomic_fetch_sub(&open_connections, 1);
+            if (atomic_fetch_add(&bhd_open_connections, 1) >= bhd_cfg.max_connections) {
+                atomic_fetch_sub(&bhd_open_connections, 1);
                 bhd_refuse_connection(c);
                 continue;
             }
             pthread_t t;
             if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0) {
-                atomic_fetch_sub(&open_connections, 1);
+                atomic_fetch_sub(&bhd_open_connections, 1);
                 close(c);
             }
         }
@@ -623,10 +621,10 @@ int main(int argc, char **argv)
             int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
             if (c < 0)
                 break;
-            atomic_fetch_add(&open_connections, 1);
+            atomic_fetch_add(&bhd_open_connections, 1);
             pthread_t t;
             if (pthread_create(&t, &attr, conn_thread, (void *)(intptr_t)c) != 0) {
-                atomic_fetch_sub(&open_connections, 1);
+                atomic_fetch_sub(&bhd_open_connections, 1);
                 close(c);
             }
         }

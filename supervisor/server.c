@@ -1297,7 +1297,9 @@ static void connections_stop_reading(void)
         pthread_mutex_lock(&lock);
         size_t left = n_live_conns;
         pthread_mutex_unlock(&lock);
-        if (left == 0)
+        /* Also those accepted whose thread has not registered yet: each
+         * may hold a request its client already sent. */
+        if (left == 0 && atomic_load(&bhd_open_connections) == 0)
             break;
         usleep(10000);
     }
