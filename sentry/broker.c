@@ -699,6 +699,32 @@ static void interrupt_locked(struct bh_broker *b, struct bh_worker *w, const cha
 
 static void *worker_main(void *arg);
 
+/* A new worker of that role and listener (NULL: none yet), its thread
+ * started on a small stack; NULL with *rc (an errno) when it could not be.
+ * The caller lists it. */
+static struct bh_worker *worker_start(struct bh_broker *b, enum worker_role role,
+                                      struct bh_listener *l, int *rc)
+{
+    struct bh_worker *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        *rc = ENOMEM;
+        return NULL;
+    }
+    w->b = b;
+    w->role = role;
+    w->l = l;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    *rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    if (*rc != 0) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
 /* Called with b->lock held: l gets a receiver, a parked worker or (only when
  * may_create) a new one. The watchdog never makes a thread holding the lock:
  * a receiver may need it, and under a fork bomb the creation fails anyway. */
@@ -715,21 +741,10 @@ static int assign_receiver_locked(struct bh_broker *b, struct bh_listener *l, bo
     }
     if (!may_create)
         return -EAGAIN;
-    struct bh_worker *w = calloc(1, sizeof(*w));
+    int rc;
+    struct bh_worker *w = worker_start(b, W_RECEIVER, l, &rc);
     if (w == NULL)
-        return -ENOMEM;
-    w->b = b;
-    w->role = W_RECEIVER;
-    w->l = l;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    int rc = pthread_create(&w->thread, &attr, worker_main, w);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        free(w);
         return -rc;
-    }
     w->next = b->workers;
     b->workers = w;
     l->receiver = w;
@@ -804,29 +819,17 @@ static int64_t now_ms(void)
 /* A new parked worker, made without the lock held. */
 static int spawn_parked(struct bh_broker *b)
 {
-    struct bh_worker *w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        return -ENOMEM;
-    w->b = b;
-    w->role = W_PARKED;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
     /* The thread parks at once (w->l is NULL) and gets a listener only once
      * listed. Only the watchdog and bh_broker_start call this, and
      * bh_broker_free joins the watchdog before it walks the list. */
-    int rc = pthread_create(&w->thread, &attr, worker_main, w);
-    pthread_attr_destroy(&attr);
-    if (rc == 0) {
-        pthread_mutex_lock(&b->lock);
-        w->next = b->workers;
-        b->workers = w;
-        pthread_mutex_unlock(&b->lock);
-    }
-    if (rc != 0) {
-        free(w);
+    int rc;
+    struct bh_worker *w = worker_start(b, W_PARKED, NULL, &rc);
+    if (w == NULL)
         return -rc;
-    }
+    pthread_mutex_lock(&b->lock);
+    w->next = b->workers;
+    b->workers = w;
+    pthread_mutex_unlock(&b->lock);
     return 0;
 }
 
