@@ -381,6 +381,20 @@ void h_bundle_skeleton(const char *dir)
     }
 }
 
+void h_bulkhead_in(const char *dir, const char *const *args, int timeout_s, struct run_result *r)
+{
+    char root[300], log[300];
+    snprintf(root, sizeof(root), "%s/root", dir);
+    snprintf(log, sizeof(log), "%s/log.json", dir);
+    char *argv[32] = {h_path("bulkhead"), "--root", root, "--log", log};
+    int n = 5;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    *r = h_run(argv, NULL, NULL, timeout_s);
+    free(argv[0]);
+}
+
 void h_write_file(const char *dir, const char *rel, const char *text)
 {
     char p[512];

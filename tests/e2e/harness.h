@@ -67,6 +67,9 @@ int h_finish(struct h_job *j, int timeout_s, char **out, char **err);
 struct run_result h_run(char *const argv[], char *const extra_env[], const char *stdin_path,
                         int timeout_s);
 void h_free(struct run_result *r);
+/* Runs `bulkhead --root DIR/root --log DIR/log.json ARGS...` (args
+ * NULL-terminated, at most 26) into *r. */
+void h_bulkhead_in(const char *dir, const char *const *args, int timeout_s, struct run_result *r);
 
 /* bulkhead do --tier TIER [pre...] [args from ap...]: pre is NULL-terminated
  * (may be NULL), ap ends with NULL. */

@@ -27,16 +27,7 @@ static pid_t netns_holder = -1;
 
 static void bh(const char *const *args, int timeout_s, struct run_result *r)
 {
-    char root[300], log[300];
-    snprintf(root, sizeof(root), "%s/root", tmp);
-    snprintf(log, sizeof(log), "%s/log.json", tmp);
-    char *argv[32] = {h_path("bulkhead"), "--root", root, "--log", log};
-    int n = 5;
-    for (int i = 0; args[i] != NULL && n < 31; i++)
-        argv[n++] = (char *)args[i];
-    argv[n] = NULL;
-    *r = h_run(argv, NULL, NULL, timeout_s);
-    free(argv[0]);
+    h_bulkhead_in(tmp, args, timeout_s, r);
 }
 
 static void setup(void)
