@@ -371,7 +371,12 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
     char path[64], cg_before[4096] = "";
     struct stat st;
     snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)sentry);
-    cr_assert_eq(stat(path, &st), 0);
+    /* Held open to the end: a freed namespace's inode number is given to
+     * the next one made (another test's sandbox, run in parallel), which
+     * the final scan would then count as this one's leftovers. */
+    int ns_fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(ns_fd, 0);
+    cr_assert_eq(fstat(ns_fd, &st), 0);
     unsigned long ns = st.st_ino;
     /* "ready" comes before the last sleep has started: give them a moment. */
     size_t n = 0, sleeps = 0;
@@ -428,6 +433,7 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
 
     /* Nothing left: no process in that pid namespace, no cgroup, no mount. */
     cr_assert_eq(scan(runner, NULL, ns, guests, BH_ARRAY_SIZE(guests)), 0);
+    close(ns_fd);
     cr_expect_eq(host_bulkhead_mounts(), mounts_before, "a mount was left on the host");
     char *save = NULL;
     for (char *line = strtok_r(cg_before, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
