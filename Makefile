@@ -125,7 +125,7 @@ $(BUILD)/runners/%: supervisor/runners/%
 	cp $< $@
 
 # ---- tests ---------------------------------------------------------------
-$(BUILD)/tests/unit: $(call obj,$(UNIT_SRC)) $(PROTO_LIB) $(LIB)
+$(BUILD)/tests/unit: $(call obj,$(UNIT_SRC) supervisor/alloc.c) $(PROTO_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcriterion
 

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bulkheadd.h"
 #include "cgroup.h"
 #include "cleanup.h"
@@ -168,9 +169,9 @@ static char **strv(const char *const *in)
     size_t n = 0;
     while (in[n] != NULL)
         n++;
-    char **v = calloc(n + 1, sizeof(char *));
-    for (size_t i = 0; v != NULL && i < n; i++)
-        v[i] = strdup(in[i]);
+    char **v = bhd_xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        v[i] = bhd_xstrdup(in[i]);
     return v;
 }
 
@@ -482,13 +483,13 @@ static void keeper_main(int ctl, int agent_fd, int keep_chan, const char *workdi
             _exit(1);
         snprintf(sandbox_id, sizeof(sandbox_id), "%s", spec.id);
         spec.tier = bhd_cfg.tier;
-        spec.rootfs = bhd_cfg.rootfs ? strdup(bhd_cfg.rootfs) : NULL;
+        spec.rootfs = bhd_cfg.rootfs ? bhd_xstrdup(bhd_cfg.rootfs) : NULL;
         spec.rootfs_readonly = true;
-        spec.workdir = strdup(SANDBOX_WORKDIR);
-        spec.hostname = strdup("bulkhead");
+        spec.workdir = bhd_xstrdup(SANDBOX_WORKDIR);
+        spec.hostname = bhd_xstrdup("bulkhead");
         spec.process.argv = strv(argv_agent);
         spec.process.env = strv(guest_env);
-        spec.process.cwd = strdup(SANDBOX_WORKDIR);
+        spec.process.cwd = bhd_xstrdup(SANDBOX_WORKDIR);
         spec.process.uid = SANDBOX_UID;
         spec.process.gid = SANDBOX_UID;
         spec.limits.memory_bytes = bhd_cfg.memory_bytes;
@@ -959,7 +960,7 @@ int bhd_box_adopt(int dirfd, const char *fp, struct bhd_box **out, json_t **reco
         json_decref(h);
         return bh_error_set(err, EPROTO, "the keeper of session %.12s is not adopted: %s", fp, why);
     }
-    struct bhd_box *box = calloc(1, sizeof(*box));
+    struct bhd_box *box = bhd_xcalloc(1, sizeof(*box));
     pthread_mutex_init(&box->tell_lock, NULL);
     box->keeper = cred.pid;
     box->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
@@ -1142,8 +1143,8 @@ int bhd_box_run(struct bhd_box *box, Bulkhead__Control__RunCell *req, uint64_t t
             }
         }
         if (rc > 0 && n_images > 0) {
-            out->images = calloc((size_t)n_images, sizeof(uint8_t *));
-            out->image_lens = calloc((size_t)n_images, sizeof(size_t));
+            out->images = bhd_xcalloc((size_t)n_images, sizeof(uint8_t *));
+            out->image_lens = bhd_xcalloc((size_t)n_images, sizeof(size_t));
         }
         for (int64_t i = 0; rc > 0 && i < n_images; i++) {
             rc = bh_frame_read(box->chan, MAX_IMAGE_BYTES, deadline, &buf, &len, err);
@@ -1188,9 +1189,9 @@ static void report_add(Bulkhead__Control__TierReport *r, const char *name, bool 
                        const char *detail)
 {
     r->checks = realloc(r->checks, (r->n_checks + 1) * sizeof(*r->checks));
-    Bulkhead__Control__Check *c = calloc(1, sizeof(*c));
+    Bulkhead__Control__Check *c = bhd_xcalloc(1, sizeof(*c));
     bulkhead__control__check__init(c);
-    c->name = strdup(name);
+    c->name = bhd_xstrdup(name);
     c->passed = passed;
     c->detail = bhd_utf8_sanitize(detail ? detail : "", strlen(detail ? detail : ""), NULL);
     r->checks[r->n_checks++] = c;
@@ -1245,6 +1246,6 @@ enum bh_tier bhd_box_verify(struct bhd_box *box, Bulkhead__Control__TierReport *
         }
         bh_tier_report_free(r);
     }
-    report->tier = strdup(bh_tier_name(tier));
+    report->tier = bhd_xstrdup(bh_tier_name(tier));
     return tier;
 }

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bulkheadd.h"
 #include "cleanup.h"
 #include "frame.h"
@@ -346,7 +347,7 @@ static int prove(Bulkhead__Control__TierReport *live, char ***langs, size_t *n_l
                             bh_tier_name(tier), bh_tier_name(bhd_cfg.tier));
     }
     static const char *const names[] = {"python", "javascript"};
-    *langs = calloc(3, sizeof(char *));
+    *langs = bhd_xcalloc(3, sizeof(char *));
     *n_langs = 0;
     for (size_t i = 0; i < 2; i++) {
         Bulkhead__Control__RunCell rc = BULKHEAD__CONTROL__RUN_CELL__INIT;
@@ -356,7 +357,7 @@ static int prove(Bulkhead__Control__TierReport *live, char ***langs, size_t *n_l
         struct bh_error e2 = {0};
         if (bhd_box_run(box, &rc, 20000, &out, &e2) == 0 && out.exit_code == 0 && out.value &&
             strcmp(out.value, "42") == 0)
-            (*langs)[(*n_langs)++] = strdup(names[i]);
+            (*langs)[(*n_langs)++] = bhd_xstrdup(names[i]);
         else
             bhd_log("language %s not proven: %s", names[i],
                     e2.msg[0] ? e2.msg : (out.err ? out.err : "wrong answer"));
@@ -383,9 +384,9 @@ static int verify_tier(Bulkhead__Control__TierReport *rep, struct bh_error *err)
                  bh_check_result_name(c->result), bh_tier_name(c->required_for),
                  c->detail ? c->detail : "");
         rep->checks = realloc(rep->checks, (rep->n_checks + 1) * sizeof(*rep->checks));
-        Bulkhead__Control__Check *pc = calloc(1, sizeof(*pc));
+        Bulkhead__Control__Check *pc = bhd_xcalloc(1, sizeof(*pc));
         bulkhead__control__check__init(pc);
-        pc->name = strdup(c->name);
+        pc->name = bhd_xstrdup(c->name);
         pc->passed = c->result == BH_CHECK_PASS;
         pc->detail = bhd_utf8_sanitize(detail, strlen(detail), NULL);
         rep->checks[rep->n_checks++] = pc;

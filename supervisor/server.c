@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bulkheadd.h"
 #include "cleanup.h"
 #include "frame.h"
@@ -151,7 +152,7 @@ static void set_error(Bulkhead__Control__Response *resp, Bulkhead__Control__Erro
 static void set_error(Bulkhead__Control__Response *resp, Bulkhead__Control__Error__Code code,
                       bool not_dispatched, int reason, const char *fmt, ...)
 {
-    Bulkhead__Control__Error *e = calloc(1, sizeof(*e));
+    Bulkhead__Control__Error *e = bhd_xcalloc(1, sizeof(*e));
     bulkhead__control__error__init(e);
     e->code = code;
     e->retryable = code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY;
@@ -163,7 +164,7 @@ static void set_error(Bulkhead__Control__Response *resp, Bulkhead__Control__Erro
     if (vasprintf(&msg, fmt, ap) < 0)
         msg = NULL;
     va_end(ap);
-    e->message = msg ? bhd_utf8_sanitize(msg, strlen(msg), NULL) : strdup("error");
+    e->message = msg ? bhd_utf8_sanitize(msg, strlen(msg), NULL) : bhd_xstrdup("error");
     free(msg);
     resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_ERROR;
     resp->error = e;
@@ -426,15 +427,15 @@ static struct session *session_by_key_locked(const char *owner, const char *conv
 static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Control__Response *resp)
 {
     s->last_used_ms = bh_now_ms();
-    Bulkhead__Control__OpenSessionResult *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__OpenSessionResult *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__open_session_result__init(r);
-    r->session_id = strdup(s->id);
-    r->fingerprint = strdup(s->fp);
-    r->tier = strdup(bh_tier_name(s->tier));
+    r->session_id = bhd_xstrdup(s->id);
+    r->fingerprint = bhd_xstrdup(s->fp);
+    r->tier = bhd_xstrdup(bh_tier_name(s->tier));
     r->expires_at_unix_ms = (uint64_t)(s->opened_unix + (s->expires_ms - s->opened_ms));
     r->idle_timeout_ms = (uint64_t)s->idle_ms;
     r->reused = true;
-    r->last_record_digest = strdup(s->last_digest);
+    r->last_record_digest = bhd_xstrdup(s->last_digest);
     r->open_ms = (uint64_t)(bh_now_ms() - t0);
     resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION;
     resp->open_session = r;
@@ -560,7 +561,7 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         return;
     }
 
-    struct session *s = calloc(1, sizeof(*s));
+    struct session *s = bhd_xcalloc(1, sizeof(*s));
     uint8_t rnd[16];
     if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
         bhd_box_destroy(box);
@@ -574,7 +575,7 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     bh_sha256_hex(s->id, 32, s->fp);
     snprintf(s->owner, sizeof(s->owner), "%s", req->owner);
     memcpy(s->owner_fp, ofp, sizeof(ofp));
-    s->conversation = strdup(req->conversation);
+    s->conversation = bhd_xstrdup(req->conversation);
     s->uid = uid;
     s->box = box;
     s->tier = tier;
@@ -590,11 +591,11 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     s->expires_ms = s->opened_ms + life;
     s->fresh_sandbox_pending = true;
 
-    Bulkhead__Control__OpenSessionResult *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__OpenSessionResult *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__open_session_result__init(r);
-    r->session_id = strdup(s->id);
-    r->fingerprint = strdup(s->fp);
-    r->tier = strdup(bh_tier_name(tier));
+    r->session_id = bhd_xstrdup(s->id);
+    r->fingerprint = bhd_xstrdup(s->fp);
+    r->tier = bhd_xstrdup(bh_tier_name(tier));
     r->expires_at_unix_ms = (uint64_t)(s->opened_unix + life);
     r->idle_timeout_ms = (uint64_t)s->idle_ms;
     r->warm = warm;
@@ -876,25 +877,25 @@ static void cell_call_run(struct cell_call *c)
 static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
 {
     struct bhd_cell_out *out = &c->out;
-    Bulkhead__Control__CellResult *cr = calloc(1, sizeof(*cr));
+    Bulkhead__Control__CellResult *cr = bhd_xcalloc(1, sizeof(*cr));
     bulkhead__control__cell_result__init(cr);
     if (c->rc < 0) {
         bhd_log("session %.12s: the sandbox ended during a call: %s", c->s->fp, c->err.msg);
         cr->exit_code = BH_EXIT_SIGNAL_BASE + SIGKILL;
-        cr->stderr = strdup("bulkhead: the session sandbox ended during this call; "
+        cr->stderr = bhd_xstrdup("bulkhead: the session sandbox ended during this call; "
                             "the session is closed\n");
-        cr->stdout = strdup("");
-        cr->value = strdup("");
+        cr->stdout = bhd_xstrdup("");
+        cr->value = bhd_xstrdup("");
     } else {
-        cr->stdout = out->out ? steal_pointer(&out->out) : strdup("");
-        cr->stderr = out->err ? steal_pointer(&out->err) : strdup("");
+        cr->stdout = out->out ? steal_pointer(&out->out) : bhd_xstrdup("");
+        cr->stderr = out->err ? steal_pointer(&out->err) : bhd_xstrdup("");
         cr->stdout_bytes = out->out_total;
         cr->stderr_bytes = out->err_total;
         cr->stdout_truncated = out->out_total > out->out_len;
         cr->stderr_truncated = out->err_total > out->err_len;
         cr->exit_code = out->exit_code;
         cr->timed_out = out->timed_out;
-        cr->value = out->value ? steal_pointer(&out->value) : strdup("");
+        cr->value = out->value ? steal_pointer(&out->value) : bhd_xstrdup("");
         cr->has_value = out->has_value;
         cr->state_kept = out->state_kept;
         cr->files_persist = c->end_reason == 0;
@@ -912,9 +913,9 @@ static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
                 cr->stderr = more;
             }
         }
-        cr->images = calloc(out->n_images + 1, sizeof(*cr->images));
+        cr->images = bhd_xcalloc(out->n_images + 1, sizeof(*cr->images));
         for (size_t i = 0; i < out->n_images; i++) {
-            Bulkhead__Control__Image *im = calloc(1, sizeof(*im));
+            Bulkhead__Control__Image *im = bhd_xcalloc(1, sizeof(*im));
             bulkhead__control__image__init(im);
             im->mime = "image/png";
             im->data.data = steal_pointer(&out->images[i]);
@@ -923,7 +924,7 @@ static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
         }
     }
     cr->fresh_sandbox = c->fresh_sandbox;
-    cr->tier = strdup(bh_tier_name(c->s->tier));
+    cr->tier = bhd_xstrdup(bh_tier_name(c->s->tier));
     const char *hit[5];
     size_t n_hit = 0;
     if (c->oom)
@@ -936,9 +937,9 @@ static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
         hit[n_hit++] = "output";
     if (c->end_reason == BULKHEAD__CONTROL__ERROR__ENDED__DISK_BUDGET)
         hit[n_hit++] = "disk_budget";
-    cr->limits_hit = calloc(n_hit + 1, sizeof(char *));
+    cr->limits_hit = bhd_xcalloc(n_hit + 1, sizeof(char *));
     for (size_t i = 0; i < n_hit; i++)
-        cr->limits_hit[cr->n_limits_hit++] = strdup(hit[i]);
+        cr->limits_hit[cr->n_limits_hit++] = bhd_xstrdup(hit[i]);
     return cr;
 }
 
@@ -946,10 +947,10 @@ static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
 static Bulkhead__Control__RunRecord *cell_record(struct cell_call *c,
                                                  const Bulkhead__Control__CellResult *cr)
 {
-    Bulkhead__Control__RunRecord *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__RunRecord *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__run_record__init(r);
     r->cell = c->cell_no;
-    r->language = strdup(c->req->language);
+    r->language = bhd_xstrdup(c->req->language);
     r->started_at_unix_ms = (uint64_t)c->t0_unix;
     r->queue_ms = (uint64_t)(c->t_start - c->t0);
     r->run_ms = c->out.run_ms;
@@ -962,7 +963,7 @@ static Bulkhead__Control__RunRecord *cell_record(struct cell_call *c,
     r->disk_used_bytes = c->disk_used > 0 ? (uint64_t)c->disk_used : 0;
     r->exit_code = cr->exit_code;
     pthread_mutex_lock(&lock);
-    r->previous_digest = strdup(c->s->last_digest);
+    r->previous_digest = bhd_xstrdup(c->s->last_digest);
     char d[BH_SHA256_HEX];
     record_digest(r, d);
     memcpy(c->s->last_digest, d, sizeof(d));
@@ -970,7 +971,7 @@ static Bulkhead__Control__RunRecord *cell_record(struct cell_call *c,
         stats.timed_out++;
     stats.calls++;
     pthread_mutex_unlock(&lock);
-    r->digest = strdup(d);
+    r->digest = bhd_xstrdup(d);
     return r;
 }
 
@@ -1084,10 +1085,10 @@ static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
     s->in_flight++;
     while (s->ticket_serving != ticket && !s->ended)
         pthread_cond_wait(&cond, &lock);
-    Bulkhead__Control__CloseSessionResult *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__CloseSessionResult *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__close_session_result__init(r);
     r->calls = s->calls;
-    r->last_record_digest = strdup(s->last_digest);
+    r->last_record_digest = bhd_xstrdup(s->last_digest);
     session_end_locked(s, BULKHEAD__CONTROL__ERROR__ENDED__CLOSED);
     s->ticket_serving++;
     s->in_flight--;
@@ -1102,21 +1103,21 @@ static void do_close(Bulkhead__Control__CloseSession *req, uid_t uid,
 static void do_list(Bulkhead__Control__ListSessions *req, uid_t uid,
                     Bulkhead__Control__Response *resp)
 {
-    Bulkhead__Control__ListSessionsResult *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__ListSessionsResult *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__list_sessions_result__init(r);
     pthread_mutex_lock(&lock);
     size_t n = 0;
     for (struct session *s = sessions; s; s = s->next)
         n++;
-    r->sessions = calloc(n + 1, sizeof(*r->sessions));
+    r->sessions = bhd_xcalloc(n + 1, sizeof(*r->sessions));
     int64_t now = bh_now_ms(), now_unix = bhd_unix_ms();
     for (struct session *s = sessions; s; s = s->next) {
         if (s->uid != uid || strcmp(s->owner, req->owner) != 0)
             continue;
-        Bulkhead__Control__SessionInfo *i = calloc(1, sizeof(*i));
+        Bulkhead__Control__SessionInfo *i = bhd_xcalloc(1, sizeof(*i));
         bulkhead__control__session_info__init(i);
-        i->fingerprint = strdup(s->fp);
-        i->conversation = strdup(s->conversation);
+        i->fingerprint = bhd_xstrdup(s->fp);
+        i->conversation = bhd_xstrdup(s->conversation);
         i->calls = s->calls;
         i->opened_at_unix_ms = (uint64_t)s->opened_unix;
         i->last_used_unix_ms = (uint64_t)(now_unix - (now - s->last_used_ms));
@@ -1131,7 +1132,7 @@ static void do_list(Bulkhead__Control__ListSessions *req, uid_t uid,
 
 static void do_stats(Bulkhead__Control__Response *resp)
 {
-    Bulkhead__Control__StatsResult *r = calloc(1, sizeof(*r));
+    Bulkhead__Control__StatsResult *r = bhd_xcalloc(1, sizeof(*r));
     bulkhead__control__stats_result__init(r);
     pthread_mutex_lock(&lock);
     for (struct session *s = sessions; s; s = s->next)
@@ -1483,7 +1484,7 @@ void *bhd_maintenance_thread(void *arg)
             pthread_mutex_lock(&lock);
             warm_creating--;
             if (rc == 0 && !shutting_down) {
-                struct warm *w = calloc(1, sizeof(*w));
+                struct warm *w = bhd_xcalloc(1, sizeof(*w));
                 w->box = box;
                 w->next = warm_pool;
                 warm_pool = w;
@@ -1678,11 +1679,11 @@ static struct session *session_from_record(json_t *r, const char *fp, const char
         !rec_int(r, "expires_ms", 0, INT64_MAX, &expires) ||
         !rec_int(r, "idle_ms", 1, INT64_MAX, &idle) || !rec_int(r, "calls", 0, INT64_MAX, &calls))
         return *why = "a number in it is missing or out of range", NULL;
-    struct session *s = calloc(1, sizeof(*s));
+    struct session *s = bhd_xcalloc(1, sizeof(*s));
     memcpy(s->fp, fp, BH_SHA256_HEX);
     snprintf(s->owner, sizeof(s->owner), "%s", owner);
     owner_digest(s->owner, (uid_t)uid, s->owner_fp);
-    s->conversation = strdup(conv);
+    s->conversation = bhd_xstrdup(conv);
     s->uid = (uid_t)uid;
     s->tier = bhd_cfg.tier;
     s->refs = 1;
