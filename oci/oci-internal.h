@@ -171,6 +171,9 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
  * stop_on_error false (poststart, poststop) failures are only logged. */
 int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
                   const char *state_json, pid_t ns_pid, struct bh_error *err);
+/* The hooks as the state keeps them (a new reference, or NULL): with the
+ * container's seccomp profile when startContainer hooks must run under it. */
+json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp);
 
 /* ---- argument parsing (oci/args.c) -------------------------------------- */
 

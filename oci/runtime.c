@@ -207,7 +207,7 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->created = strdup(now);
     st->owner = strdup("");
     st->annotations = json_incref(cfg->annotations);
-    st->hooks = cfg->hooks ? json_incref(cfg->hooks) : NULL;
+    st->hooks = oci_hooks_for_state(cfg->hooks, cfg->seccomp);
     st->cgroup_path = strdup(cgroup_path);
     st->tier = cfg->spec.tier;
     st->nnp_forced = !cfg->no_new_privileges && !cfg->spec.process.allow_new_privs;
