@@ -328,6 +328,8 @@ static int create_sandbox(const struct cli_globals *g, const char *id, struct bh
             bh_tier_name(spec->tier), cgroup_path);
     int created = oci_prepare_bind_trees(spec, err);
     if (created == 0)
+        created = oci_seccomp_agent_tmpfs(spec, err);
+    if (created == 0)
         created = bh_sandbox_create(spec, &opts, sb, err);
     oci_close_bind_trees(spec);
     if (created < 0) {

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <linux/magic.h>
 #include <linux/seccomp.h>
@@ -1195,6 +1197,7 @@ Test(oci_compat_tty, failed_start_ends_the_relay)
 enum agent_mode {
     AGENT_ANSWER, /* chmod* -> ENOMEDIUM, mkdir* -> let it run */
     AGENT_DROP,   /* close it at once: notified syscalls must fail with ENOSYS */
+    AGENT_MKDIR,  /* mkdir* PATH -> the agent makes PATH-bar itself, as runc's example agent */
 };
 
 /* A tiny seccomp agent, runc's protocol: one connection bringing the
@@ -1278,6 +1281,17 @@ static pid_t agent_start(const char *sock_path, enum agent_mode mode)
         int nr = req->data.nr;
         if (nr == SYS_chmod || nr == SYS_fchmod || nr == SYS_fchmodat) {
             resp->error = -ENOMEDIUM;
+        } else if (mode == AGENT_MKDIR && (nr == SYS_mkdir || nr == SYS_mkdirat)) {
+            /* As host root, through the process's root (absolute paths only). */
+            char path[256] = "", made[600];
+            struct iovec local = {path, sizeof(path) - 1};
+            struct iovec remote = {(void *)(uintptr_t)req->data.args[nr == SYS_mkdirat ? 1 : 0],
+                                   sizeof(path) - 1};
+            process_vm_readv((pid_t)req->pid, &local, 1, &remote, 1, 0);
+            path[sizeof(path) - 1] = '\0';
+            snprintf(made, sizeof(made), "/proc/%u/root%s-bar", req->pid, path);
+            if (path[0] != '/' || mkdir(made, 0755) < 0)
+                resp->error = -ENOSYS;
         } else {
             /* mkdir: nothing in its arguments to check here, so the kernel may run it */
             resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -1375,6 +1389,27 @@ Test(oci_compat_seccomp, agent_answers_exec_d_processes)
                   json_integer_value(json_object_get(s, "pid")),
                   "the pid sent is the container's, not the exec'd process's");
     json_decref(st);
+}
+
+/* runc's example agent makes the directories itself, as host root, through
+ * /proc/PID/root: with an agent the container's tmpfs mounts are made on the
+ * host side (in the sandbox's own user namespace host root is unmapped and
+ * every file it made failed with EOVERFLOW), and the container's root still
+ * writes them. */
+Test(oci_compat_seccomp, agent_writes_the_containers_tmpfs)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_MKDIR);
+    int rc = run_with_profile("container", agent_profile(sock, "\"mkdir\", \"mkdirat\""),
+                              "mkdir /tmp/foo && ls -d /tmp/foo-bar && touch /tmp/mine && "
+                              "stat -c %u /tmp/mine && test ! -e /tmp/foo && echo only-the-agents",
+                              out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "/tmp/foo-bar\n0\n") != NULL,
+              "the agent's directory, or the container root's file: %s", out);
+    cr_expect(strstr(out, "only-the-agents") != NULL, "mkdir ran in the container: %s", out);
 }
 
 /* Nobody else keeps the listener: once the agent lets go of it, notified
