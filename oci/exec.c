@@ -106,6 +106,21 @@ static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
     return copy;
 }
 
+/* The container's seccomp profile when it sends syscalls to an agent
+ * (listenerPath), else NULL: an exec'd process gets a listener of its own,
+ * handed to the same agent, as runc does. */
+static json_t *load_bundle_agent_profile(const char *bundle)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/config.json", bundle);
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    json_t *sc = json_object_get(json_object_get(doc, "linux"), "seccomp");
+    json_t *lp = json_object_get(sc, "listenerPath");
+    json_t *out = json_is_string(lp) && json_string_length(lp) > 0 ? json_deep_copy(sc) : NULL;
+    json_decref(doc);
+    return out;
+}
+
 /* The command line of `exec`, as parsed. */
 struct exec_opts {
     const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve,
@@ -479,8 +494,33 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             id);
     cli_log(g, "debug", "setns_init: about to exec `%s` in %s",
             proc.argv && proc.argv[0] ? proc.argv[0] : "", id);
-    if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
-                           (size_t)n_extra, &pid, &err) < 0) {
+    int listener = -1;
+    if (bh_sentry_exec_held(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
+                            (size_t)n_extra, &pid, &listener, &err) < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        cli_report_error(g, "exec: %s", err.msg);
+        goto out;
+    }
+    if (listener >= 0) {
+        /* The agent holds the process's listener before it runs. */
+        json_t *profile = load_bundle_agent_profile(st.bundle);
+        cleanup_free char *state_json = oci_state_text(&st, "running");
+        int sent = profile != NULL && state_json != NULL
+                       ? oci_seccomp_agent_send(profile, state_json, pid, listener, &err)
+                       : bh_error_set(&err, ENOENT,
+                                      "the container's seccomp profile no longer names its "
+                                      "agent (listenerPath) in the bundle's config.json");
+        json_decref(profile);
+        close(listener);
+        if (sent < 0) {
+            struct bh_error kerr = {0};
+            bh_sentry_signal(conn, pid, SIGKILL, &kerr);
+            sigprocmask(SIG_SETMASK, &old, NULL);
+            cli_report_error(g, "exec: %s", err.msg);
+            goto out;
+        }
+    }
+    if (bh_sentry_exec_release(conn, pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;

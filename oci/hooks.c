@@ -19,6 +19,12 @@
 
 #include "cleanup.h"
 #include "oci-internal.h"
+#include "policy.h"
+
+/* The container's seccomp profile, kept in the state's copy of the hooks for
+ * the startContainer hooks (they run at start, when config.json may have
+ * changed). A name no OCI hook kind has. */
+#define HOOKS_SECCOMP_KEY "bulkhead.startContainerSeccomp"
 
 static const char *const kind_names[OCI_HOOK_COUNT] = {
     "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
@@ -48,8 +54,53 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp)
+{
+    if (hooks == NULL)
+        return NULL;
+    json_t *start = json_object_get(hooks, kind_names[OCI_HOOK_START_CONTAINER]);
+    if (seccomp == NULL || json_is_null(seccomp) || json_array_size(start) == 0)
+        return json_incref(hooks);
+    json_t *copy = json_copy(hooks);
+    if (copy != NULL)
+        json_object_set(copy, HOOKS_SECCOMP_KEY, seccomp);
+    return copy;
+}
+
+/* The profile as a filter for a startContainer hook, which runc runs in the
+ * container's process after its filter is loaded: NULL prog->filter when the
+ * profile restricts nothing. */
+static int hook_filter(json_t *hooks, struct sock_fprog *prog, bool *notifies, struct bh_error *err)
+{
+    *prog = (struct sock_fprog){0};
+    *notifies = false;
+    json_t *sc = json_object_get(hooks, HOOKS_SECCOMP_KEY);
+    if (sc == NULL)
+        return 0;
+    cleanup_free char *text = NULL;
+    if (oci_seccomp_to_policy(sc, &text, notifies, err) < 0)
+        return -1;
+    if (text == NULL)
+        return 0;
+    struct bh_policy *pol = NULL;
+    if (bh_policy_parse_stacked(text, "linux.seccomp", &pol, err) < 0)
+        return -1;
+    int rc = bh_policy_compile(pol, prog, err);
+    bh_policy_free(pol);
+    return rc;
+}
+
+/* "bad system call" for SIGSYS: the signal's name as runc's hooks report it. */
+static void signal_text(int sig, char *buf, size_t len)
+{
+    const char *s = strsignal(sig);
+    snprintf(buf, len, "%s", s ? s : "unknown signal");
+    if (buf[0] >= 'A' && buf[0] <= 'Z')
+        buf[0] = (char)(buf[0] - 'A' + 'a');
+}
+
 static int run_one(json_t *hook, const char *what, const char *state_json, pid_t ns_pid,
-                   struct bh_error *err)
+                   const struct sock_fprog *filter, bool filter_notifies, struct bh_error *err)
 {
     const char *path = json_string_value(json_object_get(hook, "path"));
     json_int_t timeout = json_integer_value(json_object_get(hook, "timeout"));
@@ -91,6 +142,7 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         return bh_error_errno(err, e, "%s hook `%s`: fork", what, path);
     }
     if (pid == 0) {
+        struct bh_error herr = {0};
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(out[1], 2);
@@ -98,6 +150,17 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
             if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0 ||
                 setns(nsfds[2], CLONE_NEWPID) < 0) {
                 dprintf(2, "join the container's namespaces: %s", strerror(errno));
+                _exit(BH_EXIT_REFUSED);
+            }
+            /* The container's root, not host root (unmapped in the container's
+             * user namespace, so every file it made failed with EOVERFLOW).
+             * A config that maps no root keeps the ids it had. */
+            if (syscall(SYS_setresgid, 0, 0, 0) < 0 && errno != EINVAL) {
+                dprintf(2, "become the container's root group: %s", strerror(errno));
+                _exit(BH_EXIT_REFUSED);
+            }
+            if (syscall(SYS_setresuid, 0, 0, 0) < 0 && errno != EINVAL) {
+                dprintf(2, "become the container's root: %s", strerror(errno));
                 _exit(BH_EXIT_REFUSED);
             }
             if (chdir("/") < 0)
@@ -113,9 +176,32 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
                 int st = 0;
                 while (waitpid(h, &st, 0) < 0 && errno == EINTR)
                     ;
+                if (WIFSIGNALED(st)) {
+                    /* Die of the same signal, so the runtime can name it;
+                     * non-dumpable, so no core of this copy of bulkhead. */
+                    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+                    signal(WTERMSIG(st), SIG_DFL);
+                    sigset_t one;
+                    sigemptyset(&one);
+                    sigaddset(&one, WTERMSIG(st));
+                    sigprocmask(SIG_UNBLOCK, &one, NULL);
+                    raise(WTERMSIG(st));
+                }
                 _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
             }
             prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+            /* The container's filter, as the hook would meet it in runc's
+             * init. A notified syscall has no agent here (the agent holds
+             * the container's listener): closing ours answers it ENOSYS. */
+            if (filter != NULL && filter->filter != NULL) {
+                int l = bh_policy_install_privileged(filter, filter_notifies, &herr);
+                if (l < 0) {
+                    dprintf(2, "load the container's seccomp profile: %s", herr.msg);
+                    _exit(BH_EXIT_REFUSED);
+                }
+                if (filter_notifies && l > 0)
+                    close(l);
+            }
         }
         sigset_t none;
         sigemptyset(&none);
@@ -193,12 +279,17 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         return bh_error_set(err, ETIMEDOUT,
                             "%s hook `%s` did not finish within its timeout of %llds", what, path,
                             (long long)timeout);
-    if (WIFSIGNALED(status))
-        return bh_error_set(err, ECHILD, "%s hook `%s` was killed by signal %d%s%s", what, path,
-                            WTERMSIG(status), olen ? ": " : "", output);
+    if (WIFSIGNALED(status)) {
+        char sig[64];
+        signal_text(WTERMSIG(status), sig, sizeof(sig));
+        return bh_error_set(err, ECHILD,
+                            "%s hook `%s`: error running hook: killed by signal %d (%s)%s%s", what,
+                            path, WTERMSIG(status), sig, olen ? ": " : "", output);
+    }
     if (WEXITSTATUS(status) != 0)
-        return bh_error_set(err, ECHILD, "%s hook `%s` exited with status %d%s%s", what, path,
-                            WEXITSTATUS(status), olen ? ": " : "", output);
+        return bh_error_set(err, ECHILD,
+                            "%s hook `%s`: error running hook: exited with status %d%s%s", what,
+                            path, WEXITSTATUS(status), olen ? ": " : "", output);
     return 0;
 }
 
@@ -211,6 +302,10 @@ int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind
     if (!json_is_array(list))
         return 0;
     bool fatal = kind != OCI_HOOK_POSTSTART && kind != OCI_HOOK_POSTSTOP;
+    struct sock_fprog filter = {0};
+    bool notifies = false;
+    if (kind == OCI_HOOK_START_CONTAINER && hook_filter(hooks, &filter, &notifies, err) < 0)
+        return bh_error_prefix(err, "startContainer hooks: the container's seccomp profile");
     size_t i;
     json_t *h;
     json_array_foreach(list, i, h)
@@ -218,13 +313,15 @@ int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind
         struct bh_error herr = {0};
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu]", kind_names[kind], i);
-        if (run_one(h, what, state_json, ns_pid, &herr) < 0) {
+        if (run_one(h, what, state_json, ns_pid, &filter, notifies, &herr) < 0) {
             if (fatal) {
                 *err = herr;
+                bh_policy_prog_free(&filter);
                 return -1;
             }
             cli_log(g, "warning", "%s", herr.msg);
         }
     }
+    bh_policy_prog_free(&filter);
     return 0;
 }

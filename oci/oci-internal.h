@@ -81,6 +81,10 @@ int oci_seccomp_to_policy(json_t *seccomp, char **text, bool *notifies, struct b
  * listenerPath with the container's state (runc's seccomp agent protocol). */
 int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, int listener,
                            struct bh_error *err);
+/* With an agent (container tier), the spec's tmpfs mounts are made on the
+ * host side (bh_mount.tree_fd), where the agent, host root, may write them;
+ * closed with the bind trees (oci_close_bind_trees). */
+int oci_seccomp_agent_tmpfs(struct bh_sandbox_spec *spec, struct bh_error *err);
 
 /* Before create joins an existing cgroup (oci/resources.c): refuses a frozen
  * one (its processes would never run) and warns when processes are in it,
@@ -171,6 +175,9 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
  * stop_on_error false (poststart, poststop) failures are only logged. */
 int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
                   const char *state_json, pid_t ns_pid, struct bh_error *err);
+/* The hooks as the state keeps them (a new reference, or NULL): with the
+ * container's seccomp profile when startContainer hooks must run under it. */
+json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp);
 
 /* ---- argument parsing (oci/args.c) -------------------------------------- */
 

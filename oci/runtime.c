@@ -207,7 +207,7 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->created = strdup(now);
     st->owner = strdup("");
     st->annotations = json_incref(cfg->annotations);
-    st->hooks = cfg->hooks ? json_incref(cfg->hooks) : NULL;
+    st->hooks = oci_hooks_for_state(cfg->hooks, cfg->seccomp);
     st->cgroup_path = strdup(cgroup_path);
     st->tier = cfg->spec.tier;
     st->nnp_forced = !cfg->no_new_privileges && !cfg->spec.process.allow_new_privs;
@@ -327,6 +327,8 @@ static int create_sandbox(const struct cli_globals *g, const char *id, struct bh
     cli_log(g, "debug", "create %s: making the sandbox at the %s tier (cgroup %s)", id,
             bh_tier_name(spec->tier), cgroup_path);
     int created = oci_prepare_bind_trees(spec, err);
+    if (created == 0)
+        created = oci_seccomp_agent_tmpfs(spec, err);
     if (created == 0)
         created = bh_sandbox_create(spec, &opts, sb, err);
     oci_close_bind_trees(spec);

@@ -6,11 +6,13 @@
  * allows by default (a deny list) is parsed as a stacked policy
  * (bh_policy_parse_stacked): the tier's filter still applies beneath it.
  * Also owns handing the listener of SCMP_ACT_NOTIFY rules to the profile's
- * seccomp agent (listenerPath), as runc 1.1 does. */
+ * seccomp agent (listenerPath), as runc 1.1 does, and what such an agent
+ * needs of the container's tmpfs mounts. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -315,5 +317,67 @@ int oci_seccomp_agent_send(json_t *seccomp, const char *state_json, pid_t pid, i
     if ((size_t)n != iov.iov_len)
         return bh_error_set(err, EIO, "send the seccomp listener to the agent at `%s`: short write",
                             path);
+    return 0;
+}
+
+/* One tmpfs as the host makes it: options (m->data, "mode=1777,size=64k")
+ * one by one, flags as mount attributes, detached. */
+static int host_tmpfs(const struct bh_mount *m, struct bh_error *err)
+{
+    cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return bh_error_errno(err, errno, "tmpfs on `%s`: fsopen", m->destination);
+    cleanup_free char *data = m->data ? strdup(m->data) : NULL;
+    char *save = NULL;
+    for (char *opt = data ? strtok_r(data, ",", &save) : NULL; opt != NULL;
+         opt = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(opt, '=');
+        if (eq != NULL)
+            *eq = '\0';
+        if (fsconfig(fs, eq ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, opt, eq ? eq + 1 : NULL, 0) <
+            0)
+            return bh_error_errno(err, errno, "tmpfs on `%s`: option `%s`", m->destination, opt);
+    }
+    if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return bh_error_errno(err, errno, "tmpfs on `%s`: create", m->destination);
+    unsigned attr = ((m->flags & MS_RDONLY) ? MOUNT_ATTR_RDONLY : 0) |
+                    ((m->flags & MS_NOSUID) ? MOUNT_ATTR_NOSUID : 0) |
+                    ((m->flags & MS_NODEV) ? MOUNT_ATTR_NODEV : 0) |
+                    ((m->flags & MS_NOEXEC) ? MOUNT_ATTR_NOEXEC : 0) |
+                    ((m->flags & MS_NOATIME) ? MOUNT_ATTR_NOATIME : 0) |
+                    ((m->flags & MS_NODIRATIME) ? MOUNT_ATTR_NODIRATIME : 0);
+    int fd = fsmount(fs, FSMOUNT_CLOEXEC, attr);
+    if (fd < 0)
+        return bh_error_errno(err, errno, "tmpfs on `%s`: fsmount", m->destination);
+    return fd;
+}
+
+/* An agent acts on the container's files from the host as host root (runc's
+ * example agent makes the directories it is asked for through
+ * /proc/PID/root): runc's containers have no user namespace, bulkhead's
+ * always have one, and a tmpfs the sandbox mounts belongs to it, where host
+ * root is unmapped, so every file the agent made there failed with
+ * EOVERFLOW. With an agent, each tmpfs (but /dev, whose nodes the sandbox
+ * makes) is made on the host side instead and moved into place: the
+ * container's root still writes it (as its mapped id, the tmpfs's mode
+ * permitting), the agent too, and the container cannot remount it. Not
+ * idmapped: host root would be unmapped through the idmap as well. */
+int oci_seccomp_agent_tmpfs(struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    if (!spec->extra_policy_listener || spec->tier >= BH_TIER_KERNEL)
+        return 0;
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        struct bh_mount *m = &spec->mounts[i];
+        if (m->has_tree_fd || (m->flags & MS_BIND) || m->type == NULL ||
+            strcmp(m->type, "tmpfs") != 0 || m->destination == NULL ||
+            strcmp(m->destination, "/dev") == 0)
+            continue;
+        int fd = host_tmpfs(m, err);
+        if (fd < 0)
+            return bh_error_prefix(err, "for the seccomp agent");
+        m->has_tree_fd = true;
+        m->tree_fd = fd;
+        m->idmap = false;
+    }
     return 0;
 }

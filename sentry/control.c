@@ -405,10 +405,11 @@ int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, c
     return bh_sentry_exec_fds(conn, proc, stdio, console_socket, NULL, 0, pid, err);
 }
 
-int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *proc,
-                       const int stdio[3], const char *console_socket, const int *extra,
-                       size_t n_extra, pid_t *pid, struct bh_error *err)
+int bh_sentry_exec_held(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                        const int stdio[3], const char *console_socket, const int *extra,
+                        size_t n_extra, pid_t *pid, int *listener, struct bh_error *err)
 {
+    *listener = -1;
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds can be passed to a process",
                             BH_EXEC_MAX_EXTRA_FDS);
@@ -432,16 +433,21 @@ int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *pro
         fds[n++] = console;
     for (size_t i = 0; i < n_extra; i++)
         fds[n++] = extra[i];
-    json_t *req = json_pack("{s:s,s:o,s:I,s:b}", "op", "exec", "process", bh_process_to_json(proc),
-                            "extra_fds", (json_int_t)n_extra, "console", console >= 0);
+    json_t *req =
+        json_pack("{s:s,s:o,s:I,s:b,s:b}", "op", "exec", "process", bh_process_to_json(proc),
+                  "extra_fds", (json_int_t)n_extra, "console", console >= 0, "agent", 1);
     json_t *reply = NULL;
-    int pidfd = -1;
+    int rfds[2] = {-1, -1};
     size_t got = 0;
-    int r = bh_conn_request(conn, req, fds, n, &reply, &pidfd, 1, &got, err);
+    int r = bh_conn_request(conn, req, fds, n, &reply, rfds, 2, &got, err);
+    int pidfd = rfds[0];
     json_decref(req);
     if (r < 0)
         return bh_error_prefix(err, "exec in the sandbox");
-    if (got != 1) {
+    bool with_listener = json_is_true(json_object_get(reply, "listener"));
+    if (got != (with_listener ? 2u : 1u)) {
+        for (size_t i = 0; i < got && i < 2; i++)
+            close(rfds[i]);
         json_decref(reply);
         return bh_error_set(err, EPROTO, "the sentry did not say which process it started");
     }
@@ -450,12 +456,38 @@ int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *pro
     *pid = pidfd_host_pid(pidfd);
     close(pidfd);
     json_decref(reply);
-    if (*pid <= 0)
+    if (*pid <= 0) {
+        if (with_listener)
+            close(rfds[1]);
         return bh_error_set(err, ESRCH, "the new process died before it started");
+    }
     unsigned slot = conn->n_execd++ % BH_ARRAY_SIZE(conn->execd);
     conn->execd[slot].host = *pid;
     conn->execd[slot].inner = (pid_t)inner;
-    return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", inner), err);
+    *listener = with_listener ? rfds[1] : -1;
+    return 0;
+}
+
+int bh_sentry_exec_release(struct bh_sentry_conn *conn, pid_t pid, struct bh_error *err)
+{
+    pid_t in;
+    if (inner_pid(conn, pid, &in, err) < 0)
+        return -1;
+    return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", (json_int_t)in), err);
+}
+
+int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                       const int stdio[3], const char *console_socket, const int *extra,
+                       size_t n_extra, pid_t *pid, struct bh_error *err)
+{
+    int listener = -1;
+    if (bh_sentry_exec_held(conn, proc, stdio, console_socket, extra, n_extra, pid, &listener,
+                            err) < 0)
+        return -1;
+    /* No agent to hand it to: the process's notified syscalls get ENOSYS. */
+    if (listener >= 0)
+        close(listener);
+    return bh_sentry_exec_release(conn, *pid, err);
 }
 
 int bh_sentry_wait(struct bh_sentry_conn *conn, pid_t pid, int *status, struct bh_error *err)

@@ -35,6 +35,9 @@ struct bh_guest {
  * modes allow), applied to the calling thread. The sentry takes them too,
  * so what the broker does for a guest obeys the guest's own rules. */
 int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err);
+/* The same for a guest holding n_extra caller's fds at 3, 4, ...: their
+ * files stay reachable through /proc/self/fd (container tier). */
+int bh_guest_landlock_fds(const struct bh_sandbox_spec *spec, size_t n_extra, struct bh_error *err);
 
 /* Forks a guest, confines it, and returns once it waits for start (or with
  * its error). stdio are the guest's 0,1,2 (the guest gets its own copies). */

@@ -177,11 +177,36 @@ static int open_console(const struct bh_process *proc, int console_fd, int stdio
     return 0;
 }
 
+/* The files of fds a caller passed (runc's --preserve-fds; refused at the
+ * kernel tier), allowed as they were opened: runc's guests reopen them
+ * through /proc/self/fd, which Landlock would refuse as a path outside the
+ * container. A file opened for reading may be reopened for reading only,
+ * a directory read; pipes and sockets need no rule. */
+static unsigned extra_fd_access(int fd)
+{
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) < 0 || (fl & O_PATH))
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        return BH_LL_READ;
+    if (!S_ISREG(st.st_mode))
+        return 0;
+    int mode = fl & O_ACCMODE;
+    return (mode == O_RDONLY || mode == O_RDWR ? BH_LL_READ : 0) |
+           (mode == O_WRONLY || mode == O_RDWR ? BH_LL_WRITE : 0);
+}
+
 int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)
 {
-    struct bh_landlock_rule rules[64];
+    return bh_guest_landlock_fds(spec, 0, err);
+}
+
+int bh_guest_landlock_fds(const struct bh_sandbox_spec *spec, size_t n_extra, struct bh_error *err)
+{
+    struct bh_landlock_rule rules[64 + BH_EXEC_MAX_EXTRA_FDS];
     size_t n = 0;
-    int fds[64];
+    int fds[64 + BH_EXEC_MAX_EXTRA_FDS];
     const char *writable[48];
     size_t nw = 0;
     static const char *const dev_nodes[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty",
@@ -215,6 +240,17 @@ int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)
         fds[n] = fd;
         rules[n] =
             (struct bh_landlock_rule){writable[i], fd, BH_LL_READ | BH_LL_WRITE | BH_LL_EXECUTE};
+        n++;
+    }
+    for (size_t i = 0; i < n_extra && i < BH_EXEC_MAX_EXTRA_FDS && spec->tier < BH_TIER_KERNEL;
+         i++) {
+        unsigned access = extra_fd_access(3 + (int)i);
+        if (access == 0)
+            continue;
+        fds[n] = fcntl(3 + (int)i, F_DUPFD_CLOEXEC, 0);
+        if (fds[n] < 0)
+            continue;
+        rules[n] = (struct bh_landlock_rule){NULL, fds[n], access};
         n++;
     }
     /* noNewPrivileges false (container tier): the caller holds CAP_SYS_ADMIN
@@ -322,6 +358,28 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     }
     if (bh_caps_guest_securebits(proc, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
+    /* Container tier: the working directory is entered first with the
+     * setup's rights (CAP_DAC_READ_SEARCH, permitted to the sentry for this
+     * alone), as runc's init enters it with its own: a process may start in
+     * a directory its user cannot enter (exec --user 0 into another user's
+     * 0700 home), and being there grants nothing, as every lookup from it is
+     * checked again. Refused, it is retried as the process's user below.
+     * The kernel tier's broker resolves paths from the cwd with the guest's
+     * own ids, so there the process's rights alone count. */
+    const char *cwd = proc->cwd ? proc->cwd : "/";
+    bool cwd_entered = false;
+    if (ctx->spec->tier < BH_TIER_KERNEL &&
+        bh_caps_effective(CAP_DAC_READ_SEARCH, true, &err) == 0) {
+        cwd_entered = chdir(cwd) == 0;
+        int e = errno;
+        if (bh_caps_effective(CAP_DAC_READ_SEARCH, false, &err) < 0)
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
+        if (!cwd_entered && e != EACCES && e != EPERM) {
+            bh_error_errno(&err, e, "enter the working directory `%s`", cwd);
+            guest_fail(sock, &err, BH_EXIT_REFUSED);
+        }
+    }
+    err = (struct bh_error){0};
     gid_t gids[256];
     size_t ng = proc->n_additional_gids < 256 ? proc->n_additional_gids : 256;
     for (size_t i = 0; i < ng; i++)
@@ -341,16 +399,17 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
                      bh_caps_have(CAP_SYS_ADMIN, false);
     if (bh_caps_guest_apply(proc, new_privs ? 1ull << CAP_SYS_ADMIN : 0, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
-    const char *cwd = proc->cwd ? proc->cwd : "/";
-    if (chdir(cwd) < 0) {
-        /* Entered with the process's own ids and capabilities: runc enters
-         * it earlier with its own privileges, which no part of a sandbox holds. */
+    if (!cwd_entered && chdir(cwd) < 0) {
         if (errno == EACCES)
             bh_error_errno(&err, errno,
                            "enter the working directory `%s` as uid %u: its permissions do not "
-                           "let that user in (the process's own ids and capabilities count, not "
-                           "the runtime's)",
-                           cwd, proc->uid);
+                           "let that user in (%s)",
+                           cwd, proc->uid,
+                           ctx->spec->tier < BH_TIER_KERNEL
+                               ? "nor the sandbox's setup"
+                               : "at the kernel tier the process's own ids and capabilities "
+                                 "count, not the runtime's: the broker resolves its paths from "
+                                 "there with them");
         else
             bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, BH_EXIT_REFUSED);
@@ -367,7 +426,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
     bh_startup_mark("guest: stdio, rlimits, ids, caps, no_new_privs");
-    if (bh_guest_landlock(ctx->spec, &err) < 0)
+    if (bh_guest_landlock_fds(ctx->spec, n_extra, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     bh_startup_mark("guest: landlock");
     char program[4096];

@@ -324,7 +324,8 @@ static int confine_self(struct bh_error *err)
 {
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "make the sentry non-dumpable");
-    if (bh_caps_sentry_drop(&S.spec.process, S.params.sentry_uid, S.params.sentry_gid, err) < 0)
+    if (bh_caps_sentry_drop(&S.spec.process, S.params.sentry_uid, S.params.sentry_gid,
+                            S.spec.tier < BH_TIER_KERNEL, err) < 0)
         return bh_error_prefix(err, "confine the sentry");
     /* New credentials cleared the death signal. */
     if (!S.detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -341,8 +342,11 @@ static int confine_self(struct bh_error *err)
     /* The broker acts for guests outside their own Landlock domain: taking
      * the same rules here makes its writes obey them. Guests nest below this
      * domain, so the sentry may still read their memory and signal them,
-     * and they may not signal it. */
-    if (bh_guest_landlock(&S.spec, err) < 0)
+     * and they may not signal it. Below the kernel tier there is no broker,
+     * and a domain here would bar every guest from the files of fds its
+     * caller passed (exec --preserve-fds), which runc's guests reopen through
+     * /proc/self/fd: each guest takes its own domain, allowing them. */
+    if (S.spec.tier >= BH_TIER_KERNEL && bh_guest_landlock(&S.spec, err) < 0)
         return bh_error_prefix(err, "confine the sentry");
     if ((new_privs ? bh_policy_install_privileged : bh_policy_install)(&S.sentry_prog, false, err) <
         0)
@@ -569,9 +573,14 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         return;
     }
     S.children[S.n_children++] = g.pid;
-    /* The caller's agent gets the first guest's listener only (at create);
-     * an exec'd process's notified syscalls then fail with ENOSYS. */
-    if (g.user_listener >= 0)
+    /* An exec'd process has a listener of its own: it goes back with the
+     * pid to a caller that asks for it (for the caller's seccomp agent,
+     * before the process starts, as runc hands each one over); else it is
+     * closed here and the process's notified syscalls fail with ENOSYS. */
+    int user_listener = -1;
+    if (json_is_true(json_object_get(msg, "agent")))
+        user_listener = g.user_listener;
+    else if (g.user_listener >= 0)
         close(g.user_listener);
     g.user_listener = -1;
     if (g.listener >= 0) {
@@ -579,6 +588,8 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
             kill(g.pid, SIGKILL);
             close(g.pidfd);
             close(g.setup_fd);
+            if (user_listener >= 0)
+                close(user_listener);
             reply_error(fd, &err);
             return;
         }
@@ -589,12 +600,18 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         kill(g.pid, SIGKILL);
         close(g.pidfd);
         close(g.setup_fd);
+        if (user_listener >= 0)
+            close(user_listener);
         reply_error(fd, &err);
         return;
     }
     S.pending[S.n_pending++] = (struct pending){fd, g};
-    reply(fd, json_pack("{s:s,s:i}", "re", "pid", "pid", g.pid), &g.pidfd, 1);
+    const int out_fds[2] = {g.pidfd, user_listener};
+    reply(fd, json_pack("{s:s,s:i,s:b}", "re", "pid", "pid", g.pid, "listener", user_listener >= 0),
+          out_fds, user_listener >= 0 ? 2 : 1);
     close(g.pidfd);
+    if (user_listener >= 0)
+        close(user_listener);
     S.pending[S.n_pending - 1].g.pidfd = -1;
 }
 

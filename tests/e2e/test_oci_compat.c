@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <linux/magic.h>
 #include <linux/seccomp.h>
@@ -519,9 +521,12 @@ static void pid1_status(const char *tier)
 }
 
 /* A working directory the exec'd user may not enter (runc's `exec --user 0`
- * into another uid's 0700 cwd, where runc's own privileges get it in): the
- * refusal says whose permissions were checked; the owner still gets in. */
-static void cwd_permissions_are_the_processs(const char *tier)
+ * into another uid's 0700 cwd): at the container tier entered with the
+ * setup's rights, as runc's init enters it with its own, and being there
+ * grants the process nothing (it still cannot list it); at the kernel tier,
+ * whose broker resolves paths from the cwd with the process's ids, refused
+ * with the reason. The owner gets in at both. */
+static void cwd_entered_with_the_setups_rights(const char *tier)
 {
     config("[\"sleep\", \"1000\"]", false, NULL);
     char cfg[8192], dir[300];
@@ -542,22 +547,34 @@ static void cwd_permissions_are_the_processs(const char *tier)
     int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
     close(null);
     cr_assert_eq(rc, 0, "run -d as the directory's owner: %s", err_text);
-    cr_expect_eq(RUN0("exec", id, "true"), 0, "exec as the owner: %s", err_text);
-    cr_expect_eq(RUN0("exec", "--user", "0", id, "true"), 255);
-    cr_expect(strstr(err_text, "working directory `/root` as uid 0") != NULL &&
-                  strstr(err_text, "Permission denied") != NULL,
-              "%s", err_text);
+    char out[4096];
+    cr_expect_eq(RUN(out, "exec", id, "sh", "-c", "pwd; ls . >/dev/null && echo listed"), 0,
+                 "exec as the owner: %s", err_text);
+    cr_expect(strstr(out, "/root\nlisted") != NULL, "%s", out);
+    rc = RUN(out, "exec", "--user", "0", id, "sh", "-c", "pwd; ls . 2>&1 >/dev/null; echo ls-$?");
+    if (strcmp(tier, "kernel") == 0) {
+        cr_expect_eq(rc, 255, "%s", out);
+        cr_expect(strstr(err_text, "working directory `/root` as uid 0") != NULL &&
+                      strstr(err_text, "kernel tier") != NULL &&
+                      strstr(err_text, "Permission denied") != NULL,
+                  "%s", err_text);
+        return;
+    }
+    cr_expect_eq(rc, 0, "exec --user 0: %s", err_text);
+    cr_expect(strstr(out, "/root\n") == out, "not started in /root: %s", out);
+    cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "ls-0") == NULL,
+              "being in the directory let uid 0 list it: %s", out);
 }
 
-Test(oci_compat_cli, cwd_permissions_are_the_processs_container_tier)
+Test(oci_compat_cli, cwd_entered_with_the_setups_rights_container_tier)
 {
-    cwd_permissions_are_the_processs("container");
+    cwd_entered_with_the_setups_rights("container");
 }
 
-Test(oci_compat_cli, cwd_permissions_are_the_processs_kernel_tier)
+Test(oci_compat_cli, cwd_entered_with_the_setups_rights_kernel_tier)
 {
     h_require_kernel_tier();
-    cwd_permissions_are_the_processs("kernel");
+    cwd_entered_with_the_setups_rights("kernel");
 }
 
 Test(oci_compat_cli, pid1_status_container_tier)
@@ -983,6 +1000,7 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
     char p[512];
     snprintf(p, sizeof(p), "%s/preserved.txt", tmp);
     h_write_file(tmp, "preserved.txt", "hello-fd\n");
+    cr_assert_eq(chmod(p, 0666), 0);
     const char *argv[64];
     build_argv(argv, NULL,
                (const char *const[]){"exec", "--preserve-fds=2", id, "sh", "-c", script, NULL});
@@ -1018,6 +1036,22 @@ Test(oci_compat_cli, exec_preserve_fds)
     cr_expect(strncmp(out, "hello-fd\n0 1 2 3 4 ", 19) == 0, "%s", out);
     /* ls's own directory fd is 5: nothing beyond what was asked for. */
     cr_expect(strstr(out, " 6 ") == NULL, "an fd leaked in: %s", out);
+}
+
+/* runc's test reopens the preserved file through /proc/self/fd: the
+ * container's Landlock domain allows the file as it was opened (read here),
+ * nothing more (no write through the reopen, nothing else beside it). */
+Test(oci_compat_cli, exec_preserve_fds_reopened_as_opened)
+{
+    const char *id = start_sleeper("container");
+    char out[4096];
+    int rc = exec_preserving(id, "cat /proc/self/fd/4; echo x 2>&1 >>/proc/self/fd/4; echo w-$?",
+                             out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect(strncmp(out, "hello-fd\n", 9) == 0, "the reopen was refused: %s", out);
+    /* The file is 0666 (exec_preserving): only Landlock refuses the write. */
+    cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "w-0") == NULL,
+              "a read-only fd was reopened for writing: %s", out);
 }
 
 Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
@@ -1163,6 +1197,7 @@ Test(oci_compat_tty, failed_start_ends_the_relay)
 enum agent_mode {
     AGENT_ANSWER, /* chmod* -> ENOMEDIUM, mkdir* -> let it run */
     AGENT_DROP,   /* close it at once: notified syscalls must fail with ENOSYS */
+    AGENT_MKDIR,  /* mkdir* PATH -> the agent makes PATH-bar itself, as runc's example agent */
 };
 
 /* A tiny seccomp agent, runc's protocol: one connection bringing the
@@ -1170,6 +1205,8 @@ enum agent_mode {
  * SCM_RIGHTS. It saves the JSON to TMP/agent.json, then answers
  * notifications until the container is gone. A child process, killed at the
  * end of the test. */
+static char agent_json[32] = "agent.json";
+
 static pid_t agent_start(const char *sock_path, enum agent_mode mode)
 {
     int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -1185,9 +1222,25 @@ static pid_t agent_start(const char *sock_path, enum agent_mode mode)
         return pid;
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-    if (c < 0)
-        _exit(10);
+    /* One listener per connection (each exec'd process brings its own),
+     * each served by a child of its own: agent.json, agent-2.json, ... */
+    int c = -1;
+    for (int nth = 1;; nth++) {
+        c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            _exit(10);
+        pid_t h = fork();
+        if (h < 0)
+            _exit(10);
+        if (h == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+            if (nth > 1)
+                snprintf(agent_json, sizeof(agent_json), "agent-%d.json", nth);
+            break;
+        }
+        close(c);
+    }
+    close(ls);
     char buf[8192];
     union {
         char b[CMSG_SPACE(sizeof(int))];
@@ -1203,7 +1256,7 @@ static pid_t agent_start(const char *sock_path, enum agent_mode mode)
     buf[n] = '\0';
     int fd;
     memcpy(&fd, CMSG_DATA(h), sizeof(int));
-    h_write_file(tmp, "agent.json", buf);
+    h_write_file(tmp, agent_json, buf);
     if (mode == AGENT_DROP) {
         close(fd);
         pause();
@@ -1228,6 +1281,17 @@ static pid_t agent_start(const char *sock_path, enum agent_mode mode)
         int nr = req->data.nr;
         if (nr == SYS_chmod || nr == SYS_fchmod || nr == SYS_fchmodat) {
             resp->error = -ENOMEDIUM;
+        } else if (mode == AGENT_MKDIR && (nr == SYS_mkdir || nr == SYS_mkdirat)) {
+            /* As host root, through the process's root (absolute paths only). */
+            char path[256] = "", made[600];
+            struct iovec local = {path, sizeof(path) - 1};
+            struct iovec remote = {(void *)(uintptr_t)req->data.args[nr == SYS_mkdirat ? 1 : 0],
+                                   sizeof(path) - 1};
+            process_vm_readv((pid_t)req->pid, &local, 1, &remote, 1, 0);
+            path[sizeof(path) - 1] = '\0';
+            snprintf(made, sizeof(made), "/proc/%u/root%s-bar", req->pid, path);
+            if (path[0] != '/' || mkdir(made, 0755) < 0)
+                resp->error = -ENOSYS;
         } else {
             /* mkdir: nothing in its arguments to check here, so the kernel may run it */
             resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -1283,6 +1347,69 @@ Test(oci_compat_seccomp, agent_answers_notified_syscalls)
     cr_expect_str_eq(json_string_value(json_object_get(s, "status")), "creating");
     cr_expect_gt(json_integer_value(json_object_get(st, "pid")), 0);
     json_decref(st);
+}
+
+/* An exec'd process has a listener of its own, and the agent gets it (a
+ * connection of its own, the state of a running container and the new
+ * process's pid) before the process runs, as under runc. */
+Test(oci_compat_seccomp, agent_answers_exec_d_processes)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_ANSWER);
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    char cfg[512];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_object_set_new(
+        json_object_get(j, "linux"), "seccomp",
+        json_loads(agent_profile(sock, "\"chmod\", \"fchmod\", \"fchmodat\""), 0, NULL));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    const char *id = new_id("agx");
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null, .tier = "container"};
+    int started = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(started, 0, "run -d: %s", err_text);
+    int rc = RUN(out, "exec", id, "sh", "-c", "touch /tmp/f; chmod 600 /tmp/f 2>&1; echo chmod-$?");
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect(strstr(out, "No medium found") && strstr(out, "chmod-1"),
+              "the exec'd process's chmod was not answered by the agent: %s", out);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/agent-2.json", tmp);
+    json_t *st = json_load_file(p, 0, NULL);
+    cr_assert_not_null(st, "the agent received no second listener");
+    json_t *s = json_object_get(st, "state");
+    cr_expect_str_eq(json_string_value(json_object_get(s, "id")), id);
+    cr_expect_str_eq(json_string_value(json_object_get(s, "status")), "running");
+    cr_expect_neq(json_integer_value(json_object_get(st, "pid")),
+                  json_integer_value(json_object_get(s, "pid")),
+                  "the pid sent is the container's, not the exec'd process's");
+    json_decref(st);
+}
+
+/* runc's example agent makes the directories itself, as host root, through
+ * /proc/PID/root: with an agent the container's tmpfs mounts are made on the
+ * host side (in the sandbox's own user namespace host root is unmapped and
+ * every file it made failed with EOVERFLOW), and the container's root still
+ * writes them. */
+Test(oci_compat_seccomp, agent_writes_the_containers_tmpfs)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_MKDIR);
+    int rc = run_with_profile("container", agent_profile(sock, "\"mkdir\", \"mkdirat\""),
+                              "mkdir /tmp/foo && ls -d /tmp/foo-bar && touch /tmp/mine && "
+                              "stat -c %u /tmp/mine && test ! -e /tmp/foo && echo only-the-agents",
+                              out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "/tmp/foo-bar\n0\n") != NULL,
+              "the agent's directory, or the container root's file: %s", out);
+    cr_expect(strstr(out, "only-the-agents") != NULL, "mkdir ran in the container: %s", out);
 }
 
 /* Nobody else keeps the listener: once the agent lets go of it, notified
@@ -1591,6 +1718,56 @@ Test(oci_compat_mounts, start_hook_namespaces_and_fds_kernel_tier)
 {
     h_require_kernel_tier();
     start_hook_namespaces_and_fds("kernel");
+}
+
+/* A startContainer hook runs as the container's root (files it makes in
+ * the container's tmpfs are the container's; as host root, unmapped there,
+ * it failed with EOVERFLOW) and under the container's seccomp profile, as
+ * runc runs it in the container's process: a killed syscall kills the hook,
+ * and the refusal names the signal as runc does. */
+static void start_hook_as_root_under_the_profile(const char *tier)
+{
+    config("[\"sh\", \"-c\", \"stat -c %u /tmp/hooked\"]", false,
+           "\"hooks\": {\"startContainer\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", "
+           "\"-c\", \"touch /tmp/hooked\"]}]}");
+    const char *id = new_id("hookroot");
+    char out[1024];
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect_str_eq(out, "0\n", "the hook's file: %s", err_text);
+
+    config("[\"true\"]", false,
+           "\"hooks\": {\"startContainer\": [{\"path\": \"/bin/sh\", \"args\": [\"sh\", "
+           "\"-c\", \"exec mkdir /tmp/d\"]}]}");
+    char cfg[512];
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
+    json_t *j = json_load_file(cfg, 0, NULL);
+    cr_assert_not_null(j);
+    json_object_set_new(json_object_get(j, "linux"), "seccomp",
+                        json_pack("{s:s,s:[{s:[s,s],s:s}]}", "defaultAction", "SCMP_ACT_ALLOW",
+                                  "syscalls", "names", "mkdir", "mkdirat", "action",
+                                  "SCMP_ACT_KILL"));
+    cr_assert_eq(json_dump_file(j, cfg, 0), 0);
+    json_decref(j);
+    id = new_id("hooksc");
+    rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "error running hook") != NULL &&
+                  strstr(err_text, "bad system call") != NULL,
+              "%s", err_text);
+    cr_expect(state_gone(id), "run left its state");
+}
+
+Test(oci_compat_mounts, start_hook_as_root_under_the_profile_container_tier)
+{
+    start_hook_as_root_under_the_profile("container");
+}
+
+Test(oci_compat_mounts, start_hook_as_root_under_the_profile_kernel_tier)
+{
+    h_require_kernel_tier();
+    start_hook_as_root_under_the_profile("kernel");
 }
 
 /* Mounts are listed (/proc/self/mountinfo) in the config's order: a bind,
