@@ -721,6 +721,53 @@ TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
     h_free(&r);
 }
 
+/* The front end and the sentry are exec'd on every sandbox's start-up path:
+ * static-pie (Makefile, STARTUP_LINK), so the kernel maps them and no loader
+ * maps libraries or resolves symbols before main. A sanitizer build (the
+ * Makefile's SANITIZE=address,...) keeps the loader its runtime needs. */
+#include <elf.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#define EXPECT_LOADER 1
+#else
+#define EXPECT_LOADER 0
+#endif
+
+static void assert_start_up_linkage(const char *name)
+{
+    char *path = h_path(name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+    Elf64_Ehdr eh;
+    cr_assert_eq(pread(fd, &eh, sizeof(eh), 0), (ssize_t)sizeof(eh), "%s: short ELF header", path);
+    cr_assert(memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64,
+              "%s is not a 64-bit ELF file", path);
+    cr_assert_eq(eh.e_type, ET_DYN, "%s is not position-independent (e_type %d)", path, eh.e_type);
+    int interp = 0, dynamic = 0;
+    for (int i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        off_t at = (off_t)eh.e_phoff + (off_t)i * eh.e_phentsize;
+        cr_assert_eq(pread(fd, &ph, sizeof(ph), at), (ssize_t)sizeof(ph), "%s: short phdr", path);
+        interp += ph.p_type == PT_INTERP;
+        dynamic += ph.p_type == PT_DYNAMIC;
+    }
+    if (EXPECT_LOADER)
+        cr_assert_eq(interp, 1, "%s: a sanitizer build without the loader its runtime needs", path);
+    else
+        cr_assert_eq(interp, 0, "%s names a program interpreter: the loader runs at every start-up",
+                     path);
+    /* static-pie relocates itself from its own dynamic section */
+    cr_assert_eq(dynamic, 1, "%s has no dynamic section: not static-pie", path);
+    close(fd);
+    free(path);
+}
+
+Test(do_startup, front_end_and_sentry_run_without_the_loader)
+{
+    assert_start_up_linkage("bulkhead");
+    assert_start_up_linkage("bulkhead-sentry");
+}
+
 /* A single-threaded caller (this test process, like `bulkhead do`) gets no
  * helper: it clones the sentry itself under the slot owner's effective ids
  * (clone_as_owner). Afterwards it must be exactly as before (root, its own
