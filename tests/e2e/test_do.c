@@ -892,3 +892,87 @@ Test(do_api, in_place_clone_leaves_the_caller_as_it_was_and_the_slot_uid_owns_th
     cr_assert_str_eq(shared, "", "%s", shared);
     munmap(shared, 4096);
 }
+
+/* The front end keeps compiled policies in /run/bulkhead/bpf-cache under a
+ * key over every policy file of the directory (sandbox.c, policy_key): an
+ * edit of a file the tier's policy only @includes must still reach the next
+ * sandbox. The guest's and the sentry's policies share one reading of the
+ * directory (policy_dir_digest). */
+static void copy_build_file(const char *dir, const char *name)
+{
+    char *src = h_path(name);
+    char *cmd = NULL;
+    cr_assert_geq(asprintf(&cmd, "cp -r '%s' '%s/'", src, dir), 0);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    free(cmd);
+    free(src);
+}
+
+static void list_cache(char names[][300], size_t max, size_t *n)
+{
+    *n = 0;
+    DIR *d = opendir("/run/bulkhead/bpf-cache");
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL && *n < max;)
+        if (de->d_name[0] != '.')
+            snprintf(names[(*n)++], 300, "%s", de->d_name);
+    if (d != NULL)
+        closedir(d);
+}
+
+Test(do_startup, an_edit_of_an_included_policy_misses_the_bpf_cache, .timeout = 120)
+{
+    char dir[] = "/tmp/bh-e2e-policy-cache-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    static char before[256][300], after[256][300];
+    size_t n_before, n_after;
+    list_cache(before, 256, &n_before);
+    copy_build_file(dir, "bulkhead");
+    copy_build_file(dir, "bulkhead-sentry");
+    copy_build_file(dir, "bulkhead-probe");
+    copy_build_file(dir, "seccomp-policies");
+    char bin[128];
+    snprintf(bin, sizeof(bin), "%s/bulkhead", dir);
+    char *const argv[] = {bin,  "do", "--tier", "container",
+                          "--", PY,   "-c",     "import os; os.getppid(); print('getppid ran')",
+                          NULL};
+    struct run_result r1 = h_run(argv, NULL, NULL, 60);
+    cr_expect_eq(r1.status, 0, "first run: exit %d\n%s", r1.status, r1.err);
+    cr_expect(strstr(r1.out, "getppid ran") != NULL, "first run: %s\n%s", r1.out, r1.err);
+    /* host-state.policy is @included by container.policy, before the
+     * allowlist that also names getppid: the edited policy no longer
+     * compiles (a shadowed line is refused). Served from a cache that missed
+     * the edit, the run would succeed with the old program. */
+    char pol[192];
+    snprintf(pol, sizeof(pol), "%s/seccomp-policies/host-state.policy", dir);
+    FILE *f = fopen(pol, "r");
+    cr_assert_not_null(f, "open %s", pol);
+    char text[65536];
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    f = fopen(pol, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "getppid errno EACCES # this test's edit\n%s", text);
+    fclose(f);
+    struct run_result r2 = h_run(argv, NULL, NULL, 60);
+    cr_expect_eq(r2.status, 125, "the edited policy was not compiled again: exit %d\n%s\n%s",
+                 r2.status, r2.out, r2.err);
+    cr_expect(
+        strstr(r2.err, "host-state.policy:1") != NULL && strstr(r2.out, "getppid ran") == NULL,
+        "the edit did not reach the sandbox's policy: exit %d\n%s\n%s", r2.status, r2.out, r2.err);
+    h_free(&r1);
+    h_free(&r2);
+    /* This test's programs are keyed by its own paths: no one else's. */
+    list_cache(after, 256, &n_after);
+    for (size_t i = 0; i < n_after; i++) {
+        bool old = false;
+        for (size_t j = 0; j < n_before && !old; j++)
+            old = strcmp(after[i], before[j]) == 0;
+        if (!old) {
+            char p[400];
+            snprintf(p, sizeof(p), "/run/bulkhead/bpf-cache/%.255s", after[i]);
+            unlink(p);
+        }
+    }
+    h_remove_tree(dir);
+}
