@@ -25,6 +25,19 @@ export LSAN_OPTIONS := suppressions=$(abspath tests/lsan.supp):print_suppression
 export UBSAN_OPTIONS := print_stacktrace=1
 endif
 
+# The front end and the sentry are exec'd once per sandbox, on the start-up
+# path: static-pie, so no loader maps libraries or resolves symbols before
+# main (sentry/README.md, "Speed"). Sanitizer runtimes need the loader.
+# glibc warns at link time that libnl's unused getaddrinfo/getprotobyname
+# would need NSS at run time; neither binary calls them.
+ifeq ($(SANITIZE),)
+STARTUP_LINK := -static-pie
+STARTUP_LIBS  = $(PKG_LIBS) -lpthread
+else
+STARTUP_LINK :=
+STARTUP_LIBS  = -Wl,-Bstatic $(PKG_LIBS) -Wl,-Bdynamic -lpthread
+endif
+
 # Test hooks (BULKHEAD_TEST_BREAK, sentry/probe.h) exist only in the test
 # build: `make test`, `test-run`, `unit` and `e2e` build everything again into
 # $(BUILD)/test with BH_TEST_HOOKS, a tree of its own, so the binaries `make`
@@ -99,15 +112,13 @@ $(PROTO_LIB): $(PROTO_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/bulkhead: $(call obj,$(OCI_SRC)) $(PROTO_LIB) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(STARTUP_LINK) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bulkheadd: $(call obj,$(SUP_SRC)) $(PROTO_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The sentry is exec'd once per sandbox, on the start-up path: its libraries
-# are linked in, so the loader maps libc alone (sentry/README.md, "Speed").
 $(BUILD)/bulkhead-sentry: $(call obj,sentry/sentry-main.c) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ -Wl,-Bstatic $(PKG_LIBS) -Wl,-Bdynamic -lpthread
+	$(CC) $(LDFLAGS) $(STARTUP_LINK) -o $@ $^ $(STARTUP_LIBS)
 
 # The probe runs inside any rootfs, so it carries its own libc. It is never
 # instrumented: sanitizer runtimes make syscalls the probe must not.

@@ -283,23 +283,26 @@ struct bpf_blob {
     struct sock_fprog prog;
 };
 
-static int policy_key(const char *path, char key[BH_SHA256_HEX], struct bh_error *err)
+/* The directory of a policy path ("." without a slash). */
+static void policy_dir(const char *path, char *dir, size_t size)
 {
-    struct bh_sha256 h;
-    bh_sha256_init(&h);
-    const struct scmp_version *v = seccomp_version();
-    char head[64];
-    snprintf(head, sizeof(head), "%s%u.%u.%u\n", BPF_MAGIC, v ? v->major : 0, v ? v->minor : 0,
-             v ? v->micro : 0);
-    bh_sha256_update(&h, head, strlen(head));
-    bh_sha256_update(&h, path, strlen(path) + 1);
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
+    snprintf(dir, size, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash != NULL)
         *slash = '\0';
+    else
+        snprintf(dir, size, ".");
+}
+
+/* SHA-256 of the name and contents of every *.policy in dir, so an
+ * @include'd file changing changes every key. The guest's and the sentry's
+ * policies share a directory: policy_fds reads it once for both. */
+static int policy_dir_digest(const char *dir, uint8_t out[BH_SHA256_LEN], struct bh_error *err)
+{
+    struct bh_sha256 h;
+    bh_sha256_init(&h);
     struct dirent **names = NULL;
-    int n = scandir(slash ? dir : ".", &names, NULL, alphasort);
+    int n = scandir(dir, &names, NULL, alphasort);
     if (n < 0)
         return bh_error_errno(err, errno, "list policies in `%s`", dir);
     int rc = 0;
@@ -307,7 +310,7 @@ static int policy_key(const char *path, char key[BH_SHA256_HEX], struct bh_error
         size_t len = strlen(names[i]->d_name);
         if (rc == 0 && len > 7 && strcmp(names[i]->d_name + len - 7, ".policy") == 0) {
             char file[4400];
-            snprintf(file, sizeof(file), "%s/%s", slash ? dir : ".", names[i]->d_name);
+            snprintf(file, sizeof(file), "%s/%s", dir, names[i]->d_name);
             cleanup_close int fd = open(file, O_RDONLY | O_CLOEXEC);
             char buf[16384];
             ssize_t r;
@@ -320,10 +323,27 @@ static int policy_key(const char *path, char key[BH_SHA256_HEX], struct bh_error
         free(names[i]);
     }
     free(names);
+    bh_sha256_final(&h, out);
+    return rc;
+}
+
+/* The cache key of the policy at path: the libseccomp version, the path and
+ * its directory's digest. */
+static void policy_key(const char *path, const uint8_t dir_digest[BH_SHA256_LEN],
+                       char key[BH_SHA256_HEX])
+{
+    struct bh_sha256 h;
+    bh_sha256_init(&h);
+    const struct scmp_version *v = seccomp_version();
+    char head[64];
+    snprintf(head, sizeof(head), "%s%u.%u.%u\n", BPF_MAGIC, v ? v->major : 0, v ? v->minor : 0,
+             v ? v->micro : 0);
+    bh_sha256_update(&h, head, strlen(head));
+    bh_sha256_update(&h, path, strlen(path) + 1);
+    bh_sha256_update(&h, dir_digest, BH_SHA256_LEN);
     uint8_t sum[BH_SHA256_LEN];
     bh_sha256_final(&h, sum);
     bh_hex(sum, sizeof(sum), key);
-    return rc;
 }
 
 /* A blob as it is stored and sent: magic, notify flag, then the program. */
@@ -425,11 +445,11 @@ static int disk_load(const char *key, struct bpf_blob *b)
 }
 
 /* The compiled program of the policy at path; out->prog.filter is malloc'd. */
-static int policy_program(const char *path, struct bpf_blob *out, struct bh_error *err)
+static int policy_program(const char *path, const uint8_t dir_digest[BH_SHA256_LEN],
+                          struct bpf_blob *out, struct bh_error *err)
 {
     char key[BH_SHA256_HEX];
-    if (policy_key(path, key, err) < 0)
-        return -1;
+    policy_key(path, dir_digest, key);
     pthread_mutex_lock(&bpf_lock);
     for (size_t i = 0; i < bpf_mem_n; i++) {
         if (strcmp(bpf_mem[i].key, key) == 0) {
@@ -467,8 +487,18 @@ static int policy_fds(const struct bh_sandbox_spec *spec, const char *guest_path
                       const char *sentry_path, int fds[3], struct bh_error *err)
 {
     fds[0] = fds[1] = fds[2] = -1;
+    char gdir[4096], sdir[4096];
+    uint8_t gsum[BH_SHA256_LEN], ssum[BH_SHA256_LEN];
+    policy_dir(guest_path, gdir, sizeof(gdir));
+    policy_dir(sentry_path, sdir, sizeof(sdir));
+    if (policy_dir_digest(gdir, gsum, err) < 0)
+        return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
+    if (strcmp(gdir, sdir) == 0)
+        memcpy(ssum, gsum, sizeof(ssum));
+    else if (policy_dir_digest(sdir, ssum, err) < 0)
+        return bh_error_prefix(err, "the sentry's own seccomp policy");
     struct bpf_blob g = {0}, s = {0};
-    if (policy_program(guest_path, &g, err) < 0)
+    if (policy_program(guest_path, gsum, &g, err) < 0)
         return bh_error_prefix(err, "seccomp policy of the %s tier", bh_tier_name(spec->tier));
     int rc = -1;
     if (spec->tier == BH_TIER_KERNEL && !g.has_notify) {
@@ -485,7 +515,7 @@ static int policy_fds(const struct bh_sandbox_spec *spec, const char *guest_path
                      guest_path);
         goto out;
     }
-    if (policy_program(sentry_path, &s, err) < 0) {
+    if (policy_program(sentry_path, ssum, &s, err) < 0) {
         bh_error_prefix(err, "the sentry's own seccomp policy");
         goto out;
     }

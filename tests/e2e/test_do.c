@@ -721,6 +721,53 @@ TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
     h_free(&r);
 }
 
+/* The front end and the sentry are exec'd on every sandbox's start-up path:
+ * static-pie (Makefile, STARTUP_LINK), so the kernel maps them and no loader
+ * maps libraries or resolves symbols before main. A sanitizer build (the
+ * Makefile's SANITIZE=address,...) keeps the loader its runtime needs. */
+#include <elf.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#define EXPECT_LOADER 1
+#else
+#define EXPECT_LOADER 0
+#endif
+
+static void assert_start_up_linkage(const char *name)
+{
+    char *path = h_path(name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+    Elf64_Ehdr eh;
+    cr_assert_eq(pread(fd, &eh, sizeof(eh), 0), (ssize_t)sizeof(eh), "%s: short ELF header", path);
+    cr_assert(memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64,
+              "%s is not a 64-bit ELF file", path);
+    cr_assert_eq(eh.e_type, ET_DYN, "%s is not position-independent (e_type %d)", path, eh.e_type);
+    int interp = 0, dynamic = 0;
+    for (int i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        off_t at = (off_t)eh.e_phoff + (off_t)i * eh.e_phentsize;
+        cr_assert_eq(pread(fd, &ph, sizeof(ph), at), (ssize_t)sizeof(ph), "%s: short phdr", path);
+        interp += ph.p_type == PT_INTERP;
+        dynamic += ph.p_type == PT_DYNAMIC;
+    }
+    if (EXPECT_LOADER)
+        cr_assert_eq(interp, 1, "%s: a sanitizer build without the loader its runtime needs", path);
+    else
+        cr_assert_eq(interp, 0, "%s names a program interpreter: the loader runs at every start-up",
+                     path);
+    /* static-pie relocates itself from its own dynamic section */
+    cr_assert_eq(dynamic, 1, "%s has no dynamic section: not static-pie", path);
+    close(fd);
+    free(path);
+}
+
+Test(do_startup, front_end_and_sentry_run_without_the_loader)
+{
+    assert_start_up_linkage("bulkhead");
+    assert_start_up_linkage("bulkhead-sentry");
+}
+
 /* A single-threaded caller (this test process, like `bulkhead do`) gets no
  * helper: it clones the sentry itself under the slot owner's effective ids
  * (clone_as_owner). Afterwards it must be exactly as before (root, its own
@@ -844,4 +891,88 @@ Test(do_api, in_place_clone_leaves_the_caller_as_it_was_and_the_slot_uid_owns_th
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
     cr_assert_str_eq(shared, "", "%s", shared);
     munmap(shared, 4096);
+}
+
+/* The front end keeps compiled policies in /run/bulkhead/bpf-cache under a
+ * key over every policy file of the directory (sandbox.c, policy_key): an
+ * edit of a file the tier's policy only @includes must still reach the next
+ * sandbox. The guest's and the sentry's policies share one reading of the
+ * directory (policy_dir_digest). */
+static void copy_build_file(const char *dir, const char *name)
+{
+    char *src = h_path(name);
+    char *cmd = NULL;
+    cr_assert_geq(asprintf(&cmd, "cp -r '%s' '%s/'", src, dir), 0);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    free(cmd);
+    free(src);
+}
+
+static void list_cache(char names[][300], size_t max, size_t *n)
+{
+    *n = 0;
+    DIR *d = opendir("/run/bulkhead/bpf-cache");
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL && *n < max;)
+        if (de->d_name[0] != '.')
+            snprintf(names[(*n)++], 300, "%s", de->d_name);
+    if (d != NULL)
+        closedir(d);
+}
+
+Test(do_startup, an_edit_of_an_included_policy_misses_the_bpf_cache, .timeout = 120)
+{
+    char dir[] = "/tmp/bh-e2e-policy-cache-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    static char before[256][300], after[256][300];
+    size_t n_before, n_after;
+    list_cache(before, 256, &n_before);
+    copy_build_file(dir, "bulkhead");
+    copy_build_file(dir, "bulkhead-sentry");
+    copy_build_file(dir, "bulkhead-probe");
+    copy_build_file(dir, "seccomp-policies");
+    char bin[128];
+    snprintf(bin, sizeof(bin), "%s/bulkhead", dir);
+    char *const argv[] = {bin,  "do", "--tier", "container",
+                          "--", PY,   "-c",     "import os; os.getppid(); print('getppid ran')",
+                          NULL};
+    struct run_result r1 = h_run(argv, NULL, NULL, 60);
+    cr_expect_eq(r1.status, 0, "first run: exit %d\n%s", r1.status, r1.err);
+    cr_expect(strstr(r1.out, "getppid ran") != NULL, "first run: %s\n%s", r1.out, r1.err);
+    /* host-state.policy is @included by container.policy, before the
+     * allowlist that also names getppid: the edited policy no longer
+     * compiles (a shadowed line is refused). Served from a cache that missed
+     * the edit, the run would succeed with the old program. */
+    char pol[192];
+    snprintf(pol, sizeof(pol), "%s/seccomp-policies/host-state.policy", dir);
+    FILE *f = fopen(pol, "r");
+    cr_assert_not_null(f, "open %s", pol);
+    char text[65536];
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    f = fopen(pol, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "getppid errno EACCES # this test's edit\n%s", text);
+    fclose(f);
+    struct run_result r2 = h_run(argv, NULL, NULL, 60);
+    cr_expect_eq(r2.status, 125, "the edited policy was not compiled again: exit %d\n%s\n%s",
+                 r2.status, r2.out, r2.err);
+    cr_expect(
+        strstr(r2.err, "host-state.policy:1") != NULL && strstr(r2.out, "getppid ran") == NULL,
+        "the edit did not reach the sandbox's policy: exit %d\n%s\n%s", r2.status, r2.out, r2.err);
+    h_free(&r1);
+    h_free(&r2);
+    /* This test's programs are keyed by its own paths: no one else's. */
+    list_cache(after, 256, &n_after);
+    for (size_t i = 0; i < n_after; i++) {
+        bool old = false;
+        for (size_t j = 0; j < n_before && !old; j++)
+            old = strcmp(after[i], before[j]) == 0;
+        if (!old) {
+            char p[400];
+            snprintf(p, sizeof(p), "/run/bulkhead/bpf-cache/%.255s", after[i]);
+            unlink(p);
+        }
+    }
+    h_remove_tree(dir);
 }
