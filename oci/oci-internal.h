@@ -54,6 +54,9 @@ struct oci_config {
 /* Reads BUNDLE/config.json and validates every field bulkhead uses. Errors
  * name the field ("`process.args` must be ...") or the JSON line/column. */
 int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error *err);
+/* Refuses a proc or sysfs mount point (the config's, or the base /proc and
+ * /sys) that is a symlink in the rootfs, as runc does (it exits 1). */
+int oci_mount_points_check(const struct bh_sandbox_spec *spec, struct bh_error *err);
 /* Parses from text (tests, `run` from a given file); bundle must be absolute. */
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
                      struct bh_error *err);

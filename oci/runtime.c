@@ -367,6 +367,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     create_settle_namespaces(g, &cfg);
+    if (oci_mount_points_check(spec, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return 1; /* runc's status for it */
+    }
     /* noNewPrivileges false is honoured at the container tier; at the kernel
      * tier no_new_privs is part of the tier (the state's annotations say so). */
     spec->process.allow_new_privs = !cfg.no_new_privileges && spec->tier < BH_TIER_KERNEL;
