@@ -239,6 +239,278 @@ static bool state_gone(const char *id)
     return access(p, F_OK) != 0;
 }
 
+/* ---- cgroup namespaces and cgroup mounts ---------------------------------- */
+
+TestSuite(oci_compat_ns, .init = setup, .fini = teardown, .timeout = 120);
+
+/* config() plus, when given, a cgroup namespace and mounts appended in order
+ * (a JSON array's items, "" for none). */
+static void ns_config(const char *args_json, bool cgroupns, const char *more_mounts)
+{
+    config(args_json, false, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *lx = json_object_get(doc, "linux");
+    if (cgroupns)
+        json_array_append_new(json_object_get(lx, "namespaces"),
+                              json_pack("{s:s}", "type", "cgroup"));
+    if (more_mounts != NULL && more_mounts[0] != '\0') {
+        json_error_t je;
+        json_t *add = json_loads(more_mounts, 0, &je);
+        cr_assert_not_null(add, "bad test JSON: %s", je.text);
+        json_array_extend(json_object_get(doc, "mounts"), add);
+        json_decref(add);
+    }
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+}
+
+static const char cgroup_mount_ro[] =
+    "[{\"destination\": \"/sys/fs/cgroup\", \"type\": \"cgroup\", \"source\": \"cgroup\", "
+    "\"options\": [\"nosuid\", \"noexec\", \"nodev\", \"relatime\", \"ro\"]}]";
+
+static bool host_is_unified(void)
+{
+    struct statfs fs;
+    return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Every line of /proc/self/cgroup as the container printed it ends in
+ * ":/" (own namespace) or names the container's cgroup (the host's). */
+static void expect_cgroup_lines(const char *out, const char *id, bool own_ns)
+{
+    char want[128];
+    snprintf(want, sizeof(want), "/bulkhead/%s", id);
+    int lines = 0;
+    for (const char *l = out; *l != '\0';) {
+        size_t len = strcspn(l, "\n");
+        const char *path = memchr(l, ':', len);
+        path = path ? memchr(path + 1, ':', len - (size_t)(path + 1 - l)) : NULL;
+        cr_assert_not_null(path, "not a /proc/self/cgroup line: %.*s", (int)len, l);
+        int plen = (int)(len - (size_t)(path + 1 - l));
+        if (own_ns)
+            cr_expect(plen == 1 && path[1] == '/', "own cgroup namespace, yet: %.*s", (int)len, l);
+        else
+            cr_expect(plen == (int)strlen(want) && strncmp(path + 1, want, strlen(want)) == 0,
+                      "the host's cgroup namespace should show %s: %.*s", want, (int)len, l);
+        lines++;
+        l += len + (l[len] == '\n');
+    }
+    cr_expect_gt(lines, 0, "no /proc/self/cgroup lines");
+}
+
+/* runc's bats "runc exec (cgroup v1+hybrid joins correct cgroup)": without
+ * `cgroup` in linux.namespaces the container tier keeps the host's cgroup
+ * namespace, so the process and an exec'd one see the container's host
+ * path, the same one the host sees for the container's pid. */
+Test(oci_compat_ns, container_tier_cgroupns_only_when_listed)
+{
+    const char *cat[] = {"[\"cat\", \"/proc/self/cgroup\"]"};
+    ns_config(cat[0], false, NULL);
+    const char *id = new_id("cgn");
+    char out[4096];
+    struct run_opts o = {.child_stdout = -1, .tier = "container"};
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    expect_cgroup_lines(out, id, false);
+
+    ns_config(cat[0], true, NULL);
+    id = new_id("cgy");
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    expect_cgroup_lines(out, id, true);
+}
+
+static void exec_joins_cgroupns(const char *tier, bool listed, bool own_ns)
+{
+    ns_config("[\"sleep\", \"1000\"]", listed, NULL);
+    const char *id = new_id("cge");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    o.child_stdout = null;
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d: %s", err_text);
+    char out[4096];
+    cr_assert_eq(RUN(out, "exec", id, "cat", "/proc/self/cgroup"), 0, "%s", err_text);
+    expect_cgroup_lines(out, id, own_ns);
+    /* The container's namespace is the host's exactly when it has none of its own. */
+    char st_out[16384], ns_in[128], ns_sentry[128], ns_host[128], link[64];
+    cr_assert_eq(RUN(st_out, "state", id), 0, "%s", err_text);
+    json_t *st = json_loads(st_out, 0, NULL);
+    cr_assert_not_null(st);
+    int pid = (int)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    snprintf(link, sizeof(link), "/proc/%d/ns/cgroup", pid);
+    ssize_t n = readlink(link, ns_sentry, sizeof(ns_sentry) - 1);
+    cr_assert_gt(n, 0, "readlink %s: %s", link, strerror(errno));
+    ns_sentry[n] = '\0';
+    ssize_t m = readlink("/proc/self/ns/cgroup", ns_host, sizeof(ns_host) - 1);
+    cr_assert_gt(m, 0);
+    ns_host[m] = '\0';
+    cr_expect_eq(strcmp(ns_sentry, ns_host) == 0, !own_ns,
+                 "container in %s, the host's is %s (own namespace expected: %d)", ns_sentry,
+                 ns_host, own_ns);
+    /* The exec'd process joins it, not a new one (the kernel tier's broker
+     * does not show /proc/self/ns: its /proc/self/cgroup above says it). */
+    if (strcmp(tier, "container") == 0) {
+        cr_assert_eq(RUN(ns_in, "exec", id, "readlink", "/proc/self/ns/cgroup"), 0, "%s", err_text);
+        cr_expect(strncmp(ns_in, ns_sentry, (size_t)n) == 0, "exec in %s, container in %s", ns_in,
+                  ns_sentry);
+    }
+}
+
+Test(oci_compat_ns, exec_joins_the_containers_cgroup_container_tier)
+{
+    exec_joins_cgroupns("container", false, false);
+}
+
+Test(oci_compat_ns, exec_joins_the_containers_cgroupns_container_tier)
+{
+    exec_joins_cgroupns("container", true, true);
+}
+
+/* The kernel tier always has a cgroup namespace of its own (part of the
+ * tier: guests never see host cgroup paths), listed or not. */
+Test(oci_compat_ns, kernel_tier_always_has_its_own_cgroupns)
+{
+    h_require_kernel_tier();
+    exec_joins_cgroupns("kernel", false, true);
+}
+
+/* runc's bats "runc run [ro /sys/fs/cgroup mount]" and "userns with bind
+ * mount before a cgroupfs mount": a `cgroup` mount after a bind gives the
+ * container's own cgroups, per hierarchy on v1 and hybrid hosts (binds of
+ * its host directories without a cgroup namespace, cgroupfs with one), all
+ * read-only, and the limits read back. */
+static void cgroup_mount_shows_own_cgroups(const char *tier, bool cgroupns)
+{
+    char mounts[1024];
+    char src[300];
+    snprintf(src, sizeof(src), "%s/bindsrc", tmp);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    snprintf(mounts, sizeof(mounts),
+             "[{\"destination\": \"/mnt\", \"type\": \"bind\", \"source\": \"%s\", "
+             "\"options\": [\"bind\"]}, %s",
+             src, cgroup_mount_ro + 1);
+    /* Where the pids controller shows: its own hierarchy on v1 and hybrid hosts. */
+    const char *dir = host_is_unified() ? "/sys/fs/cgroup" : "/sys/fs/cgroup/pids";
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "[\"sh\", \"-c\", \"cat %s/pids.max; grep -q . %s/cgroup.procs && echo procs; "
+             "grep ' /sys/fs/cgroup' /proc/self/mounts; touch %s/x 2>&1\"]",
+             dir, dir, dir);
+    ns_config(script, cgroupns, mounts);
+    const char *id = new_id("cgm");
+    char out[8192];
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_assert(strncmp(out, "64\n", 3) == 0, "pids.max of the container (64) not read back: %s\n%s",
+              out, err_text);
+    cr_expect(strstr(out, "procs\n") != NULL, "the cgroup's processes are not listed: %s", out);
+    int n = 0;
+    for (const char *l = strstr(out, " /sys/fs/cgroup"); l != NULL;
+         l = strstr(l + 1, " /sys/fs/cgroup")) {
+        const char *opts = strchr(l + 1, ' ');
+        opts = opts ? strchr(opts + 1, ' ') : NULL;
+        cr_assert_not_null(opts, "%s", out);
+        cr_expect(strncmp(opts + 1, "ro,", 3) == 0, "a cgroup mount is writable: %.80s", l);
+        n++;
+    }
+    cr_expect_geq(n, host_is_unified() ? 1 : 2, "cgroup mounts: %s", out);
+    cr_expect(strstr(out, "Read-only file system") != NULL, "%s", out);
+}
+
+Test(oci_compat_ns, cgroup_mount_binds_own_cgroups_without_cgroupns)
+{
+    cgroup_mount_shows_own_cgroups("container", false);
+}
+
+Test(oci_compat_ns, cgroup_mount_with_cgroupns_container_tier)
+{
+    cgroup_mount_shows_own_cgroups("container", true);
+}
+
+Test(oci_compat_ns, cgroup_mount_kernel_tier)
+{
+    h_require_kernel_tier();
+    cgroup_mount_shows_own_cgroups("kernel", false);
+}
+
+/* `spec` writes runc's default: a read-only cgroup mount, and a cgroup
+ * namespace only on cgroup v2 hosts. */
+Test(oci_compat_ns, spec_has_cgroup_mount_and_cgroupns_on_v2_only)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    cr_assert_eq(RUN0("spec"), 0, "%s", err_text);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    bool mount = false, ns = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(doc, "mounts"), i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "destination")), "/sys/fs/cgroup") == 0)
+            mount = strcmp(json_string_value(json_object_get(v, "type")), "cgroup") == 0;
+    }
+    json_array_foreach(json_object_get(json_object_get(doc, "linux"), "namespaces"), i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "type")), "cgroup") == 0)
+            ns = true;
+    }
+    json_decref(doc);
+    cr_expect(mount, "no cgroup mount on /sys/fs/cgroup");
+    cr_expect_eq(ns, host_is_unified(), "cgroup namespace listed: %d, v2 host: %d", ns,
+                 host_is_unified());
+}
+
+/* runc's bats "mask paths [prohibit symlink /proc]" and "[... /sys]": a
+ * rootfs whose /proc or /sys is a symlink is refused, exit 1, at both tiers,
+ * whether the config mounts it or the base layout does. */
+static void symlink_mount_point_refused(const char *tier, const char *dir, bool listed)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, dir);
+    struct stat st;
+    if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+        cr_assert_eq(rmdir(p), 0, "%s: %s", p, strerror(errno));
+    if (lstat(p, &st) != 0)
+        cr_assert_eq(symlink("/symlink", p), 0);
+    ns_config("[\"true\"]", false,
+              listed && strcmp(dir, "sys") == 0
+                  ? "[{\"destination\": \"/sys\", \"type\": \"sysfs\", \"source\": \"sysfs\"}]"
+                  : NULL);
+    const char *id = new_id("sym");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, err_text);
+    cr_expect(strstr(err_text, "must be mounted on ordinary directory") != NULL, "%s", err_text);
+    cr_expect(strstr(err_text, "is a symlink") != NULL, "%s", err_text);
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/symlink", tmp);
+    cr_expect_neq(access(p, F_OK), 0, "the link's target was made in the rootfs");
+}
+
+Test(oci_compat_ns, symlink_proc_refused_container_tier)
+{
+    symlink_mount_point_refused("container", "proc", true);
+}
+
+Test(oci_compat_ns, symlink_sys_refused_container_tier)
+{
+    symlink_mount_point_refused("container", "sys", false);
+    symlink_mount_point_refused("container", "sys", true);
+}
+
+Test(oci_compat_ns, symlink_proc_and_sys_refused_kernel_tier)
+{
+    h_require_kernel_tier();
+    symlink_mount_point_refused("kernel", "proc", true);
+    symlink_mount_point_refused("kernel", "sys", false);
+}
+
 /* ---- the foreground terminal -------------------------------------------- */
 
 TestSuite(oci_compat_tty, .init = setup, .fini = teardown, .timeout = 90);
