@@ -108,10 +108,9 @@ static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
 
 /* The command line of `exec`, as parsed. */
 struct exec_opts {
-    const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve,
-        *cgroup;
+    const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve;
     bool detach, tty, nnp, ignore_paused;
-    struct oci_list env, gids, caps;
+    struct oci_list env, gids, caps, cgroups;
 };
 
 static void exec_opts_free(struct exec_opts *o)
@@ -119,6 +118,7 @@ static void exec_opts_free(struct exec_opts *o)
     oci_list_free(&o->env);
     oci_list_free(&o->gids);
     oci_list_free(&o->caps);
+    oci_list_free(&o->cgroups);
 }
 
 /* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
@@ -261,6 +261,27 @@ static int exec_check_terminal(const struct cli_globals *g, const char *console_
 }
 
 /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
+/* Spawns the process; with --cgroup it is held before exec until it has
+ * joined its sub-cgroups, and killed if it cannot. */
+static int exec_spawn(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                      const int stdio[3], const char *console_socket, const int *extra,
+                      size_t n_extra, const struct oci_exec_cgroups *cgs, pid_t *pid,
+                      struct bh_error *err)
+{
+    if (cgs->n == 0)
+        return bh_sentry_exec_fds(conn, proc, stdio, console_socket, extra, n_extra, pid, err);
+    if (bh_sentry_exec_held(conn, proc, stdio, console_socket, extra, n_extra, pid, err) < 0)
+        return -1;
+    if (oci_exec_cgroups_join(cgs, *pid, err) < 0) {
+        struct bh_error ignored = {0};
+        int status;
+        if (bh_sentry_signal(conn, *pid, SIGKILL, &ignored) == 0)
+            bh_sentry_wait(conn, *pid, &status, &ignored);
+        return -1;
+    }
+    return bh_sentry_exec_release(conn, *pid, err);
+}
+
 static void exec_set_oom_score_adj(pid_t pid, int adj)
 {
     char path[64], buf[16];
@@ -385,7 +406,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         {"process-label", 0, OCI_OPT_STRING, &o.label},
         {"preserve-fds", 0, OCI_OPT_STRING, &o.preserve},
         {"ignore-paused", 0, OCI_OPT_BOOL, &o.ignore_paused},
-        {"cgroup", 0, OCI_OPT_STRING, &o.cgroup},
+        {"cgroup", 0, OCI_OPT_LIST, &o.cgroups},
     };
     bool help = false;
     struct bh_error err = {0};
@@ -396,6 +417,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
     struct oci_state st = {0};
+    struct oci_exec_cgroups cgs = {0};
     struct oci_tty relay;
     oci_tty_init(&relay);
     cleanup_close int dirfd = -1;
@@ -427,6 +449,11 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
                         : exec_process_from_args(g, &o, st.bundle, argc, argv, pos, &rc);
     if (pj == NULL)
         goto out;
+    if (oci_exec_cgroups_resolve(st.cgroup_path, &o.cgroups, &cgs, &err) < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
     bool nnp_cfg = false;
     if (oci_process_parse(pj, "process", &proc, &nnp_cfg, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
@@ -479,8 +506,8 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
             id);
     cli_log(g, "debug", "setns_init: about to exec `%s` in %s",
             proc.argv && proc.argv[0] ? proc.argv[0] : "", id);
-    if (bh_sentry_exec_fds(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
-                           (size_t)n_extra, &pid, &err) < 0) {
+    if (exec_spawn(conn, &proc, stdio, proc.terminal ? console_socket : NULL, extra,
+                   (size_t)n_extra, &cgs, &pid, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -504,6 +531,7 @@ out:
     if (conn != NULL)
         bh_sentry_disconnect(conn);
     oci_process_free(&proc);
+    oci_exec_cgroups_free(&cgs);
     if (pj)
         json_decref(pj);
     oci_state_free(&st);

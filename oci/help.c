@@ -61,7 +61,8 @@ static const struct help_page pages[] = {
      "   --no-new-privs                     set no_new_privs (always set at the kernel tier)\n"
      "   --cap value, -c value              add a capability to the process's sets\n"
      "   --preserve-fds value               pass N more fds (3 to 3+N-1) (default: 0)\n"
-     "   --cgroup value                     accepted; the process runs in the container's cgroup\n"
+     "   --cgroup value                     run in a sub-cgroup of the container's: PATH or\n"
+     "                                      CONTROLLER[,CONTROLLER]:PATH (repeatable)\n"
      "   --ignore-paused                    allow exec into a paused container\n"},
     {"ps", "list the processes of a container (not its sentry)",
      "[command options] <container-id> [ps options]",

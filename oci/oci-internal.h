@@ -198,6 +198,24 @@ int oci_parse_args(int argc, char **argv, const struct oci_opt *opts, size_t n_o
                    struct bh_error *err);
 void oci_list_free(struct oci_list *l);
 
+/* ---- exec --cgroup (oci/exec-cgroup.c) --------------------------------- */
+
+#define OCI_EXEC_MAX_CGROUPS 16
+/* Where an exec'd process goes: sub-cgroup subs[i] of the container's
+ * directory dirs[i], one per hierarchy. */
+struct oci_exec_cgroups {
+    char *dirs[OCI_EXEC_MAX_CGROUPS];
+    char *subs[OCI_EXEC_MAX_CGROUPS];
+    size_t n;
+};
+/* Checks every --cgroup [CONTROLLERS:]PATH against the container's cgroup
+ * (nothing above it, known controllers only) before anything is spawned. */
+int oci_exec_cgroups_resolve(const char *cgroup_path, const struct oci_list *args,
+                             struct oci_exec_cgroups *t, struct bh_error *err);
+/* Moves host pid into every target (the process is held before exec). */
+int oci_exec_cgroups_join(const struct oci_exec_cgroups *t, pid_t pid, struct bh_error *err);
+void oci_exec_cgroups_free(struct oci_exec_cgroups *t);
+
 /* ---- shared by the commands (oci/runtime.c) ------------------------------ */
 
 struct oci_create_args {

@@ -409,6 +409,23 @@ int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *pro
                        const int stdio[3], const char *console_socket, const int *extra,
                        size_t n_extra, pid_t *pid, struct bh_error *err)
 {
+    if (bh_sentry_exec_held(conn, proc, stdio, console_socket, extra, n_extra, pid, err) < 0)
+        return -1;
+    return bh_sentry_exec_release(conn, *pid, err);
+}
+
+int bh_sentry_exec_release(struct bh_sentry_conn *conn, pid_t pid, struct bh_error *err)
+{
+    pid_t in;
+    if (inner_pid(conn, pid, &in, err) < 0)
+        return -1;
+    return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", (json_int_t)in), err);
+}
+
+int bh_sentry_exec_held(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                        const int stdio[3], const char *console_socket, const int *extra,
+                        size_t n_extra, pid_t *pid, struct bh_error *err)
+{
     if (n_extra > BH_EXEC_MAX_EXTRA_FDS)
         return bh_error_set(err, E2BIG, "at most %d extra fds can be passed to a process",
                             BH_EXEC_MAX_EXTRA_FDS);
@@ -455,7 +472,7 @@ int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *pro
     unsigned slot = conn->n_execd++ % BH_ARRAY_SIZE(conn->execd);
     conn->execd[slot].host = *pid;
     conn->execd[slot].inner = (pid_t)inner;
-    return simple_request(conn, json_pack("{s:s,s:I}", "op", "start", "pid", inner), err);
+    return 0;
 }
 
 int bh_sentry_wait(struct bh_sentry_conn *conn, pid_t pid, int *status, struct bh_error *err)

@@ -45,6 +45,14 @@ int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *pro
                        const int stdio[3], const char *console_socket, const int *extra,
                        size_t n_extra, pid_t *pid, struct bh_error *err);
 
+/* The same, but the process waits (before it execs) until
+ * bh_sentry_exec_release: the caller may first place it, e.g. in a
+ * sub-cgroup (exec --cgroup), or kill it. */
+int bh_sentry_exec_held(struct bh_sentry_conn *conn, const struct bh_process *proc,
+                        const int stdio[3], const char *console_socket, const int *extra,
+                        size_t n_extra, pid_t *pid, struct bh_error *err);
+int bh_sentry_exec_release(struct bh_sentry_conn *conn, pid_t pid, struct bh_error *err);
+
 /* Waits until a process spawned by bh_sentry_exec ends; *status is its wait
  * status. */
 int bh_sentry_wait(struct bh_sentry_conn *conn, pid_t pid, int *status, struct bh_error *err);

@@ -439,6 +439,67 @@ Test(oci_compat_ns, cgroup_mount_kernel_tier)
     cgroup_mount_shows_own_cgroups("kernel", false);
 }
 
+static void parse_pids(const char *json_text, pid_t *pids, size_t *n);
+
+/* runc's bats "runc exec --cgroup sub-cgroups": --cgroup [CONTROLLERS:]PATH
+ * puts the exec'd process in a sub-cgroup of the container's (one the host
+ * made here), refuses ".." and unknown controllers before anything runs,
+ * and a missing sub-cgroup with runc's words; nothing is left running. */
+static void exec_cgroup_sub(const char *tier)
+{
+    const char *id = start_sleeper(tier);
+    char rel[128], dir[4096], sub[4200];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    h_cgroup_dir("pids", rel, dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0, "mkdir %s: %s", sub, strerror(errno));
+    char out[4096];
+    int rc = RUN(out, "exec", "--cgroup", "pids:sub", id, "cat", "/proc/self/cgroup");
+    rmdir(sub);
+    cr_assert_eq(rc, 0, "exec --cgroup pids:sub: %s", err_text);
+    cr_expect(strstr(out, "/sub\n") != NULL, "not in the sub-cgroup: %s", out);
+    /* "/": the container's own cgroup, as without --cgroup. */
+    rc = RUN(out, "exec", "--cgroup", "/", id, "cat", "/proc/self/cgroup");
+    cr_assert_eq(rc, 0, "exec --cgroup /: %s", err_text);
+    cr_expect(strstr(out, "/sub\n") == NULL, "%s", out);
+    /* Without controllers: every hierarchy the container has. */
+    rc = RUN(out, "exec", "--cgroup", "nonexistent", id, "true");
+    cr_expect_eq(rc, 255);
+    cr_expect(strstr(err_text, "adding pid ") != NULL &&
+                  strstr(err_text, "/nonexistent/cgroup.procs: no such file ") != NULL,
+              "%s", err_text);
+
+    rc = RUN(out, "exec", "--cgroup", "..", id, "true");
+    cr_expect_eq(rc, 255);
+    cr_expect(strstr(err_text, " .. is not a sub cgroup path") != NULL, "%s", err_text);
+    rc = RUN(out, "exec", "--cgroup", "pids:a/../../x", id, "true");
+    cr_expect_eq(rc, 255);
+    cr_expect(strstr(err_text, "is not a sub cgroup path") != NULL, "%s", err_text);
+    rc = RUN(out, "exec", "--cgroup", "whaaat:/", id, "true");
+    cr_expect_eq(rc, 255);
+    cr_expect(strstr(err_text, "unknown controller ") != NULL, "%s", err_text);
+    rc = RUN(out, "exec", "--cgroup", "pids:nonexistent", id, "true");
+    cr_expect_eq(rc, 255);
+    cr_expect(strstr(err_text, "/nonexistent/cgroup.procs: no such file ") != NULL, "%s", err_text);
+    /* The refused processes were never released: only the sleeper is left. */
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0, "%s", err_text);
+    pid_t pids[16];
+    size_t n = 0;
+    parse_pids(out, pids, &n);
+    cr_expect_eq(n, 1, "processes left in the container: %s", out);
+}
+
+Test(oci_compat_ns, exec_cgroup_sub_container_tier)
+{
+    exec_cgroup_sub("container");
+}
+
+Test(oci_compat_ns, exec_cgroup_sub_kernel_tier)
+{
+    h_require_kernel_tier();
+    exec_cgroup_sub("kernel");
+}
+
 /* `spec` writes runc's default: a read-only cgroup mount, and a cgroup
  * namespace only on cgroup v2 hosts. */
 Test(oci_compat_ns, spec_has_cgroup_mount_and_cgroupns_on_v2_only)
