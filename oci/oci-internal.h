@@ -223,6 +223,7 @@ struct oci_create_args {
     const char *pid_file;
     const char *console_socket;
     const char *preserve_fds;
+    bool no_pivot; /* --no-pivot: move + chroot instead of pivot_root */
     /* Foreground run: with process.terminal and no console_socket, the pty
      * comes to this relay (listening once create returns). NULL: detached. */
     struct oci_tty *tty;

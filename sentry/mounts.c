@@ -12,7 +12,9 @@
  * embedded default; base /proc, /dev, /sys (unless the spec mounts its own);
  * the spec's mounts; device nodes, /dev/pts, /dev/shm and links in whatever
  * /dev now is; masked and read-only paths; the working directory; read-only
- * flips; pivot_root; detach the old root; chdir.
+ * flips; pivot_root; detach the old root; chdir. With spec->no_pivot (OCI
+ * --no-pivot, container tier) the new root is moved over / and chrooted
+ * into instead, the host's proc and sysfs mounts left below it hidden.
  *
  * How it is built, and why:
  * - The whole inherited tree is made MS_PRIVATE first, so nothing done here
@@ -1352,15 +1354,78 @@ static int prepare_cwd(struct setup *s, const char *cwd, struct bh_error *err)
     return 0;
 }
 
+/* --no-pivot leaves the host's tree under the new root in this mount
+ * namespace. A proc or sysfs mount there would count as "fully visible" and
+ * let a nested user namespace mount a bare one (runc's CVE-2016-9962 class):
+ * each is detached, or, where the kernel keeps it locked, covered with an
+ * empty read-only tmpfs, which is locked in turn in any nested namespace.
+ * Those under MOUNTS_STAGING go first (below_staging), before the staging
+ * root covers them and no path reaches them; the rest (/proc, /sys) last,
+ * once /proc/self is needed no more. */
+static int hide_host_kernel_fs(bool below_staging, struct bh_error *err)
+{
+    char points[64][PATH_MAX / 4];
+    size_t n = 0;
+    {
+        cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (f == NULL)
+            return bh_error_errno(err, errno, "read /proc/self/mountinfo");
+        char line[2 * PATH_MAX];
+        while (fgets(line, sizeof(line), f) != NULL) {
+            char point[PATH_MAX], fstype[32];
+            char *dash = strstr(line, " - ");
+            if (dash == NULL || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
+                sscanf(dash, " - %31s", fstype) != 1)
+                continue;
+            if (strcmp(fstype, "proc") != 0 && strcmp(fstype, "sysfs") != 0)
+                continue;
+            size_t sl = strlen(MOUNTS_STAGING);
+            if ((strncmp(point, MOUNTS_STAGING, sl) == 0 &&
+                 (point[sl] == '/' || point[sl] == '\0')) != below_staging)
+                continue;
+            if (strchr(point, '\\') != NULL || strlen(point) >= sizeof(points[0]))
+                return bh_error_set(err, ENAMETOOLONG,
+                                    "--no-pivot: cannot hide the host's %s mount at `%.64s`",
+                                    fstype, point);
+            if (n >= BH_ARRAY_SIZE(points))
+                return bh_error_set(err, E2BIG, "--no-pivot: too many host proc/sysfs mounts");
+            snprintf(points[n++], sizeof(points[0]), "%s", point);
+        }
+    }
+    /* Last mounted first: /proc/sys/fs/binfmt_misc before /proc. */
+    for (size_t i = n; i-- > 0;) {
+        if (umount2(points[i], MNT_DETACH) == 0)
+            continue;
+        if (mount("tmpfs", points[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,nr_inodes=2,mode=0555") < 0)
+            return bh_error_errno(err, errno, "--no-pivot: cover the host's mount at `%s`",
+                                  points[i]);
+    }
+    return 0;
+}
+
 static int enter_root(struct setup *s, struct bh_error *err)
 {
-    if (fchdir(s->root_fd) < 0)
-        return bh_error_errno(err, errno, "enter the new root");
-    /* The old root ends up stacked on the new one, then goes away. */
-    if (syscall(SYS_pivot_root, ".", ".") < 0)
-        return bh_error_errno(err, errno, "pivot_root into the new root");
-    if (umount2(".", MNT_DETACH) < 0)
-        return bh_error_errno(err, errno, "detach the old root");
+    if (s->spec->no_pivot) {
+        /* As runc's --no-pivot, for a host root pivot_root refuses
+         * (initramfs): the new root is moved over / and chrooted into. */
+        if (hide_host_kernel_fs(false, err) < 0)
+            return -1;
+        if (fchdir(s->root_fd) < 0)
+            return bh_error_errno(err, errno, "enter the new root");
+        if (move_mount(s->root_fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return bh_error_errno(err, errno, "move the new root over / (--no-pivot)");
+        if (chroot(".") < 0)
+            return bh_error_errno(err, errno, "chroot into the new root (--no-pivot)");
+    } else {
+        if (fchdir(s->root_fd) < 0)
+            return bh_error_errno(err, errno, "enter the new root");
+        /* The old root ends up stacked on the new one, then goes away. */
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+            return bh_error_errno(err, errno, "pivot_root into the new root");
+        if (umount2(".", MNT_DETACH) < 0)
+            return bh_error_errno(err, errno, "detach the old root");
+    }
     if (chdir("/") < 0)
         return bh_error_errno(err, errno, "chdir / in the new root");
     unsigned long prop =
@@ -1405,6 +1470,8 @@ static int setup_run(struct setup *s, struct bh_error *err)
     /* Nothing below may propagate out of this namespace. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return bh_error_errno(err, errno, "make the mount tree private");
+    if (spec->no_pivot && hide_host_kernel_fs(true, err) < 0)
+        return -1;
     if (attach_root(s, err) < 0)
         return -1;
     if (s->embedded && build_embedded(s, err) < 0)

@@ -191,6 +191,10 @@ struct bh_sandbox_spec {
      * guests then see their host cgroup paths, and cgroup mounts are binds
      * of the sandbox's own cgroup directories. */
     bool inherit_cgroup_ns;
+    /* Enter the root by moving it over / and chroot (OCI --no-pivot, for
+     * hosts whose root pivot_root refuses), container tier only: the host's
+     * tree stays underneath (its proc and sysfs covered). */
+    bool no_pivot;
 
     struct bh_process process;
     struct bh_limits limits;

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pty.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -498,6 +499,79 @@ Test(oci_compat_ns, exec_cgroup_sub_kernel_tier)
 {
     h_require_kernel_tier();
     exec_cgroup_sub("kernel");
+}
+
+/* From the host, as a guest that could make namespaces would: join the
+ * container's user and mount namespaces and root, make a nested user, mount
+ * and pid namespace and mount a bare proc. Returns that mount's errno (0:
+ * it worked). The tier's filter keeps guests from trying at all; this checks
+ * the layer beneath it. */
+static int bare_proc_mount_errno(pid_t guest)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)guest);
+    int user = open(p, O_RDONLY | O_CLOEXEC);
+    snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)guest);
+    int mnt = open(p, O_RDONLY | O_CLOEXEC);
+    snprintf(p, sizeof(p), "/proc/%d/root", (int)guest);
+    int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(user >= 0 && mnt >= 0 && root >= 0, "open the guest's namespaces: %s",
+              strerror(errno));
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        if (setns(user, CLONE_NEWUSER) < 0 || setns(mnt, CLONE_NEWNS) < 0 || fchdir(root) < 0 ||
+            chroot(".") < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 ||
+            unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+            _exit(200);
+        pid_t inner = fork();
+        if (inner < 0)
+            _exit(201);
+        if (inner == 0)
+            _exit(mount("none", "/proc", "proc", 0, NULL) == 0 ? 0 : errno);
+        int st;
+        if (waitpid(inner, &st, 0) < 0 || !WIFEXITED(st))
+            _exit(202);
+        _exit(WEXITSTATUS(st));
+    }
+    close(user);
+    close(mnt);
+    close(root);
+    return wait_exit(child);
+}
+
+/* runc's bats "runc run --no-pivot must not expose bare /proc": --no-pivot
+ * moves the root over / and chroots (as runc), the host's tree stays below,
+ * and its proc and sysfs are hidden, so a nested namespace cannot mount a
+ * bare proc. The kernel tier refuses --no-pivot with the reason. */
+Test(oci_compat_ns, no_pivot_runs_and_exposes_no_bare_proc)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    const char *id = new_id("np");
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts o = {.child_stdout = null, .tier = "container"};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", "--no-pivot", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run --no-pivot: %s", err_text);
+    char out[4096];
+    cr_assert_eq(RUN(out, "exec", id, "sh", "-c", "ls /; cat /proc/self/mountinfo"), 0, "%s",
+                 err_text);
+    cr_expect(strstr(out, "usr\n") != NULL && strstr(out, " / ") != NULL, "%s", out);
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0, "%s", err_text);
+    pid_t pids[16];
+    size_t n = 0;
+    parse_pids(out, pids, &n);
+    cr_assert_eq(n, 1, "%s", out);
+    int e = bare_proc_mount_errno(pids[0]);
+    cr_expect_eq(e, EPERM, "a nested namespace's bare proc mount: %d (%s)", e,
+                 e > 0 && e < 200 ? strerror(e) : "set-up failed");
+
+    null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts k = {.child_stdout = null, .tier = "kernel"};
+    rc = run_bh(NULL, 0, &k, (const char *const[]){"run", "-d", "--no-pivot", new_id("npk"), NULL});
+    close(null);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "--no-pivot is refused at the kernel tier") != NULL, "%s", err_text);
 }
 
 /* `spec` writes runc's default: a read-only cgroup mount, and a cgroup

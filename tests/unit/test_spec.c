@@ -86,10 +86,12 @@ Test(spec, json_round_trip_keeps_the_inherited_cgroup_namespace)
     fill(&a);
     a.tier = BH_TIER_CONTAINER;
     a.inherit_cgroup_ns = true;
+    a.no_pivot = true;
     json_t *j = bh_spec_to_json(&a);
     cr_assert_eq(bh_spec_from_json(j, &b, &err), 0, "%s", err.msg);
     json_decref(j);
     cr_assert(b.inherit_cgroup_ns);
+    cr_assert(b.no_pivot);
     bh_sandbox_spec_free(&a);
     bh_sandbox_spec_free(&b);
 }
@@ -103,6 +105,20 @@ Test(spec, kernel_tier_never_shares_the_cgroup_namespace)
     s.inherit_cgroup_ns = true;
     cr_assert_eq(bh_spec_validate(&s, &err), -1);
     cr_assert(strstr(err.msg, "cgroup namespace") != NULL, "%s", err.msg);
+    s.tier = BH_TIER_CONTAINER;
+    cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
+    bh_sandbox_spec_free(&s);
+}
+
+/* chroot leaves the host's tree in the mount namespace: not at the kernel tier. */
+Test(spec, kernel_tier_never_enters_its_root_without_pivot_root)
+{
+    struct bh_sandbox_spec s;
+    struct bh_error err = {0};
+    fill(&s);
+    s.no_pivot = true;
+    cr_assert_eq(bh_spec_validate(&s, &err), -1);
+    cr_assert(strstr(err.msg, "--no-pivot") != NULL, "%s", err.msg);
     s.tier = BH_TIER_CONTAINER;
     cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
     bh_sandbox_spec_free(&s);
