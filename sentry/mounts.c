@@ -51,11 +51,13 @@
  *   empty read-only tmpfs: never the host's /sys, which would show the
  *   host's interfaces (runc's rootless fallback binds it; we do not).
  * - cgroup mounts from the spec are read-only views of the sandbox's own
- *   cgroup namespace: one cgroup2 mount on v2 hosts; on v1 and hybrid hosts a
- *   tmpfs with one mount per v1 hierarchy (plus "unified"), as docker lays it
- *   out, so limits such as pids.max read back inside. Without a cgroup
- *   namespace of our own an empty read-only tmpfs takes their place: less
- *   visibility, never more.
+ *   cgroups: one mount on v2 hosts; on v1 and hybrid hosts a tmpfs with one
+ *   mount per v1 hierarchy (plus "unified"), as docker lays it out, so
+ *   limits such as pids.max read back inside. With a cgroup namespace of its
+ *   own each is a cgroupfs (rooted at the sandbox's cgroup); without one
+ *   (spec->inherit_cgroup_ns) a bind of the sandbox's own cgroup directory,
+ *   as runc does. What cannot be shown stays empty: less visibility, never
+ *   more.
  * - The embedded default's root tmpfs (which holds /etc) and the base /dev
  *   tmpfs are read-only once populated: only /tmp, the working directory and
  *   /dev/shm are writable. A spec's own /dev (OCI) stays as the spec says.
@@ -1143,14 +1145,13 @@ static int mount_cgroup_hier(struct setup *s, const struct cgroup_hier *h, const
  * tmpfs holding one mount per hierarchy (plus "unified"), as docker and runc
  * lay it out, so limits such as pids.max read back inside. A hierarchy that
  * cannot be shown stays an empty directory (v2: an empty tmpfs): less
- * visibility, never more. Read-only unless the config (container tier) asks
- * for read-write: the kernel tier's are always read-only. */
+ * visibility, never more. Always read-only, whatever the config asks: the
+ * sandbox's root does not own its cgroups (no delegation), so read-write
+ * would only turn EACCES into a different error. */
 static int mount_cgroup(struct setup *s, const char *dest, unsigned long flags,
                         struct bh_error *err)
 {
-    flags |= MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    if (s->spec->tier >= BH_TIER_KERNEL)
-        flags |= MS_RDONLY;
+    flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
     struct cgroup_hier hs[16];
     size_t n = 0;
     bool v1 = false;
@@ -1160,7 +1161,7 @@ static int mount_cgroup(struct setup *s, const char *dest, unsigned long flags,
         struct bh_error first = {0};
         if (n > 0 && mount_cgroup_hier(s, &hs[0], dest, flags, &first) == 0)
             return 0;
-        return mount_fs(s, "tmpfs", "cgroup", dest, flags | MS_RDONLY, "size=4k,mode=0555", err);
+        return mount_fs(s, "tmpfs", "cgroup", dest, flags, "size=4k,mode=0555", err);
     }
     if (mount_fs(s, "tmpfs", "cgroup", dest, flags & ~(unsigned long)MS_RDONLY,
                  "size=16k,nr_inodes=64,mode=0755", err) < 0)

@@ -96,32 +96,25 @@ Test(spec, json_round_trip_keeps_the_inherited_cgroup_namespace)
     bh_sandbox_spec_free(&b);
 }
 
-/* A cgroup namespace of its own is part of the kernel tier. */
-Test(spec, kernel_tier_never_shares_the_cgroup_namespace)
+/* A cgroup namespace of its own and pivot_root (chroot leaves the host's
+ * tree in the mount namespace) are part of the kernel tier. */
+Test(spec, kernel_tier_keeps_its_own_cgroup_namespace_and_pivot_root)
 {
-    struct bh_sandbox_spec s;
-    struct bh_error err = {0};
-    fill(&s);
-    s.inherit_cgroup_ns = true;
-    cr_assert_eq(bh_spec_validate(&s, &err), -1);
-    cr_assert(strstr(err.msg, "cgroup namespace") != NULL, "%s", err.msg);
-    s.tier = BH_TIER_CONTAINER;
-    cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
-    bh_sandbox_spec_free(&s);
-}
-
-/* chroot leaves the host's tree in the mount namespace: not at the kernel tier. */
-Test(spec, kernel_tier_never_enters_its_root_without_pivot_root)
-{
-    struct bh_sandbox_spec s;
-    struct bh_error err = {0};
-    fill(&s);
-    s.no_pivot = true;
-    cr_assert_eq(bh_spec_validate(&s, &err), -1);
-    cr_assert(strstr(err.msg, "--no-pivot") != NULL, "%s", err.msg);
-    s.tier = BH_TIER_CONTAINER;
-    cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
-    bh_sandbox_spec_free(&s);
+    for (int which = 0; which < 2; which++) {
+        struct bh_sandbox_spec s;
+        struct bh_error err = {0};
+        fill(&s);
+        if (which == 0)
+            s.inherit_cgroup_ns = true;
+        else
+            s.no_pivot = true;
+        cr_assert_eq(bh_spec_validate(&s, &err), -1);
+        cr_assert(strstr(err.msg, which == 0 ? "cgroup namespace" : "--no-pivot") != NULL, "%s",
+                  err.msg);
+        s.tier = BH_TIER_CONTAINER;
+        cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
+        bh_sandbox_spec_free(&s);
+    }
 }
 
 Test(spec, malformed_json_is_an_error_naming_the_field)
