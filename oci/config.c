@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -1378,6 +1380,9 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     json_t *lx = member(doc, "linux");
     if (lx != NULL && parse_linux(cfg, lx, err) < 0)
         return -1;
+    /* As runc: no cgroup namespace unless the config lists one; a cgroup
+     * namespace of its own is part of the kernel tier (README, "Tiers"). */
+    spec->inherit_cgroup_ns = spec->tier == BH_TIER_CONTAINER && !cfg->ns_listed[BH_NS_CGROUP];
     if (spec->n_uid_maps == 0 && spec->ns_paths[BH_NS_USER] == NULL) {
         /* No ids chosen by the caller: the container's root is an unprivileged
          * host id of the sandbox's slot, and docker's image and binds belong to
@@ -1466,4 +1471,49 @@ int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error 
     if (strlen(text) != got)
         return bh_error_set(err, EINVAL, "`%s` contains a NUL byte", path);
     return oci_config_parse(text, bundle_real, cfg, err);
+}
+
+/* Whether dest, resolved inside the rootfs (RESOLVE_IN_ROOT), is a symlink. */
+static bool mount_point_is_symlink(int root, const char *dest)
+{
+    while (*dest == '/')
+        dest++;
+    struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    cleanup_close int fd = (int)syscall(SYS_openat2, root, dest[0] ? dest : ".", &how, sizeof(how));
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+int oci_mount_points_check(const struct bh_sandbox_spec *spec, struct bh_error *err)
+{
+    if (spec->rootfs == NULL)
+        return 0;
+    cleanup_close int root = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return 0; /* reported, with its reason, where the rootfs is opened */
+    /* The base /proc and /sys unless the config mounts its own there. */
+    const char *base[] = {"/proc", "/sys"}, *base_type[] = {"proc", "sysfs"};
+    bool listed[2] = {false, false};
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct bh_mount *m = &spec->mounts[i];
+        const char *type = m->type ? m->type : "";
+        for (size_t k = 0; k < 2; k++)
+            if (m->destination != NULL && strcmp(m->destination, base[k]) == 0)
+                listed[k] = true;
+        if ((strcmp(type, "proc") == 0 || strcmp(type, "sysfs") == 0) && m->destination != NULL &&
+            mount_point_is_symlink(root, m->destination))
+            return bh_error_set(err, ELOOP,
+                                "%s must be mounted on ordinary directory: `%s` in the rootfs "
+                                "`%s` is a symlink, which would let the image choose where the "
+                                "kernel's files land; make it a directory",
+                                type, m->destination, spec->rootfs);
+    }
+    for (size_t k = 0; k < 2; k++)
+        if (!listed[k] && mount_point_is_symlink(root, base[k]))
+            return bh_error_set(err, ELOOP,
+                                "%s must be mounted on ordinary directory: `%s` in the rootfs "
+                                "`%s` is a symlink; make it a directory",
+                                base_type[k], base[k], spec->rootfs);
+    return 0;
 }

@@ -123,10 +123,9 @@ static json_t *load_bundle_agent_profile(const char *bundle)
 
 /* The command line of `exec`, as parsed. */
 struct exec_opts {
-    const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve,
-        *cgroup;
+    const char *process_file, *pid_file, *console_socket, *cwd, *user, *apparmor, *label, *preserve;
     bool detach, tty, nnp, ignore_paused;
-    struct oci_list env, gids, caps;
+    struct oci_list env, gids, caps, cgroups;
 };
 
 static void exec_opts_free(struct exec_opts *o)
@@ -134,6 +133,7 @@ static void exec_opts_free(struct exec_opts *o)
     oci_list_free(&o->env);
     oci_list_free(&o->gids);
     oci_list_free(&o->caps);
+    oci_list_free(&o->cgroups);
 }
 
 /* --preserve-fds N: our fds 3..3+N-1 become the process's, as with runc. */
@@ -276,6 +276,39 @@ static int exec_check_terminal(const struct cli_globals *g, const char *console_
 }
 
 /* As at create: host root sets oom_score_adj, the sandbox's ids may not. */
+/* Spawns the process; with --cgroup it is held before exec until it has
+ * joined its sub-cgroups, and killed if it cannot. */
+/* Lets a process made held by bh_sentry_exec_held run, once its seccomp
+ * agent holds its listener and it is in the sub-cgroups `--cgroup` named;
+ * when either fails it is killed and never runs. Closes listener. */
+static int exec_start_held(struct bh_sentry_conn *conn, const struct oci_state *st,
+                           const struct oci_exec_cgroups *cgs, pid_t pid, int listener,
+                           struct bh_error *err)
+{
+    int rc = 0;
+    if (listener >= 0) {
+        json_t *profile = load_bundle_agent_profile(st->bundle);
+        cleanup_free char *state_json = oci_state_text(st, "running");
+        rc = profile != NULL && state_json != NULL
+                 ? oci_seccomp_agent_send(profile, state_json, pid, listener, err)
+                 : bh_error_set(err, ENOENT,
+                                "the container's seccomp profile no longer names its "
+                                "agent (listenerPath) in the bundle's config.json");
+        json_decref(profile);
+        close(listener);
+    }
+    if (rc == 0 && cgs->n > 0)
+        rc = oci_exec_cgroups_join(cgs, pid, err);
+    if (rc < 0) {
+        struct bh_error ignored = {0};
+        int status;
+        if (bh_sentry_signal(conn, pid, SIGKILL, &ignored) == 0)
+            bh_sentry_wait(conn, pid, &status, &ignored);
+        return -1;
+    }
+    return bh_sentry_exec_release(conn, pid, err);
+}
+
 static void exec_set_oom_score_adj(pid_t pid, int adj)
 {
     char path[64], buf[16];
@@ -400,7 +433,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         {"process-label", 0, OCI_OPT_STRING, &o.label},
         {"preserve-fds", 0, OCI_OPT_STRING, &o.preserve},
         {"ignore-paused", 0, OCI_OPT_BOOL, &o.ignore_paused},
-        {"cgroup", 0, OCI_OPT_STRING, &o.cgroup},
+        {"cgroup", 0, OCI_OPT_LIST, &o.cgroups},
     };
     bool help = false;
     struct bh_error err = {0};
@@ -411,6 +444,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
     struct bh_sentry_conn *conn = NULL;
     struct bh_process proc = {0};
     struct oci_state st = {0};
+    struct oci_exec_cgroups cgs = {0};
     struct oci_tty relay;
     oci_tty_init(&relay);
     cleanup_close int dirfd = -1;
@@ -442,6 +476,11 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
                         : exec_process_from_args(g, &o, st.bundle, argc, argv, pos, &rc);
     if (pj == NULL)
         goto out;
+    if (oci_exec_cgroups_resolve(st.cgroup_path, &o.cgroups, &cgs, &err) < 0) {
+        cli_report_error(g, "exec: %s", err.msg);
+        rc = CLI_EXIT_REFUSED;
+        goto out;
+    }
     bool nnp_cfg = false;
     if (oci_process_parse(pj, "process", &proc, &nnp_cfg, &err) < 0) {
         cli_report_error(g, "exec: %s", err.msg);
@@ -501,26 +540,7 @@ int cmd_exec(const struct cli_globals *g, int argc, char **argv)
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
     }
-    if (listener >= 0) {
-        /* The agent holds the process's listener before it runs. */
-        json_t *profile = load_bundle_agent_profile(st.bundle);
-        cleanup_free char *state_json = oci_state_text(&st, "running");
-        int sent = profile != NULL && state_json != NULL
-                       ? oci_seccomp_agent_send(profile, state_json, pid, listener, &err)
-                       : bh_error_set(&err, ENOENT,
-                                      "the container's seccomp profile no longer names its "
-                                      "agent (listenerPath) in the bundle's config.json");
-        json_decref(profile);
-        close(listener);
-        if (sent < 0) {
-            struct bh_error kerr = {0};
-            bh_sentry_signal(conn, pid, SIGKILL, &kerr);
-            sigprocmask(SIG_SETMASK, &old, NULL);
-            cli_report_error(g, "exec: %s", err.msg);
-            goto out;
-        }
-    }
-    if (bh_sentry_exec_release(conn, pid, &err) < 0) {
+    if (exec_start_held(conn, &st, &cgs, pid, listener, &err) < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         cli_report_error(g, "exec: %s", err.msg);
         goto out;
@@ -544,6 +564,7 @@ out:
     if (conn != NULL)
         bh_sentry_disconnect(conn);
     oci_process_free(&proc);
+    oci_exec_cgroups_free(&cgs);
     if (pj)
         json_decref(pj);
     oci_state_free(&st);

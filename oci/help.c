@@ -22,7 +22,7 @@ static const struct help_page pages[] = {
      "   --console-socket value    AF_UNIX socket that receives the pty master when\n"
      "                             process.terminal is true\n"
      "   --pid-file value          write the container's pid (the sentry's) to this file\n"
-     "   --no-pivot                accepted; the sandbox always pivots into its root\n"
+     "   --no-pivot                move the root over / and chroot (container tier only)\n"
      "   --no-new-keyring          accepted; keyrings are refused inside the sandbox\n"
      "   --preserve-fds value      pass N more fds (3 to 3+N-1) to the process (default: 0)\n"},
     {"run", "create and start a container, and wait for it unless detached",
@@ -33,7 +33,7 @@ static const struct help_page pages[] = {
      "   --keep                    keep the container's state after it exits\n"
      "   --pid-file value          write the container's pid to this file\n"
      "   --no-subreaper            accepted; bulkhead waits through its own subreaper\n"
-     "   --no-pivot                accepted; the sandbox always pivots into its root\n"
+     "   --no-pivot                move the root over / and chroot (container tier only)\n"
      "   --no-new-keyring          accepted; keyrings are refused inside the sandbox\n"
      "   --preserve-fds value      pass N more fds (3 to 3+N-1) to the process (default: 0)\n"},
     {"start", "start the process of a created container", "<container-id>", NULL},
@@ -61,7 +61,8 @@ static const struct help_page pages[] = {
      "   --no-new-privs                     set no_new_privs (always set at the kernel tier)\n"
      "   --cap value, -c value              add a capability to the process's sets\n"
      "   --preserve-fds value               pass N more fds (3 to 3+N-1) (default: 0)\n"
-     "   --cgroup value                     accepted; the process runs in the container's cgroup\n"
+     "   --cgroup value                     run in a sub-cgroup of the container's: PATH or\n"
+     "                                      CONTROLLER[,CONTROLLER]:PATH (repeatable)\n"
      "   --ignore-paused                    allow exec into a paused container\n"},
     {"ps", "list the processes of a container (not its sentry)",
      "[command options] <container-id> [ps options]",

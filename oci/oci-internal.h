@@ -54,6 +54,9 @@ struct oci_config {
 /* Reads BUNDLE/config.json and validates every field bulkhead uses. Errors
  * name the field ("`process.args` must be ...") or the JSON line/column. */
 int oci_config_load(const char *bundle, struct oci_config *cfg, struct bh_error *err);
+/* Refuses a proc or sysfs mount point (the config's, or the base /proc and
+ * /sys) that is a symlink in the rootfs, as runc does (it exits 1). */
+int oci_mount_points_check(const struct bh_sandbox_spec *spec, struct bh_error *err);
 /* Parses from text (tests, `run` from a given file); bundle must be absolute. */
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *cfg,
                      struct bh_error *err);
@@ -202,6 +205,24 @@ int oci_parse_args(int argc, char **argv, const struct oci_opt *opts, size_t n_o
                    struct bh_error *err);
 void oci_list_free(struct oci_list *l);
 
+/* ---- exec --cgroup (oci/exec-cgroup.c) --------------------------------- */
+
+#define OCI_EXEC_MAX_CGROUPS 16
+/* Where an exec'd process goes: sub-cgroup subs[i] of the container's
+ * directory dirs[i], one per hierarchy. */
+struct oci_exec_cgroups {
+    char *dirs[OCI_EXEC_MAX_CGROUPS];
+    char *subs[OCI_EXEC_MAX_CGROUPS];
+    size_t n;
+};
+/* Checks every --cgroup [CONTROLLERS:]PATH against the container's cgroup
+ * (nothing above it, known controllers only) before anything is spawned. */
+int oci_exec_cgroups_resolve(const char *cgroup_path, const struct oci_list *args,
+                             struct oci_exec_cgroups *t, struct bh_error *err);
+/* Moves host pid into every target (the process is held before exec). */
+int oci_exec_cgroups_join(const struct oci_exec_cgroups *t, pid_t pid, struct bh_error *err);
+void oci_exec_cgroups_free(struct oci_exec_cgroups *t);
+
 /* ---- shared by the commands (oci/runtime.c) ------------------------------ */
 
 struct oci_create_args {
@@ -209,6 +230,7 @@ struct oci_create_args {
     const char *pid_file;
     const char *console_socket;
     const char *preserve_fds;
+    bool no_pivot; /* --no-pivot: move + chroot instead of pivot_root */
     /* Foreground run: with process.terminal and no console_socket, the pty
      * comes to this relay (listening once create returns). NULL: detached. */
     struct oci_tty *tty;

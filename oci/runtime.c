@@ -369,6 +369,12 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         return CLI_EXIT_REFUSED;
     }
     create_settle_namespaces(g, &cfg);
+    spec->no_pivot = a->no_pivot;
+    if (oci_mount_points_check(spec, &err) < 0) {
+        cli_report_error(g, "create: %s", err.msg);
+        oci_config_free(&cfg);
+        return 1; /* runc's status for it */
+    }
     /* noNewPrivileges false is honoured at the container tier; at the kernel
      * tier no_new_privs is part of the tier (the state's annotations say so). */
     spec->process.allow_new_privs = !cfg.no_new_privileges && spec->tier < BH_TIER_KERNEL;
@@ -478,14 +484,14 @@ static const char create_help[] =
 int cmd_create(const struct cli_globals *g, int argc, char **argv)
 {
     struct oci_create_args a = {0};
-    bool no_pivot = false, no_keyring = false;
+    bool no_keyring = false;
     const char *notify = NULL;
     const struct oci_opt opts[] = {
         {"bundle", 'b', OCI_OPT_STRING, &a.bundle},
         {"pid-file", 0, OCI_OPT_STRING, &a.pid_file},
         {"console-socket", 0, OCI_OPT_STRING, &a.console_socket},
         {"preserve-fds", 0, OCI_OPT_STRING, &a.preserve_fds},
-        {"no-pivot", 0, OCI_OPT_BOOL, &no_pivot},
+        {"no-pivot", 0, OCI_OPT_BOOL, &a.no_pivot},
         {"no-new-keyring", 0, OCI_OPT_BOOL, &no_keyring},
         {"notify-socket", 0, OCI_OPT_STRING, &notify},
     };
@@ -1164,7 +1170,7 @@ int cmd_ps(const struct cli_globals *g, int argc, char **argv)
 int cmd_run(const struct cli_globals *g, int argc, char **argv)
 {
     struct oci_create_args a = {0};
-    bool detach = false, no_pivot = false, no_keyring = false, keep = false;
+    bool detach = false, no_keyring = false, keep = false;
     const struct oci_opt opts[] = {
         {"bundle", 'b', OCI_OPT_STRING, &a.bundle},
         {"pid-file", 0, OCI_OPT_STRING, &a.pid_file},
@@ -1172,7 +1178,7 @@ int cmd_run(const struct cli_globals *g, int argc, char **argv)
         {"preserve-fds", 0, OCI_OPT_STRING, &a.preserve_fds},
         {"detach", 'd', OCI_OPT_BOOL, &detach},
         {"keep", 0, OCI_OPT_BOOL, &keep},
-        {"no-pivot", 0, OCI_OPT_BOOL, &no_pivot},
+        {"no-pivot", 0, OCI_OPT_BOOL, &a.no_pivot},
         {"no-new-keyring", 0, OCI_OPT_BOOL, &no_keyring},
     };
     PARSE_OR_FAIL(opts, "usage: bulkhead run [--bundle DIR] [--detach] [--pid-file FILE] ID\n"

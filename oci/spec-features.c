@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -42,12 +44,14 @@ static const char default_spec[] =
     "    {\"destination\": \"/dev/mqueue\", \"type\": \"mqueue\", \"source\": \"mqueue\",\n"
     "     \"options\": [\"nosuid\", \"noexec\", \"nodev\"]},\n"
     "    {\"destination\": \"/sys\", \"type\": \"sysfs\", \"source\": \"sysfs\",\n"
-    "     \"options\": [\"nosuid\", \"noexec\", \"nodev\", \"ro\"]}\n"
+    "     \"options\": [\"nosuid\", \"noexec\", \"nodev\", \"ro\"]},\n"
+    "    {\"destination\": \"/sys/fs/cgroup\", \"type\": \"cgroup\", \"source\": \"cgroup\",\n"
+    "     \"options\": [\"nosuid\", \"noexec\", \"nodev\", \"relatime\", \"ro\"]}\n"
     "  ],\n"
     "  \"linux\": {\n"
     "    \"resources\": {\"devices\": [{\"allow\": false, \"access\": \"rwm\"}]},\n"
     "    \"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"network\"}, {\"type\": \"ipc\"},\n"
-    "                   {\"type\": \"uts\"}, {\"type\": \"mount\"}, {\"type\": \"cgroup\"}],\n"
+    "                   {\"type\": \"uts\"}, {\"type\": \"mount\"}%s],\n"
     "    \"maskedPaths\": [\"/proc/acpi\", \"/proc/asound\", \"/proc/kcore\", \"/proc/keys\",\n"
     "      \"/proc/latency_stats\", \"/proc/timer_list\", \"/proc/timer_stats\",\n"
     "      \"/proc/sched_debug\", \"/sys/firmware\", \"/proc/scsi\"],\n"
@@ -96,8 +100,12 @@ int cmd_spec(const struct cli_globals *g, int argc, char **argv)
     const char *tier = getenv("BULKHEAD_DEFAULT_TIER");
     if (tier == NULL || (strcmp(tier, "container") != 0 && strcmp(tier, "kernel") != 0))
         tier = "kernel";
+    /* As runc writes it: a cgroup namespace on cgroup v2 hosts only (on v1
+     * the container's tools expect host paths in /proc/self/cgroup). */
+    struct statfs cgfs;
+    bool unified = statfs("/sys/fs/cgroup", &cgfs) == 0 && cgfs.f_type == CGROUP2_SUPER_MAGIC;
     cleanup_free char *text = NULL;
-    if (asprintf(&text, default_spec, tier) < 0) {
+    if (asprintf(&text, default_spec, unified ? ", {\"type\": \"cgroup\"}" : "", tier) < 0) {
         cli_report_error(g, "spec: out of memory");
         unlinkat(dfd, "config.json", 0);
         return 1;

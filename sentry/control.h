@@ -44,10 +44,11 @@ int bh_sentry_exec(struct bh_sentry_conn *conn, const struct bh_process *proc, c
 int bh_sentry_exec_fds(struct bh_sentry_conn *conn, const struct bh_process *proc,
                        const int stdio[3], const char *console_socket, const int *extra,
                        size_t n_extra, pid_t *pid, struct bh_error *err);
-/* The same in two steps, for a caller with a seccomp agent: the process
- * is made and waits; *listener is its notification fd of the caller's
- * filter (spec extra_policy_listener; -1 when none), the caller's to hand to
- * its agent and close; bh_sentry_exec_release then lets it run. */
+/* The same in two steps: the process is made and waits (before it execs)
+ * until bh_sentry_exec_release, so that the caller may first place it (a
+ * sub-cgroup: exec --cgroup), hand its listener to a seccomp agent, or kill
+ * it. *listener is its notification fd of the caller's filter (spec
+ * extra_policy_listener; -1 when none), the caller's to hand on and close. */
 int bh_sentry_exec_held(struct bh_sentry_conn *conn, const struct bh_process *proc,
                         const int stdio[3], const char *console_socket, const int *extra,
                         size_t n_extra, pid_t *pid, int *listener, struct bh_error *err);

@@ -12,7 +12,9 @@
  * embedded default; base /proc, /dev, /sys (unless the spec mounts its own);
  * the spec's mounts; device nodes, /dev/pts, /dev/shm and links in whatever
  * /dev now is; masked and read-only paths; the working directory; read-only
- * flips; pivot_root; detach the old root; chdir.
+ * flips; pivot_root; detach the old root; chdir. With spec->no_pivot (OCI
+ * --no-pivot, container tier) the new root is moved over / and chrooted
+ * into instead, the host's proc and sysfs mounts left below it hidden.
  *
  * How it is built, and why:
  * - The whole inherited tree is made MS_PRIVATE first, so nothing done here
@@ -49,11 +51,13 @@
  *   empty read-only tmpfs: never the host's /sys, which would show the
  *   host's interfaces (runc's rootless fallback binds it; we do not).
  * - cgroup mounts from the spec are read-only views of the sandbox's own
- *   cgroup namespace: one cgroup2 mount on v2 hosts; on v1 and hybrid hosts a
- *   tmpfs with one mount per v1 hierarchy (plus "unified"), as docker lays it
- *   out, so limits such as pids.max read back inside. Without a cgroup
- *   namespace of our own an empty read-only tmpfs takes their place: less
- *   visibility, never more.
+ *   cgroups: one mount on v2 hosts; on v1 and hybrid hosts a tmpfs with one
+ *   mount per v1 hierarchy (plus "unified"), as docker lays it out, so
+ *   limits such as pids.max read back inside. With a cgroup namespace of its
+ *   own each is a cgroupfs (rooted at the sandbox's cgroup); without one
+ *   (spec->inherit_cgroup_ns) a bind of the sandbox's own cgroup directory,
+ *   as runc does. What cannot be shown stays empty: less visibility, never
+ *   more.
  * - The embedded default's root tmpfs (which holds /etc) and the base /dev
  *   tmpfs are read-only once populated: only /tmp, the working directory and
  *   /dev/shm are writable. A spec's own /dev (OCI) stays as the spec says.
@@ -895,10 +899,29 @@ static int build_embedded(struct setup *s, struct bh_error *err)
 
 /* ---- /proc, /dev, /sys ------------------------------------------------- */
 
+/* A proc or sysfs mount point that is a symlink in the rootfs is refused, as
+ * runc refuses it: the image would choose where the kernel's own files land
+ * (and the masked and read-only paths below it would then protect nothing). */
+static int refuse_symlink_mount_point(struct setup *s, const char *fstype, const char *dest,
+                                      struct bh_error *err)
+{
+    cleanup_close int fd = open_in_root(s->root_fd, dest, O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISLNK(st.st_mode))
+        return 0;
+    return bh_error_set(err, ELOOP,
+                        "%s must be mounted on ordinary directory: `%s` in the rootfs is a "
+                        "symlink, which would let the image choose where %s lands; make it a "
+                        "directory",
+                        fstype, dest, fstype);
+}
+
 static int mount_base_proc(struct setup *s, struct bh_error *err)
 {
     if (spec_mounts_at(s->spec, "/proc"))
         return 0;
+    if (refuse_symlink_mount_point(s, "proc", "/proc", err) < 0)
+        return -1;
     if (mount_fs(s, "proc", "proc", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
         return bh_error_prefix(err, "fresh /proc (needs the sandbox's own pid namespace)");
     return 0;
@@ -997,19 +1020,27 @@ static int mount_base_sys(struct setup *s, struct bh_error *err)
 {
     if (spec_mounts_at(s->spec, "/sys"))
         return 0;
+    if (refuse_symlink_mount_point(s, "sysfs", "/sys", err) < 0)
+        return -1;
     return mount_sysfs(s, "/sys", 0, err);
 }
 
 /* ---- the spec's mounts ------------------------------------------------- */
 
-/* The v1 hierarchies this process is in, as /proc/self/cgroup names them
- * ("memory", "cpu,cpuacct", "name=systemd"); "" stands for the v2 one. */
-static int cgroup_hierarchies(char names[][64], size_t max, size_t *n, bool *v1)
+/* The hierarchies this process is in, as /proc/self/cgroup names them
+ * ("memory", "cpu,cpuacct", "name=systemd"; "" stands for the v2 one), with
+ * the process's path in each. */
+struct cgroup_hier {
+    char name[64];
+    char path[PATH_MAX];
+};
+
+static int cgroup_hierarchies(struct cgroup_hier *h, size_t max, size_t *n, bool *v1)
 {
     cleanup_fclose FILE *f = fopen("/proc/self/cgroup", "re");
     if (f == NULL)
         return -1;
-    char line[512];
+    char line[PATH_MAX + 128];
     *n = 0;
     *v1 = false;
     while (fgets(line, sizeof(line), f) != NULL && *n < max) {
@@ -1018,10 +1049,12 @@ static int cgroup_hierarchies(char names[][64], size_t max, size_t *n, bool *v1)
         if (b == NULL)
             continue;
         size_t len = (size_t)(b - a - 1);
-        if (len >= 64)
+        if (len >= sizeof(h->name))
             continue;
-        memcpy(names[*n], a + 1, len);
-        names[*n][len] = '\0';
+        memcpy(h[*n].name, a + 1, len);
+        h[*n].name[len] = '\0';
+        b[1 + strcspn(b + 1, "\n")] = '\0';
+        snprintf(h[*n].path, sizeof(h->path), "%s", b + 1);
         if (len > 0)
             *v1 = true;
         (*n)++;
@@ -1029,25 +1062,104 @@ static int cgroup_hierarchies(char names[][64], size_t max, size_t *n, bool *v1)
     return 0;
 }
 
-/* cgroup mounts are read-only views of the sandbox's own cgroup namespace.
- * On v2 that is one cgroup2 mount. On v1 and hybrid hosts (where the limits
- * live in v1 controllers) it is a tmpfs holding one read-only mount per
- * hierarchy, as docker lays it out; a hierarchy the kernel will not mount
- * here stays an empty directory. With no cgroup namespace of our own the
- * kernel refuses cgroup mounts and an empty read-only tmpfs takes their
- * place: less visibility, never more. */
+/* Whether every comma-separated word of want is one of opts's. */
+static bool options_include(const char *opts, const char *want)
+{
+    char copy[64];
+    snprintf(copy, sizeof(copy), "%s", want);
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        size_t len = strlen(tok);
+        const char *p = opts;
+        bool found = false;
+        while (!found && (p = strstr(p, tok)) != NULL) {
+            found = (p == opts || p[-1] == ',') && (p[len] == ',' || p[len] == '\0');
+            p += len;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* Opens (O_PATH) this process's own cgroup directory of hierarchy h where
+ * the host mounts that hierarchy (/proc/self/mountinfo), or -1. The
+ * hierarchy's root is never opened: a hierarchy the sandbox was not placed
+ * in would show the host's whole tree. */
+static int open_own_cgroup(const struct cgroup_hier *h)
+{
+    if (strcmp(h->path, "/") == 0 || h->path[0] != '/')
+        return -1;
+    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+        return -1;
+    char line[3 * PATH_MAX];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char root[PATH_MAX], point[PATH_MAX], fstype[32], opts[512];
+        char *dash = strstr(line, " - ");
+        if (dash == NULL || sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2 ||
+            sscanf(dash, " - %31s %*s %511s", fstype, opts) != 2)
+            continue;
+        bool v2 = h->name[0] == '\0';
+        if (strcmp(fstype, v2 ? "cgroup2" : "cgroup") != 0 ||
+            (!v2 && !options_include(opts, h->name)))
+            continue;
+        /* mountinfo escapes spaces and such as \ooo: such paths are not ours. */
+        if (strchr(root, '\\') != NULL || strchr(point, '\\') != NULL)
+            continue;
+        size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
+        if (strncmp(h->path, root, rlen) != 0 || (h->path[rlen] != '/' && h->path[rlen] != '\0'))
+            continue;
+        char dir[2 * PATH_MAX + 2];
+        snprintf(dir, sizeof(dir), "%s%s", point, h->path + rlen);
+        int fd = open_host(dir, O_DIRECTORY);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
+/* One hierarchy at sub: with a cgroup namespace of our own a cgroupfs
+ * (its root is the namespace's, the sandbox's own cgroup); without one a
+ * bind of the sandbox's own cgroup directory, as runc does. */
+static int mount_cgroup_hier(struct setup *s, const struct cgroup_hier *h, const char *sub,
+                             unsigned long flags, struct bh_error *err)
+{
+    if (s->spec->inherit_cgroup_ns) {
+        cleanup_close int fd = open_own_cgroup(h);
+        if (fd < 0)
+            return bh_error_errno(err, ENOENT, "no cgroup of the sandbox's own in `%s`", h->name);
+        return bind_fd(s, fd, "cgroup", sub, false, attr_from_flags(flags), 0, err);
+    }
+    const char *fstype = h->name[0] == '\0' ? "cgroup2" : "cgroup";
+    char data[96] = "";
+    if (strncmp(h->name, "name=", 5) == 0)
+        snprintf(data, sizeof(data), "none,%.63s", h->name);
+    else if (h->name[0] != '\0')
+        snprintf(data, sizeof(data), "%.63s", h->name);
+    return mount_fs(s, fstype, "cgroup", sub, flags, data[0] ? data : NULL, err);
+}
+
+/* cgroup mounts show the sandbox's own cgroups, never more: one mount on v2
+ * hosts; on v1 and hybrid hosts (where the limits live in v1 controllers) a
+ * tmpfs holding one mount per hierarchy (plus "unified"), as docker and runc
+ * lay it out, so limits such as pids.max read back inside. A hierarchy that
+ * cannot be shown stays an empty directory (v2: an empty tmpfs): less
+ * visibility, never more. Always read-only, whatever the config asks: the
+ * sandbox's root does not own its cgroups (no delegation), so read-write
+ * would only turn EACCES into a different error. */
 static int mount_cgroup(struct setup *s, const char *dest, unsigned long flags,
                         struct bh_error *err)
 {
     flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    char names[16][64];
+    struct cgroup_hier hs[16];
     size_t n = 0;
     bool v1 = false;
-    if (cgroup_hierarchies(names, BH_ARRAY_SIZE(names), &n, &v1) < 0)
+    if (cgroup_hierarchies(hs, BH_ARRAY_SIZE(hs), &n, &v1) < 0)
         v1 = false;
     if (!v1) {
         struct bh_error first = {0};
-        if (mount_fs(s, "cgroup2", "cgroup2", dest, flags, NULL, &first) == 0)
+        if (n > 0 && mount_cgroup_hier(s, &hs[0], dest, flags, &first) == 0)
             return 0;
         return mount_fs(s, "tmpfs", "cgroup", dest, flags, "size=4k,mode=0555", err);
     }
@@ -1055,22 +1167,16 @@ static int mount_cgroup(struct setup *s, const char *dest, unsigned long flags,
                  "size=16k,nr_inodes=64,mode=0755", err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        const char *fstype = "cgroup", *dir = names[i];
-        char data[96], sub[PATH_MAX];
-        if (names[i][0] == '\0') {
-            fstype = "cgroup2";
+        const char *dir = hs[i].name;
+        char sub[PATH_MAX];
+        if (hs[i].name[0] == '\0')
             dir = "unified";
-            data[0] = '\0';
-        } else if (strncmp(names[i], "name=", 5) == 0) {
-            dir = names[i] + 5;
-            snprintf(data, sizeof(data), "none,%.63s", names[i]);
-        } else {
-            snprintf(data, sizeof(data), "%.63s", names[i]);
-        }
+        else if (strncmp(hs[i].name, "name=", 5) == 0)
+            dir = hs[i].name + 5;
         if (snprintf(sub, sizeof(sub), "%s/%s", dest, dir) >= (int)sizeof(sub))
             continue;
         struct bh_error ignored = {0};
-        if (mount_fs(s, fstype, "cgroup", sub, flags, data[0] ? data : NULL, &ignored) < 0)
+        if (mount_cgroup_hier(s, &hs[i], sub, flags, &ignored) < 0)
             continue;
         /* "cpu,cpuacct" is also reachable as cpu and cpuacct. */
         if (strchr(dir, ',') != NULL) {
@@ -1110,6 +1216,9 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
     }
 
     unsigned long flags = m->flags & ~(MS_BIND | MS_REC | MS_REMOUNT | prop_mask);
+    if ((strcmp(type, "proc") == 0 || strcmp(type, "sysfs") == 0) &&
+        refuse_symlink_mount_point(s, type, m->destination, err) < 0)
+        return -1;
     if (strcmp(type, "tmpfs") == 0 && strcmp(m->destination, "/dev") == 0 && (flags & MS_RDONLY)) {
         /* Its nodes, devpts and shm mount points are made in it first. */
         flags &= ~(unsigned long)MS_RDONLY;
@@ -1246,15 +1355,78 @@ static int prepare_cwd(struct setup *s, const char *cwd, struct bh_error *err)
     return 0;
 }
 
+/* --no-pivot leaves the host's tree under the new root in this mount
+ * namespace. A proc or sysfs mount there would count as "fully visible" and
+ * let a nested user namespace mount a bare one (runc's CVE-2016-9962 class):
+ * each is detached, or, where the kernel keeps it locked, covered with an
+ * empty read-only tmpfs, which is locked in turn in any nested namespace.
+ * Those under MOUNTS_STAGING go first (below_staging), before the staging
+ * root covers them and no path reaches them; the rest (/proc, /sys) last,
+ * once /proc/self is needed no more. */
+static int hide_host_kernel_fs(bool below_staging, struct bh_error *err)
+{
+    char points[64][PATH_MAX / 4];
+    size_t n = 0;
+    {
+        cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (f == NULL)
+            return bh_error_errno(err, errno, "read /proc/self/mountinfo");
+        char line[2 * PATH_MAX];
+        while (fgets(line, sizeof(line), f) != NULL) {
+            char point[PATH_MAX], fstype[32];
+            char *dash = strstr(line, " - ");
+            if (dash == NULL || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
+                sscanf(dash, " - %31s", fstype) != 1)
+                continue;
+            if (strcmp(fstype, "proc") != 0 && strcmp(fstype, "sysfs") != 0)
+                continue;
+            size_t sl = strlen(MOUNTS_STAGING);
+            if ((strncmp(point, MOUNTS_STAGING, sl) == 0 &&
+                 (point[sl] == '/' || point[sl] == '\0')) != below_staging)
+                continue;
+            if (strchr(point, '\\') != NULL || strlen(point) >= sizeof(points[0]))
+                return bh_error_set(err, ENAMETOOLONG,
+                                    "--no-pivot: cannot hide the host's %s mount at `%.64s`",
+                                    fstype, point);
+            if (n >= BH_ARRAY_SIZE(points))
+                return bh_error_set(err, E2BIG, "--no-pivot: too many host proc/sysfs mounts");
+            snprintf(points[n++], sizeof(points[0]), "%s", point);
+        }
+    }
+    /* Last mounted first: /proc/sys/fs/binfmt_misc before /proc. */
+    for (size_t i = n; i-- > 0;) {
+        if (umount2(points[i], MNT_DETACH) == 0)
+            continue;
+        if (mount("tmpfs", points[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,nr_inodes=2,mode=0555") < 0)
+            return bh_error_errno(err, errno, "--no-pivot: cover the host's mount at `%s`",
+                                  points[i]);
+    }
+    return 0;
+}
+
 static int enter_root(struct setup *s, struct bh_error *err)
 {
-    if (fchdir(s->root_fd) < 0)
-        return bh_error_errno(err, errno, "enter the new root");
-    /* The old root ends up stacked on the new one, then goes away. */
-    if (syscall(SYS_pivot_root, ".", ".") < 0)
-        return bh_error_errno(err, errno, "pivot_root into the new root");
-    if (umount2(".", MNT_DETACH) < 0)
-        return bh_error_errno(err, errno, "detach the old root");
+    if (s->spec->no_pivot) {
+        /* As runc's --no-pivot, for a host root pivot_root refuses
+         * (initramfs): the new root is moved over / and chrooted into. */
+        if (hide_host_kernel_fs(false, err) < 0)
+            return -1;
+        if (fchdir(s->root_fd) < 0)
+            return bh_error_errno(err, errno, "enter the new root");
+        if (move_mount(s->root_fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return bh_error_errno(err, errno, "move the new root over / (--no-pivot)");
+        if (chroot(".") < 0)
+            return bh_error_errno(err, errno, "chroot into the new root (--no-pivot)");
+    } else {
+        if (fchdir(s->root_fd) < 0)
+            return bh_error_errno(err, errno, "enter the new root");
+        /* The old root ends up stacked on the new one, then goes away. */
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+            return bh_error_errno(err, errno, "pivot_root into the new root");
+        if (umount2(".", MNT_DETACH) < 0)
+            return bh_error_errno(err, errno, "detach the old root");
+    }
     if (chdir("/") < 0)
         return bh_error_errno(err, errno, "chdir / in the new root");
     unsigned long prop =
@@ -1299,6 +1471,8 @@ static int setup_run(struct setup *s, struct bh_error *err)
     /* Nothing below may propagate out of this namespace. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return bh_error_errno(err, errno, "make the mount tree private");
+    if (spec->no_pivot && hide_host_kernel_fs(true, err) < 0)
+        return -1;
     if (attach_root(s, err) < 0)
         return -1;
     if (s->embedded && build_embedded(s, err) < 0)

@@ -160,6 +160,8 @@ json_t *bh_spec_to_json(const struct bh_sandbox_spec *s)
     json_object_set_new(o, "rootfs", str_or_null(s->rootfs));
     json_object_set_new(o, "rootfs_readonly", json_boolean(s->rootfs_readonly));
     json_object_set_new(o, "rootfs_overlay", json_boolean(s->rootfs_overlay));
+    json_object_set_new(o, "inherit_cgroup_ns", json_boolean(s->inherit_cgroup_ns));
+    json_object_set_new(o, "no_pivot", json_boolean(s->no_pivot));
     json_t *m = json_array();
     for (size_t i = 0; i < s->n_mounts; i++) {
         const struct bh_mount *x = &s->mounts[i];
@@ -425,7 +427,9 @@ int bh_spec_from_json(json_t *o, struct bh_sandbox_spec *s, struct bh_error *err
     s->tier = (enum bh_tier)x;
     if (get_str(o, "rootfs", &s->rootfs, err) < 0 ||
         get_bool(o, "rootfs_readonly", &s->rootfs_readonly, err) < 0 ||
-        get_bool(o, "rootfs_overlay", &s->rootfs_overlay, err) < 0)
+        get_bool(o, "rootfs_overlay", &s->rootfs_overlay, err) < 0 ||
+        get_bool(o, "inherit_cgroup_ns", &s->inherit_cgroup_ns, err) < 0 ||
+        get_bool(o, "no_pivot", &s->no_pivot, err) < 0)
         goto fail;
     json_t *m = json_object_get(o, "mounts");
     if (m != NULL && (!json_is_array(m) || json_array_size(m) > 4096)) {
@@ -546,6 +550,16 @@ int bh_spec_validate(const struct bh_sandbox_spec *s, struct bh_error *err)
                             "tier `%s` cannot be built by the sandbox core: use container or "
                             "kernel",
                             bh_tier_name(s->tier));
+    if (s->inherit_cgroup_ns && s->tier >= BH_TIER_KERNEL)
+        return bh_error_set(err, EPERM,
+                            "sharing the creator's cgroup namespace is refused at the kernel "
+                            "tier: a kernel-tier sandbox always has its own, so its guests never "
+                            "see host cgroup paths; use the container tier");
+    if (s->no_pivot && s->tier >= BH_TIER_KERNEL)
+        return bh_error_set(err, EPERM,
+                            "--no-pivot is refused at the kernel tier: pivot_root takes the "
+                            "host's tree out of the sandbox's mount namespace, and the kernel "
+                            "tier keeps it that way; use the container tier");
     if (s->process.argv == NULL || s->process.argv[0] == NULL || s->process.argv[0][0] == '\0')
         return bh_error_set(err, EINVAL, "no command to run: the process needs argv[0]");
     if (s->process.cwd != NULL && s->process.cwd[0] != '/')

@@ -186,6 +186,15 @@ struct bh_sandbox_spec {
      * user namespace too; pid can be joined only then (the sentry is then
      * not pid 1). user and mount are joined by the child. */
     char *ns_paths[BH_NS_COUNT];
+    /* Keep the creator's cgroup namespace instead of making one (an OCI
+     * config that does not list `cgroup`, container tier only, as runc):
+     * guests then see their host cgroup paths, and cgroup mounts are binds
+     * of the sandbox's own cgroup directories. */
+    bool inherit_cgroup_ns;
+    /* Enter the root by moving it over / and chroot (OCI --no-pivot, for
+     * hosts whose root pivot_root refuses), container tier only: the host's
+     * tree stays underneath (its proc and sysfs covered). */
+    bool no_pivot;
 
     struct bh_process process;
     struct bh_limits limits;

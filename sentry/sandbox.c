@@ -207,7 +207,8 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     if (a->owned && syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         CHILD_FAIL("set the sentry's death signal: %s", strerror(errno));
     /* Joined the cgroup already (the parent did): now the namespace shows it as "/". */
-    if (a->ns_fds[BH_NS_CGROUP] < 0 && syscall(SYS_unshare, CLONE_NEWCGROUP) < 0)
+    if (a->ns_fds[BH_NS_CGROUP] < 0 && !a->spec->inherit_cgroup_ns &&
+        syscall(SYS_unshare, CLONE_NEWCGROUP) < 0)
         CHILD_FAIL("new cgroup namespace: %s", strerror(errno));
     if (a->ns_fds[BH_NS_TIME] < 0 && syscall(SYS_unshare, CLONE_NEWTIME) < 0)
         CHILD_FAIL("new time namespace for the guests: %s", strerror(errno));

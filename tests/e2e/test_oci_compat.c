@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pty.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -220,18 +221,26 @@ static int run_quiet(const char *const *args)
     return rc;
 }
 
+/* run -d [flag] of the config as it is (flag may be NULL); the new id. */
+static const char *start_detached(const char *tier, const char *base, const char *flag)
+{
+    const char *id = new_id(base);
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    o.child_stdout = null;
+    int rc = run_bh(NULL, 0, &o,
+                    flag ? (const char *const[]){"run", "-d", flag, id, NULL}
+                         : (const char *const[]){"run", "-d", id, NULL});
+    close(null);
+    cr_assert_eq(rc, 0, "run -d %s: %s", flag ? flag : "", err_text);
+    return id;
+}
+
 /* A running detached container (sleep) for exec tests. */
 static const char *start_sleeper(const char *tier)
 {
     config("[\"sleep\", \"1000\"]", false, NULL);
-    const char *id = new_id("sl");
-    struct run_opts o = {.child_stdout = -1, .tier = tier};
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    o.child_stdout = null;
-    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
-    close(null);
-    cr_assert_eq(rc, 0, "run -d: %s", err_text);
-    return id;
+    return start_detached(tier, "sl", NULL);
 }
 
 static bool state_gone(const char *id)
@@ -239,6 +248,397 @@ static bool state_gone(const char *id)
     char p[512];
     snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
     return access(p, F_OK) != 0;
+}
+
+/* ---- cgroup namespaces and cgroup mounts ---------------------------------- */
+
+TestSuite(oci_compat_ns, .init = setup, .fini = teardown, .timeout = 120);
+
+/* config() plus, when given, a cgroup namespace and mounts appended in order
+ * (a JSON array's items, "" for none). */
+static void ns_config(const char *args_json, bool cgroupns, const char *more_mounts)
+{
+    config(args_json, false, NULL);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *lx = json_object_get(doc, "linux");
+    if (cgroupns)
+        json_array_append_new(json_object_get(lx, "namespaces"),
+                              json_pack("{s:s}", "type", "cgroup"));
+    if (more_mounts != NULL && more_mounts[0] != '\0') {
+        json_error_t je;
+        json_t *add = json_loads(more_mounts, 0, &je);
+        cr_assert_not_null(add, "bad test JSON: %s", je.text);
+        json_array_extend(json_object_get(doc, "mounts"), add);
+        json_decref(add);
+    }
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+}
+
+static const char cgroup_mount_ro[] =
+    "[{\"destination\": \"/sys/fs/cgroup\", \"type\": \"cgroup\", \"source\": \"cgroup\", "
+    "\"options\": [\"nosuid\", \"noexec\", \"nodev\", \"relatime\", \"ro\"]}]";
+
+static bool host_is_unified(void)
+{
+    struct statfs fs;
+    return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Every line of /proc/self/cgroup as the container printed it ends in
+ * ":/" (own namespace) or names the container's cgroup (the host's). */
+static void expect_cgroup_lines(const char *out, const char *id, bool own_ns)
+{
+    char want[128];
+    snprintf(want, sizeof(want), "/bulkhead/%s", id);
+    int lines = 0;
+    for (const char *l = out; *l != '\0';) {
+        size_t len = strcspn(l, "\n");
+        const char *path = memchr(l, ':', len);
+        path = path ? memchr(path + 1, ':', len - (size_t)(path + 1 - l)) : NULL;
+        cr_assert_not_null(path, "not a /proc/self/cgroup line: %.*s", (int)len, l);
+        int plen = (int)(len - (size_t)(path + 1 - l));
+        if (own_ns)
+            cr_expect(plen == 1 && path[1] == '/', "own cgroup namespace, yet: %.*s", (int)len, l);
+        else
+            cr_expect(plen == (int)strlen(want) && strncmp(path + 1, want, strlen(want)) == 0,
+                      "the host's cgroup namespace should show %s: %.*s", want, (int)len, l);
+        lines++;
+        l += len + (l[len] == '\n');
+    }
+    cr_expect_gt(lines, 0, "no /proc/self/cgroup lines");
+}
+
+/* runc's bats "runc exec (cgroup v1+hybrid joins correct cgroup)": without
+ * `cgroup` in linux.namespaces the container tier keeps the host's cgroup
+ * namespace, so the process and an exec'd one see the container's host
+ * path, the same one the host sees for the container's pid. */
+Test(oci_compat_ns, container_tier_cgroupns_only_when_listed)
+{
+    const char *cat[] = {"[\"cat\", \"/proc/self/cgroup\"]"};
+    ns_config(cat[0], false, NULL);
+    const char *id = new_id("cgn");
+    char out[4096];
+    struct run_opts o = {.child_stdout = -1, .tier = "container"};
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    expect_cgroup_lines(out, id, false);
+
+    ns_config(cat[0], true, NULL);
+    id = new_id("cgy");
+    cr_assert_eq(run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL}), 0, "%s",
+                 err_text);
+    expect_cgroup_lines(out, id, true);
+}
+
+static void exec_joins_cgroupns(const char *tier, bool listed, bool own_ns)
+{
+    ns_config("[\"sleep\", \"1000\"]", listed, NULL);
+    const char *id = start_detached(tier, "cge", NULL);
+    char out[4096];
+    cr_assert_eq(RUN(out, "exec", id, "cat", "/proc/self/cgroup"), 0, "%s", err_text);
+    expect_cgroup_lines(out, id, own_ns);
+    /* The container's namespace is the host's exactly when it has none of its own. */
+    char st_out[16384], ns_in[128], ns_sentry[128], ns_host[128], link[64];
+    cr_assert_eq(RUN(st_out, "state", id), 0, "%s", err_text);
+    json_t *st = json_loads(st_out, 0, NULL);
+    cr_assert_not_null(st);
+    int pid = (int)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    snprintf(link, sizeof(link), "/proc/%d/ns/cgroup", pid);
+    ssize_t n = readlink(link, ns_sentry, sizeof(ns_sentry) - 1);
+    cr_assert_gt(n, 0, "readlink %s: %s", link, strerror(errno));
+    ns_sentry[n] = '\0';
+    ssize_t m = readlink("/proc/self/ns/cgroup", ns_host, sizeof(ns_host) - 1);
+    cr_assert_gt(m, 0);
+    ns_host[m] = '\0';
+    cr_expect_eq(strcmp(ns_sentry, ns_host) == 0, !own_ns,
+                 "container in %s, the host's is %s (own namespace expected: %d)", ns_sentry,
+                 ns_host, own_ns);
+    /* The exec'd process joins it, not a new one (the kernel tier's broker
+     * does not show /proc/self/ns: its /proc/self/cgroup above says it). */
+    if (strcmp(tier, "container") == 0) {
+        cr_assert_eq(RUN(ns_in, "exec", id, "readlink", "/proc/self/ns/cgroup"), 0, "%s", err_text);
+        cr_expect(strncmp(ns_in, ns_sentry, (size_t)n) == 0, "exec in %s, container in %s", ns_in,
+                  ns_sentry);
+    }
+}
+
+Test(oci_compat_ns, exec_joins_the_containers_cgroup_container_tier)
+{
+    exec_joins_cgroupns("container", false, false);
+}
+
+Test(oci_compat_ns, exec_joins_the_containers_cgroupns_container_tier)
+{
+    exec_joins_cgroupns("container", true, true);
+}
+
+/* The kernel tier always has a cgroup namespace of its own (part of the
+ * tier: guests never see host cgroup paths), listed or not. */
+Test(oci_compat_ns, kernel_tier_always_has_its_own_cgroupns)
+{
+    h_require_kernel_tier();
+    exec_joins_cgroupns("kernel", false, true);
+}
+
+/* runc's bats "runc run [ro /sys/fs/cgroup mount]" and "userns with bind
+ * mount before a cgroupfs mount": a `cgroup` mount after a bind gives the
+ * container's own cgroups, per hierarchy on v1 and hybrid hosts (binds of
+ * its host directories without a cgroup namespace, cgroupfs with one), all
+ * read-only, and the limits read back. */
+static void cgroup_mount_shows_own_cgroups(const char *tier, bool cgroupns)
+{
+    char mounts[1024];
+    char src[300];
+    snprintf(src, sizeof(src), "%s/bindsrc", tmp);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    snprintf(mounts, sizeof(mounts),
+             "[{\"destination\": \"/mnt\", \"type\": \"bind\", \"source\": \"%s\", "
+             "\"options\": [\"bind\"]}, %s",
+             src, cgroup_mount_ro + 1);
+    /* Where the pids controller shows: its own hierarchy on v1 and hybrid hosts. */
+    const char *dir = host_is_unified() ? "/sys/fs/cgroup" : "/sys/fs/cgroup/pids";
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "[\"sh\", \"-c\", \"cat %s/pids.max; grep -q . %s/cgroup.procs && echo procs; "
+             "grep ' /sys/fs/cgroup' /proc/self/mounts; touch %s/x 2>&1\"]",
+             dir, dir, dir);
+    ns_config(script, cgroupns, mounts);
+    const char *id = new_id("cgm");
+    char out[8192];
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_assert(strncmp(out, "64\n", 3) == 0, "pids.max of the container (64) not read back: %s\n%s",
+              out, err_text);
+    cr_expect(strstr(out, "procs\n") != NULL, "the cgroup's processes are not listed: %s", out);
+    int n = 0;
+    for (const char *l = strstr(out, " /sys/fs/cgroup"); l != NULL;
+         l = strstr(l + 1, " /sys/fs/cgroup")) {
+        const char *opts = strchr(l + 1, ' ');
+        opts = opts ? strchr(opts + 1, ' ') : NULL;
+        cr_assert_not_null(opts, "%s", out);
+        cr_expect(strncmp(opts + 1, "ro,", 3) == 0, "a cgroup mount is writable: %.80s", l);
+        n++;
+    }
+    cr_expect_geq(n, host_is_unified() ? 1 : 2, "cgroup mounts: %s", out);
+    cr_expect(strstr(out, "Read-only file system") != NULL, "%s", out);
+}
+
+Test(oci_compat_ns, cgroup_mount_binds_own_cgroups_without_cgroupns)
+{
+    cgroup_mount_shows_own_cgroups("container", false);
+}
+
+Test(oci_compat_ns, cgroup_mount_with_cgroupns_container_tier)
+{
+    cgroup_mount_shows_own_cgroups("container", true);
+}
+
+Test(oci_compat_ns, cgroup_mount_kernel_tier)
+{
+    h_require_kernel_tier();
+    cgroup_mount_shows_own_cgroups("kernel", false);
+}
+
+static void parse_pids(const char *json_text, pid_t *pids, size_t *n);
+
+/* runc's bats "runc exec --cgroup sub-cgroups": --cgroup [CONTROLLERS:]PATH
+ * puts the exec'd process in a sub-cgroup of the container's (one the host
+ * made here), refuses ".." and unknown controllers before anything runs,
+ * and a missing sub-cgroup with runc's words; nothing is left running. */
+static void exec_cgroup_sub(const char *tier)
+{
+    const char *id = start_sleeper(tier);
+    char rel[128], dir[4096], sub[4200];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    h_cgroup_dir("pids", rel, dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0, "mkdir %s: %s", sub, strerror(errno));
+    char out[4096];
+    int rc = RUN(out, "exec", "--cgroup", "pids:sub", id, "cat", "/proc/self/cgroup");
+    rmdir(sub);
+    cr_assert_eq(rc, 0, "exec --cgroup pids:sub: %s", err_text);
+    cr_expect(strstr(out, "/sub\n") != NULL, "not in the sub-cgroup: %s", out);
+    /* "/": the container's own cgroup, as without --cgroup. */
+    rc = RUN(out, "exec", "--cgroup", "/", id, "cat", "/proc/self/cgroup");
+    cr_assert_eq(rc, 0, "exec --cgroup /: %s", err_text);
+    cr_expect(strstr(out, "/sub\n") == NULL, "%s", out);
+    /* Refused, each with runc's words; "nonexistent" alone: every hierarchy. */
+    static const char *const refused[][2] = {
+        {"..", " .. is not a sub cgroup path"},
+        {"pids:a/../../x", "is not a sub cgroup path"},
+        {"whaaat:/", "unknown controller "},
+        {"nonexistent", "/nonexistent/cgroup.procs: no such file "},
+        {"pids:nonexistent", "/nonexistent/cgroup.procs: no such file "},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        rc = RUN(out, "exec", "--cgroup", refused[i][0], id, "true");
+        cr_expect_eq(rc, 255, "--cgroup %s: exit %d", refused[i][0], rc);
+        cr_expect(strstr(err_text, refused[i][1]) != NULL, "--cgroup %s: %s", refused[i][0],
+                  err_text);
+    }
+    /* The refused processes were never released: only the sleeper is left. */
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0, "%s", err_text);
+    pid_t pids[16];
+    size_t n = 0;
+    parse_pids(out, pids, &n);
+    cr_expect_eq(n, 1, "processes left in the container: %s", out);
+}
+
+Test(oci_compat_ns, exec_cgroup_sub_container_tier)
+{
+    exec_cgroup_sub("container");
+}
+
+Test(oci_compat_ns, exec_cgroup_sub_kernel_tier)
+{
+    h_require_kernel_tier();
+    exec_cgroup_sub("kernel");
+}
+
+/* From the host, as a guest that could make namespaces would: join the
+ * container's user and mount namespaces and root, make a nested user, mount
+ * and pid namespace and mount a bare proc. Returns that mount's errno (0:
+ * it worked). The tier's filter keeps guests from trying at all; this checks
+ * the layer beneath it. */
+static int bare_proc_mount_errno(pid_t guest)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)guest);
+    int user = open(p, O_RDONLY | O_CLOEXEC);
+    snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)guest);
+    int mnt = open(p, O_RDONLY | O_CLOEXEC);
+    snprintf(p, sizeof(p), "/proc/%d/root", (int)guest);
+    int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(user >= 0 && mnt >= 0 && root >= 0, "open the guest's namespaces: %s",
+              strerror(errno));
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        if (setns(user, CLONE_NEWUSER) < 0 || setns(mnt, CLONE_NEWNS) < 0 || fchdir(root) < 0 ||
+            chroot(".") < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 ||
+            unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) < 0)
+            _exit(200);
+        pid_t inner = fork();
+        if (inner < 0)
+            _exit(201);
+        if (inner == 0)
+            _exit(mount("none", "/proc", "proc", 0, NULL) == 0 ? 0 : errno);
+        int st;
+        if (waitpid(inner, &st, 0) < 0 || !WIFEXITED(st))
+            _exit(202);
+        _exit(WEXITSTATUS(st));
+    }
+    close(user);
+    close(mnt);
+    close(root);
+    return wait_exit(child);
+}
+
+/* runc's bats "runc run --no-pivot must not expose bare /proc": --no-pivot
+ * moves the root over / and chroots (as runc), the host's tree stays below,
+ * and its proc and sysfs are hidden, so a nested namespace cannot mount a
+ * bare proc. The kernel tier refuses --no-pivot with the reason. */
+Test(oci_compat_ns, no_pivot_runs_and_exposes_no_bare_proc)
+{
+    config("[\"sleep\", \"1000\"]", false, NULL);
+    const char *id = start_detached("container", "np", "--no-pivot");
+    char out[4096];
+    cr_assert_eq(RUN(out, "exec", id, "sh", "-c", "ls /; cat /proc/self/mountinfo"), 0, "%s",
+                 err_text);
+    cr_expect(strstr(out, "usr\n") != NULL && strstr(out, " / ") != NULL, "%s", out);
+    cr_assert_eq(RUN(out, "ps", "--format", "json", id), 0, "%s", err_text);
+    pid_t pids[16];
+    size_t n = 0;
+    parse_pids(out, pids, &n);
+    cr_assert_eq(n, 1, "%s", out);
+    int e = bare_proc_mount_errno(pids[0]);
+    cr_expect_eq(e, EPERM, "a nested namespace's bare proc mount: %d (%s)", e,
+                 e > 0 && e < 200 ? strerror(e) : "set-up failed");
+
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    struct run_opts k = {.child_stdout = null, .tier = "kernel"};
+    int rc =
+        run_bh(NULL, 0, &k, (const char *const[]){"run", "-d", "--no-pivot", new_id("npk"), NULL});
+    close(null);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "--no-pivot is refused at the kernel tier") != NULL, "%s", err_text);
+}
+
+/* `spec` writes runc's default: a read-only cgroup mount, and a cgroup
+ * namespace only on cgroup v2 hosts. */
+Test(oci_compat_ns, spec_has_cgroup_mount_and_cgroupns_on_v2_only)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    cr_assert_eq(RUN0("spec"), 0, "%s", err_text);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    bool mount = false, ns = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(doc, "mounts"), i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "destination")), "/sys/fs/cgroup") == 0)
+            mount = strcmp(json_string_value(json_object_get(v, "type")), "cgroup") == 0;
+    }
+    json_array_foreach(json_object_get(json_object_get(doc, "linux"), "namespaces"), i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "type")), "cgroup") == 0)
+            ns = true;
+    }
+    json_decref(doc);
+    cr_expect(mount, "no cgroup mount on /sys/fs/cgroup");
+    cr_expect_eq(ns, host_is_unified(), "cgroup namespace listed: %d, v2 host: %d", ns,
+                 host_is_unified());
+}
+
+/* runc's bats "mask paths [prohibit symlink /proc]" and "[... /sys]": a
+ * rootfs whose /proc or /sys is a symlink is refused, exit 1, at both tiers,
+ * whether the config mounts it or the base layout does. */
+static void symlink_mount_point_refused(const char *tier, const char *dir, bool listed)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, dir);
+    struct stat st;
+    if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+        cr_assert_eq(rmdir(p), 0, "%s: %s", p, strerror(errno));
+    if (lstat(p, &st) != 0)
+        cr_assert_eq(symlink("/symlink", p), 0);
+    ns_config("[\"true\"]", false,
+              listed && strcmp(dir, "sys") == 0
+                  ? "[{\"destination\": \"/sys\", \"type\": \"sysfs\", \"source\": \"sysfs\"}]"
+                  : NULL);
+    const char *id = new_id("sym");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(NULL, 0, &o, (const char *const[]){"run", "-d", id, NULL});
+    cr_expect_eq(rc, 1, "exit %d: %s", rc, err_text);
+    cr_expect(strstr(err_text, "must be mounted on ordinary directory") != NULL, "%s", err_text);
+    cr_expect(strstr(err_text, "is a symlink") != NULL, "%s", err_text);
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/symlink", tmp);
+    cr_expect_neq(access(p, F_OK), 0, "the link's target was made in the rootfs");
+}
+
+Test(oci_compat_ns, symlink_proc_refused_container_tier)
+{
+    symlink_mount_point_refused("container", "proc", true);
+}
+
+Test(oci_compat_ns, symlink_sys_refused_container_tier)
+{
+    symlink_mount_point_refused("container", "sys", false);
+    symlink_mount_point_refused("container", "sys", true);
+}
+
+Test(oci_compat_ns, symlink_proc_and_sys_refused_kernel_tier)
+{
+    h_require_kernel_tier();
+    symlink_mount_point_refused("kernel", "proc", true);
+    symlink_mount_point_refused("kernel", "sys", false);
 }
 
 /* ---- the foreground terminal -------------------------------------------- */

@@ -73,8 +73,48 @@ Test(spec, json_round_trip_keeps_every_field)
     cr_assert_str_eq(b.ns_paths[BH_NS_NET], "/proc/1/ns/net");
     cr_assert_null(b.ns_paths[BH_NS_USER]);
     cr_assert_eq(b.process.umask, -1);
+    cr_assert(!b.inherit_cgroup_ns);
     bh_sandbox_spec_free(&a);
     bh_sandbox_spec_free(&b);
+}
+
+/* The sentry mounts cgroups by it: binds without a cgroup namespace of its own. */
+Test(spec, json_round_trip_keeps_the_inherited_cgroup_namespace)
+{
+    struct bh_sandbox_spec a, b;
+    struct bh_error err = {0};
+    fill(&a);
+    a.tier = BH_TIER_CONTAINER;
+    a.inherit_cgroup_ns = true;
+    a.no_pivot = true;
+    json_t *j = bh_spec_to_json(&a);
+    cr_assert_eq(bh_spec_from_json(j, &b, &err), 0, "%s", err.msg);
+    json_decref(j);
+    cr_assert(b.inherit_cgroup_ns);
+    cr_assert(b.no_pivot);
+    bh_sandbox_spec_free(&a);
+    bh_sandbox_spec_free(&b);
+}
+
+/* A cgroup namespace of its own and pivot_root (chroot leaves the host's
+ * tree in the mount namespace) are part of the kernel tier. */
+Test(spec, kernel_tier_keeps_its_own_cgroup_namespace_and_pivot_root)
+{
+    for (int which = 0; which < 2; which++) {
+        struct bh_sandbox_spec s;
+        struct bh_error err = {0};
+        fill(&s);
+        if (which == 0)
+            s.inherit_cgroup_ns = true;
+        else
+            s.no_pivot = true;
+        cr_assert_eq(bh_spec_validate(&s, &err), -1);
+        cr_assert(strstr(err.msg, which == 0 ? "cgroup namespace" : "--no-pivot") != NULL, "%s",
+                  err.msg);
+        s.tier = BH_TIER_CONTAINER;
+        cr_assert_eq(bh_spec_validate(&s, &err), 0, "%s", err.msg);
+        bh_sandbox_spec_free(&s);
+    }
 }
 
 Test(spec, malformed_json_is_an_error_naming_the_field)
