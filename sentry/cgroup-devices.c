@@ -50,8 +50,8 @@ size_t bh_cgroup_device_program_max(size_t n_rules)
     return INSNS_FIXED + INSNS_PER_RULE * n_rules;
 }
 
-ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n,
-                                 struct bpf_insn *out, size_t max)
+ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n, struct bpf_insn *out,
+                                 size_t max)
 {
     if (max < bh_cgroup_device_program_max(n))
         return -1;
@@ -68,8 +68,8 @@ ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n,
     for (size_t i = n; i-- > 0;) {
         const struct bh_device_rule *r = &rules[i];
         int bits = access_bits(r->access);
-        if (bits <= 0 || (r->type != 'a' && r->type != 'c' && r->type != 'b') ||
-            r->major < -1 || r->minor < -1)
+        if (bits <= 0 || (r->type != 'a' && r->type != 'c' && r->type != 'b') || r->major < -1 ||
+            r->minor < -1)
             return -1;
         size_t skips[4], ns = 0; /* jumps to the next rule, patched below */
         if (r->type != 'a') {
@@ -177,8 +177,7 @@ int cg_v2_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_err
         return bh_error_set(err, ENOTSUP,
                             "device rules refused: the sandbox has no cgroup v2 directory to "
                             "attach their program to");
-    return bh_cgroup_device_attach(cg->h[cg->unified_h].dir, l->device_rules,
-                                   l->n_device_rules < BH_MAX_DEVICE_RULES ? l->n_device_rules
-                                                                           : BH_MAX_DEVICE_RULES,
-                                   err);
+    return bh_cgroup_device_attach(
+        cg->h[cg->unified_h].dir, l->device_rules,
+        l->n_device_rules < BH_MAX_DEVICE_RULES ? l->n_device_rules : BH_MAX_DEVICE_RULES, err);
 }

@@ -52,8 +52,8 @@ int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size
  * lives as long as the cgroup). */
 struct bpf_insn;
 size_t bh_cgroup_device_program_max(size_t n_rules);
-ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n,
-                                 struct bpf_insn *out, size_t max);
+ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n, struct bpf_insn *out,
+                                 size_t max);
 int bh_cgroup_device_program_load(const struct bh_device_rule *rules, size_t n,
                                   struct bh_error *err);
 int bh_cgroup_device_attach(const char *dir, const struct bh_device_rule *rules, size_t n,

@@ -963,8 +963,7 @@ static const char *cgroup2_root(void)
         return "/sys/fs/cgroup";
     if (l == BH_CGROUP_HYBRID && exists("/sys/fs/cgroup/unified/cgroup.procs"))
         return "/sys/fs/cgroup/unified";
-    cr_assert_fail("no cgroup v2 hierarchy on this host (layout %s)",
-                   bh_cgroup_layout_name(l));
+    cr_assert_fail("no cgroup v2 hierarchy on this host (layout %s)", bh_cgroup_layout_name(l));
     return NULL;
 }
 
@@ -1008,9 +1007,8 @@ Test(cgroup_hybrid, v2_device_program_enforced_on_a_real_cgroup)
     cr_assert_eq(waitpid(live_child, &status, 0), live_child);
     live_child = -1;
     cr_assert(WIFEXITED(status), "status %#x", status);
-    cr_expect_eq(WEXITSTATUS(status), 15,
-                 "null rw %d, zero r %d, zero w EPERM %d, full EPERM %d", WEXITSTATUS(status) & 1,
-                 !!(WEXITSTATUS(status) & 2), !!(WEXITSTATUS(status) & 4),
+    cr_expect_eq(WEXITSTATUS(status), 15, "null rw %d, zero r %d, zero w EPERM %d, full EPERM %d",
+                 WEXITSTATUS(status) & 1, !!(WEXITSTATUS(status) & 2), !!(WEXITSTATUS(status) & 4),
                  !!(WEXITSTATUS(status) & 8));
     cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
     live_cg = NULL;
