@@ -967,6 +967,32 @@ static const char *cgroup2_root(void)
     return NULL;
 }
 
+/* A child already in cg when it returns 0 (the parent moves it in while it
+ * waits); the parent gets its pid. */
+static pid_t fork_into(struct bh_cgroup *cg)
+{
+    int go[2];
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    char c = 'x';
+    if (pid == 0) {
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(100);
+        close(go[0]);
+        return 0;
+    }
+    close(go[0]);
+    struct bh_error err = {0};
+    int rc = bh_cgroup_attach(cg, pid, &err);
+    if (rc == 0)
+        cr_assert_eq(write(go[1], &c, 1), 1);
+    close(go[1]);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    return pid;
+}
+
 /* The program for real: a process in the cgroup opens what the rules allow
  * and gets EPERM for the rest (not EACCES: the nodes are 0666). */
 Test(cgroup_hybrid, v2_device_program_enforced_on_a_real_cgroup)
@@ -979,15 +1005,8 @@ Test(cgroup_hybrid, v2_device_program_enforced_on_a_real_cgroup)
     l.device_rules[2] = (struct bh_device_rule){true, 'c', 1, 5, "r"};
     struct bh_error err = {0};
     cr_assert_eq(bh_cgroup_create(real_path(), &l, &live_cg, &err), 0, "%s", err.msg);
-    int go[2];
-    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
-    live_child = fork();
-    cr_assert_geq(live_child, 0);
+    live_child = fork_into(live_cg);
     if (live_child == 0) {
-        char c;
-        close(go[1]);
-        if (read(go[0], &c, 1) != 1)
-            _exit(100);
         int bits = 0, fd;
         if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0)
             bits |= 1, close(fd);
@@ -999,10 +1018,6 @@ Test(cgroup_hybrid, v2_device_program_enforced_on_a_real_cgroup)
             bits |= 8;
         _exit(bits);
     }
-    close(go[0]);
-    cr_assert_eq(bh_cgroup_attach(live_cg, live_child, &err), 0, "%s", err.msg);
-    cr_assert_eq(write(go[1], "x", 1), 1);
-    close(go[1]);
     int status;
     cr_assert_eq(waitpid(live_child, &status, 0), live_child);
     live_child = -1;
