@@ -1,26 +1,26 @@
 /* Owns linux.devices: which device nodes a container gets, per tier.
  *
- * A user namespace cannot mknod, so a node the config lists is the host's
- * own node bind-mounted at the path (as runc does for rootless containers).
  * By class:
  * - null, zero, full, random, urandom, tty and ptmx are every sandbox's
- *   own /dev (ptmx: its private devpts instance): listed with their real
- *   numbers, they are accepted at both tiers and nothing more is done;
- * - any other char or block device: at the container tier the host's node
- *   with that type and major:minor (found through /dev/char and /dev/block)
- *   is bound at the path; at the kernel tier it is refused, since the
- *   sentry brokers every open and a host device (a disk, the kernel log, a
- *   loop device) is host state no broker rule confines;
- * - fifos ("p") and unbuffered ("u") entries are refused: there is no host
- *   node to bind for them.
- * fileMode, uid and gid cannot be set on a bound host node; they are kept
- * as the host's (a warning says so).
+ *   own /dev (ptmx: its private devpts instance), owned by the sandbox's
+ *   root: listed with their real numbers, they are accepted at both tiers
+ *   and nothing more is done;
+ * - any other char ("c", or "u", unbuffered, which is a char device too),
+ *   block ("b") or fifo ("p") node: at the container tier a node of the
+ *   container's own, made here as host root (a user namespace cannot mknod)
+ *   in a tmpfs of its own, with the config's fileMode, uid and gid (0666,
+ *   0:0 by default, as runc), and bound at the path; the host's /dev is
+ *   never touched. At the kernel tier it is refused, naming the device:
+ *   the sentry brokers every open and exposes only the standard nodes; a
+ *   host device (a disk, the kernel log, a loop device) is host state no
+ *   broker rule confines, and a fifo's open would block the broker.
  *
  * Also linux.resources.devices, the device cgroup: the rules in order, then
- * the devices every container needs, as runc appends them; a node bound
- * above is usable only when a rule allows it (runc's `device cgroup deny`
- * test). v1 applies them (sentry/cgroup-v1.c); v2 needs a BPF program,
- * not generated yet. */
+ * the devices every container needs, as runc appends them; default deny,
+ * also when the config has no rules (runc's emulator starts from deny). A
+ * node made above is usable only when a rule allows it (runc's `device
+ * cgroup deny` test): v1 applies them (sentry/cgroup-v1.c), v2 as a BPF
+ * program (sentry/cgroup-devices.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -166,12 +166,15 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
         }
         if (own)
             continue;
-        if (strcmp(type, "p") == 0 || strcmp(type, "u") == 0)
-            return bh_error_set(err, ENOTSUP,
-                                "config.json: device `%s` of type `%s` is not supported: only "
-                                "character (c) and block (b) nodes are made",
-                                path, type);
-        bool block = strcmp(type, "b") == 0;
+        bool block = strcmp(type, "b") == 0, fifo = strcmp(type, "p") == 0;
+        if (spec->tier >= BH_TIER_KERNEL && fifo)
+            return bh_error_set(err, EPERM,
+                                "config.json: fifo `%s` is refused at the kernel tier: the "
+                                "sentry brokers every open and exposes only null, zero, full, "
+                                "random, urandom, tty and ptmx, and a fifo's open would block "
+                                "it. Run the container at the container tier (annotation "
+                                "dev.bulkhead.tier=container) to get the node",
+                                path);
         if (spec->tier >= BH_TIER_KERNEL)
             return bh_error_set(err, EPERM,
                                 "config.json: device `%s` (%s %u:%u) is refused at the kernel "
@@ -202,8 +205,8 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
          * container may do with it is the device cgroup's to say. */
         char name[32];
         snprintf(name, sizeof(name), "%zu", i);
-        if (mknodat(tree, name, (block ? S_IFBLK : S_IFCHR) | (mode & 0777),
-                    makedev(major, minor)) < 0 ||
+        mode_t kind = fifo ? S_IFIFO : block ? S_IFBLK : S_IFCHR;
+        if (mknodat(tree, name, kind | (mode & 0777), fifo ? 0 : makedev(major, minor)) < 0 ||
             fchmodat(tree, name, mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0 ||
             fchownat(tree, name, (uid_t)huid, (gid_t)hgid, AT_SYMLINK_NOFOLLOW) < 0)
             return bh_error_errno(err, errno, "linux.devices: make `%s` (%s %u:%u)", path, type,
