@@ -784,9 +784,10 @@ Test(oci_compat_seccomp, repeated_argument_means_any_and_dead_rules_pass)
 TestSuite(oci_compat_devices, .init = setup, .fini = teardown, .timeout = 120);
 
 /* Runs script with linux.devices and, unless NULL, linux.resources.devices
- * (both JSON arrays) patched into the written config. */
-static int run_with_rules(const char *tier, const char *devices, const char *rules,
-                          const char *script, char *out, size_t outlen)
+ * (both JSON arrays) and the members of linux_more (a JSON object) patched
+ * into the written config's linux. */
+static int run_in_linux(const char *tier, const char *devices, const char *rules,
+                        const char *linux_more, const char *script, char *out, size_t outlen)
 {
     char args[1024], extra[2048];
     snprintf(args, sizeof(args), "[\"sh\", \"-c\", \"exec 2>&1; %s\"]", script);
@@ -805,6 +806,12 @@ static int run_with_rules(const char *tier, const char *devices, const char *rul
         cr_assert_not_null(r, "%s", rules);
         json_object_set_new(json_object_get(lx, "resources"), "devices", r);
     }
+    if (linux_more != NULL) {
+        json_t *more = json_loads(linux_more, 0, NULL);
+        cr_assert_not_null(more, "%s", linux_more);
+        cr_assert_eq(json_object_update(lx, more), 0);
+        json_decref(more);
+    }
     cr_assert_eq(json_dump_file(doc, p, 0), 0);
     json_decref(doc);
     const char *id = new_id("dev");
@@ -812,10 +819,16 @@ static int run_with_rules(const char *tier, const char *devices, const char *rul
     return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
 }
 
+static int run_with_rules(const char *tier, const char *devices, const char *rules,
+                          const char *script, char *out, size_t outlen)
+{
+    return run_in_linux(tier, devices, rules, NULL, script, out, outlen);
+}
+
 static int run_with_devices(const char *tier, const char *devices, const char *script, char *out,
                             size_t outlen)
 {
-    return run_with_rules(tier, devices, NULL, script, out, outlen);
+    return run_in_linux(tier, devices, NULL, NULL, script, out, outlen);
 }
 
 #define KMSG "{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, \"minor\": 11}"
@@ -849,6 +862,30 @@ Test(oci_compat_devices, own_node_at_container_tier)
     cr_expect(before.st_ino == after.st_ino && before.st_mode == after.st_mode &&
                   before.st_uid == after.st_uid && before.st_gid == after.st_gid,
               "the host's /dev/kmsg changed");
+}
+
+/* With the config's own id maps, a node's owner is its uid/gid through
+ * them (not idmapped); an owner the maps leave out is refused by name. */
+Test(oci_compat_devices, node_owner_through_the_configs_maps)
+{
+    char out[4096];
+    const char *maps = "{\"uidMappings\": [{\"containerID\": 0, \"hostID\": 3000000, \"size\": "
+                       "65536}], \"gidMappings\": [{\"containerID\": 0, \"hostID\": 3000000, "
+                       "\"size\": 65536}]}";
+    int rc = run_in_linux("container",
+                          "[{\"path\": \"/dev/k\", \"type\": \"c\", \"major\": 1, \"minor\": "
+                          "11, \"uid\": 7, \"gid\": 9}]",
+                          NULL, maps, "stat -c %u:%g /dev/k", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "7:9\n");
+    rc = run_in_linux("container",
+                      "[{\"path\": \"/dev/k\", \"type\": \"c\", \"major\": 1, \"minor\": 11, "
+                      "\"uid\": 70000, \"gid\": 9}]",
+                      NULL, maps, "true", out, sizeof(out));
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(err_text, "device `/dev/k` belongs to 70000:9, which the container's "
+                               "uid/gid mappings leave out") != NULL,
+              "%s", err_text);
 }
 
 /* The default nodes belong to the container's root, as under runc (dev.bats
