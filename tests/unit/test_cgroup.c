@@ -1040,3 +1040,24 @@ Test(cgroup_fake, v2_device_rules_fail_closed_where_no_program_attaches)
     cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), -1);
     cr_assert(strstr(err.msg, "device rules refused") != NULL, "%s", err.msg);
 }
+
+/* Hybrid: the rules go to the v1 devices hierarchy, as on v1 (the unified
+ * mount holds no controller); no program is needed there. */
+Test(cgroup_fake, hybrid_device_rules_on_the_v1_devices_files)
+{
+    fake_v1(true);
+    mkdirs("%s/%s", "devices");
+    mkdirs("%s/%s", "unified");
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_HYBRID);
+    struct bh_limits l = {.n_device_rules = 2};
+    l.device_rules[0] = (struct bh_device_rule){true, 'c', 1, 11, "rw"};
+    l.device_rules[1] = (struct bh_device_rule){true, 'b', 7, -1, "rwm"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, "devices");
+    cr_assert_not_null(d);
+    cr_expect_str_eq(get(d, "devices.deny"), "a");
+    cr_expect_str_eq(get(d, "devices.allow"), "c 1:11 rw\nb 7:* rwm");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
