@@ -1,32 +1,34 @@
 /* Owns linux.devices: which device nodes a container gets, per tier.
  *
- * A user namespace cannot mknod, so a node the config lists is the host's
- * own node bind-mounted at the path (as runc does for rootless containers).
  * By class:
  * - null, zero, full, random, urandom, tty and ptmx are every sandbox's
- *   own /dev (ptmx: its private devpts instance): listed with their real
- *   numbers, they are accepted at both tiers and nothing more is done;
- * - any other char or block device: at the container tier the host's node
- *   with that type and major:minor (found through /dev/char and /dev/block)
- *   is bound at the path; at the kernel tier it is refused, since the
- *   sentry brokers every open and a host device (a disk, the kernel log, a
- *   loop device) is host state no broker rule confines;
- * - fifos ("p") and unbuffered ("u") entries are refused: there is no host
- *   node to bind for them.
- * fileMode, uid and gid cannot be set on a bound host node; they are kept
- * as the host's (a warning says so).
+ *   own /dev (ptmx: its private devpts instance), owned by the sandbox's
+ *   root: listed with their real numbers, they are accepted at both tiers
+ *   and nothing more is done;
+ * - any other char ("c", or "u", unbuffered, which is a char device too),
+ *   block ("b") or fifo ("p") node: at the container tier a node of the
+ *   container's own, made here as host root (a user namespace cannot mknod)
+ *   in a tmpfs of its own, with the config's fileMode, uid and gid (0666,
+ *   0:0 by default, as runc), and bound at the path; the host's /dev is
+ *   never touched. At the kernel tier it is refused, naming the device:
+ *   the sentry brokers every open and exposes only the standard nodes; a
+ *   host device (a disk, the kernel log, a loop device) is host state no
+ *   broker rule confines, and a fifo's open would block the broker.
  *
  * Also linux.resources.devices, the device cgroup: the rules in order, then
- * the devices every container needs, as runc appends them; a node bound
- * above is usable only when a rule allows it (runc's `device cgroup deny`
- * test). v1 applies them (sentry/cgroup-v1.c); v2 needs a BPF program,
- * not generated yet. */
-#include <dirent.h>
+ * the devices every container needs, as runc appends them; default deny,
+ * also when the config has no rules (runc's emulator starts from deny). A
+ * node made above is usable only when a rule allows it (runc's `device
+ * cgroup deny` test): v1 applies them (sentry/cgroup-v1.c), v2 as a BPF
+ * program (sentry/cgroup-devices.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -82,53 +84,65 @@ int oci_devices_validate(json_t *devs, struct bh_error *err)
     return 0;
 }
 
-static bool is_node(const char *p, bool block, unsigned major, unsigned minor)
+/* The host id that the container's id `id` is (its maps, or the slot's
+ * identity with an idmapped node), or -1 when the maps leave it out. */
+static int64_t host_id(const struct bh_idmap *m, size_t n, bool idmapped, uint32_t id)
 {
-    struct stat st;
-    return lstat(p, &st) == 0 && (block ? S_ISBLK(st.st_mode) : S_ISCHR(st.st_mode)) &&
-           major(st.st_rdev) == major && minor(st.st_rdev) == minor;
+    if (idmapped || n == 0)
+        return id;
+    for (size_t i = 0; i < n; i++)
+        if (id >= m[i].inside && id - m[i].inside < m[i].count)
+            return (int64_t)m[i].outside + (id - m[i].inside);
+    return -1;
 }
 
-/* The host's node of that type and number under /dev: the config's own path
- * when the host's is that device, else udev's /dev/char or /dev/block link,
- * else the first such node directly in /dev. Never a symlink's target
- * outside /dev. */
-static int host_node(const char *path, bool block, unsigned major, unsigned minor, char *out,
-                     size_t len)
+static int number_or(json_t *d, const char *key, uint32_t dflt, uint32_t *out)
 {
-    if (strncmp(path, "/dev/", 5) == 0 && is_node(path, block, major, minor)) {
-        snprintf(out, len, "%s", path);
+    json_t *v = json_object_get(d, key);
+    if (v == NULL || json_is_null(v)) {
+        *out = dflt;
         return 0;
     }
-    char link[64];
-    snprintf(link, sizeof(link), "/dev/%s/%u:%u", block ? "block" : "char", major, minor);
-    cleanup_free char *real = realpath(link, NULL);
-    if (real != NULL && strncmp(real, "/dev/", 5) == 0 && is_node(real, block, major, minor)) {
-        snprintf(out, len, "%s", real);
-        return 0;
-    }
-    DIR *d = opendir("/dev");
-    struct dirent *de;
-    int rc = -1;
-    while (d != NULL && rc < 0 && (de = readdir(d)) != NULL) {
-        char p[300];
-        snprintf(p, sizeof(p), "/dev/%s", de->d_name);
-        if (de->d_name[0] != '.' && is_node(p, block, major, minor)) {
-            snprintf(out, len, "%s", p);
-            rc = 0;
-        }
-    }
-    if (d != NULL)
-        closedir(d);
-    return rc;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
 }
+
+/* A detached tmpfs of the container's own nodes, made as host root in the
+ * initial user namespace (the only place mknod works), not nodev. */
+static int node_tree(size_t n, struct bh_error *err)
+{
+    cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    char inodes[32];
+    snprintf(inodes, sizeof(inodes), "%zu", n + 1);
+    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return bh_error_errno(err, errno, "linux.devices: a tmpfs for the container's nodes");
+    int tree = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+    if (tree < 0)
+        return bh_error_errno(err, errno, "linux.devices: mount the container's node tmpfs");
+    return tree;
+}
+
+static void default_device_rules(struct bh_limits *l);
 
 int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
 {
+    struct bh_sandbox_spec *spec = &cfg->spec;
+    /* No rules in the config still means runc's: default deny, then the
+     * devices every container needs. */
+    if (spec->limits.n_device_rules == 0)
+        default_device_rules(&spec->limits);
     json_t *devs = cfg->devices;
     if (devs == NULL || json_array_size(devs) == 0)
         return 0;
-    struct bh_sandbox_spec *spec = &cfg->spec;
+    /* With no maps of the caller's, the node is idmapped with the sandbox's
+     * user namespace like the rootfs (config.c): host 0 shows as its 0. */
+    bool idmapped = spec->n_uid_maps == 0 && spec->ns_paths[BH_NS_USER] == NULL;
+    cleanup_close int tree = -1;
     size_t i;
     json_t *d;
     json_array_foreach(devs, i, d)
@@ -152,13 +166,15 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
         }
         if (own)
             continue;
-        if (strcmp(type, "p") == 0 || strcmp(type, "u") == 0)
-            return bh_error_set(err, ENOTSUP,
-                                "config.json: device `%s` of type `%s` is not supported: a "
-                                "sandbox's user namespace cannot mknod, and there is no host "
-                                "node of that kind to bind",
-                                path, type);
-        bool block = strcmp(type, "b") == 0;
+        bool block = strcmp(type, "b") == 0, fifo = strcmp(type, "p") == 0;
+        if (spec->tier >= BH_TIER_KERNEL && fifo)
+            return bh_error_set(err, EPERM,
+                                "config.json: fifo `%s` is refused at the kernel tier: the "
+                                "sentry brokers every open and exposes only null, zero, full, "
+                                "random, urandom, tty and ptmx, and a fifo's open would block "
+                                "it. Run the container at the container tier (annotation "
+                                "dev.bulkhead.tier=container) to get the node",
+                                path);
         if (spec->tier >= BH_TIER_KERNEL)
             return bh_error_set(err, EPERM,
                                 "config.json: device `%s` (%s %u:%u) is refused at the kernel "
@@ -166,27 +182,56 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
                                 "zero, full, random, urandom, tty and ptmx; a host %s device is "
                                 "host state no broker rule confines. Run the container at the "
                                 "container tier (annotation dev.bulkhead.tier=container) to "
-                                "bind the host's node",
+                                "get the node",
                                 path, type, major, minor, block ? "block" : "character");
-        char src[PATH_MAX];
-        if (host_node(path, block, major, minor, src, sizeof(src)) < 0)
-            return bh_error_set(err, ENOENT,
-                                "config.json: device `%s` (%s %u:%u): the host has no such "
-                                "node to bind (a user namespace cannot mknod one)",
-                                path, type, major, minor);
+        uint32_t mode, uid, gid;
+        if (number_or(d, "fileMode", 0666, &mode) < 0 || number_or(d, "uid", 0, &uid) < 0 ||
+            number_or(d, "gid", 0, &gid) < 0)
+            return bh_error_set(err, EINVAL,
+                                "config.json: device `%s`: `fileMode`, `uid` and `gid` must be "
+                                "non-negative integers",
+                                path);
+        int64_t huid = host_id(spec->uid_maps, spec->n_uid_maps, idmapped, uid);
+        int64_t hgid = host_id(spec->gid_maps, spec->n_gid_maps, idmapped, gid);
+        if (huid < 0 || hgid < 0)
+            return bh_error_set(err, EINVAL,
+                                "config.json: device `%s` belongs to %u:%u, which the "
+                                "container's uid/gid mappings leave out",
+                                path, uid, gid);
+        if (tree < 0 && (tree = node_tree(json_array_size(devs), err)) < 0)
+            return -1;
+        /* The container's own node, never the host's: its owner and mode
+         * are the config's, and the host's /dev stays as it is. What the
+         * container may do with it is the device cgroup's to say. */
+        char name[32];
+        snprintf(name, sizeof(name), "%zu", i);
+        mode_t kind = fifo ? S_IFIFO : block ? S_IFBLK : S_IFCHR;
+        if (mknodat(tree, name, kind | (mode & 0777), fifo ? 0 : makedev(major, minor)) < 0 ||
+            fchmodat(tree, name, mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0 ||
+            fchownat(tree, name, (uid_t)huid, (gid_t)hgid, AT_SYMLINK_NOFOLLOW) < 0)
+            return bh_error_errno(err, errno, "linux.devices: make `%s` (%s %u:%u)", path, type,
+                                  major, minor);
+        cleanup_close int node =
+            open_tree(tree, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (node < 0)
+            return bh_error_errno(err, errno, "linux.devices: detach `%s`", path);
         struct bh_mount *mounts = realloc(spec->mounts, (spec->n_mounts + 1) * sizeof(*mounts));
         if (mounts == NULL)
             return bh_error_errno(err, ENOMEM, "device `%s`", path);
         spec->mounts = mounts;
         struct bh_mount *m = &spec->mounts[spec->n_mounts];
         memset(m, 0, sizeof(*m));
-        m->source = strdup(src);
+        m->source = strdup(path);
         m->destination = strdup(path);
         m->type = strdup("bind");
         m->flags = MS_BIND | MS_NOSUID | MS_NOEXEC;
+        m->idmap = idmapped;
+        m->has_tree_fd = true;
+        m->tree_fd = -1;
+        spec->n_mounts++;
         if (m->source == NULL || m->destination == NULL || m->type == NULL)
             return bh_error_errno(err, ENOMEM, "device `%s`", path);
-        spec->n_mounts++;
+        m->tree_fd = steal_fd(&node);
     }
     return 0;
 }
@@ -200,6 +245,13 @@ static const struct bh_device_rule default_rules[] = {
     {true, 'c', 1, 5, "rwm"}, {true, 'c', 1, 9, "rwm"},    {true, 'c', 136, -1, "rwm"},
     {true, 'c', 5, 2, "rwm"}, {true, 'c', 10, 200, "rwm"},
 };
+
+static void default_device_rules(struct bh_limits *l)
+{
+    for (size_t k = 0; k < BH_ARRAY_SIZE(default_rules); k++)
+        l->device_rules[k] = default_rules[k];
+    l->n_device_rules = BH_ARRAY_SIZE(default_rules);
+}
 
 static int rule_number(json_t *v, const char *what, const char *where, size_t i, int32_t *out,
                        struct bh_error *err)

@@ -114,5 +114,7 @@ int cg_v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err);
 int cg_v1_kill(struct bh_cgroup *cg, struct bh_error *err);
 int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
 int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err);
+/* cgroup-devices.c: the rules as a BPF program on the unified directory. */
+int cg_v2_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err);
 
 #endif

@@ -217,7 +217,9 @@ int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size
 /* Each rule in order on devices.allow or devices.deny: the kernel keeps a
  * default (all allowed or all denied, set by an `a` rule) and exceptions,
  * which is how the OCI list reads, so writing the rules one by one leaves
- * the same state. */
+ * the same state. First `a` on devices.deny: a new cgroup inherits its
+ * parent's default (all allowed), and the rules' default is deny, as
+ * runc's and the v2 program's (cgroup-devices.c). */
 int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
 {
     if (l->n_device_rules == 0)
@@ -228,6 +230,8 @@ int cg_v1_devices(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_err
                             "device rules refused: the `devices` cgroup controller is not "
                             "mounted under `%s`, so they could not be enforced",
                             cg_root());
+    if (cg_write(cg, d, "devices.deny", "a\n", err) < 0)
+        return bh_error_prefix(err, "device cgroup: deny all before the rules");
     for (size_t i = 0; i < l->n_device_rules && i < BH_MAX_DEVICE_RULES; i++) {
         const struct bh_device_rule *r = &l->device_rules[i];
         char line[64];

@@ -229,8 +229,6 @@ const struct backend cg_v2_backend = {
     .freeze = v2_freeze,
     .kill = v2_kill,
     .stats = v2_stats,
-    /* v2 has no device files: rules need a BPF_PROG_TYPE_CGROUP_DEVICE
-     * program, not generated yet, so device rules are not applied there
-     * (as before this backend had them). */
-    .devices = NULL,
+    /* v2 has no device files: the rules are a BPF program (cgroup-devices.c). */
+    .devices = cg_v2_devices,
 };

@@ -44,6 +44,20 @@ int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh
 /* A device rule as a v1 devices.allow/devices.deny line ("c 1:3 rwm", "a");
  * -1 when the rule is malformed (a type or access the kernel does not take). */
 int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size);
+/* The v2 form of the rules (cgroup-devices.c): a BPF_PROG_TYPE_CGROUP_DEVICE
+ * program, the last matching rule deciding, default deny. _program writes
+ * it into out (room for _program_max(n) instructions) and returns its
+ * length, or -1 for a malformed rule; _load returns the loaded program's
+ * fd; _attach attaches it to the cgroup v2 directory dir (the program then
+ * lives as long as the cgroup). */
+struct bpf_insn;
+size_t bh_cgroup_device_program_max(size_t n_rules);
+ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n, struct bpf_insn *out,
+                                 size_t max);
+int bh_cgroup_device_program_load(const struct bh_device_rule *rules, size_t n,
+                                  struct bh_error *err);
+int bh_cgroup_device_attach(const char *dir, const struct bh_device_rule *rules, size_t n,
+                            struct bh_error *err);
 
 /* Opens an existing sandbox cgroup (OCI: later commands of the same container). */
 int bh_cgroup_open(const char *path, struct bh_cgroup **out, struct bh_error *err);

@@ -1509,7 +1509,7 @@ int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err)
     return bh_mounts_setup_with_dev(spec, -1, err);
 }
 
-int bh_mounts_dev_tree(struct bh_error *err)
+int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err)
 {
     cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
     if (fs < 0)
@@ -1536,7 +1536,8 @@ int bh_mounts_dev_tree(struct bh_error *err)
             return bh_error_set(err, ENODEV, "the host's %s is not a character device", path);
         if (mknodat(tree, dev_nodes[i], S_IFCHR | (st.st_mode & 0777), st.st_rdev) < 0 ||
             fchmodat(tree, dev_nodes[i], st.st_mode & 0777, 0) < 0 ||
-            fchownat(tree, dev_nodes[i], st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+            fchownat(tree, dev_nodes[i], uid >= 0 ? (uid_t)uid : st.st_uid,
+                     gid >= 0 ? (gid_t)gid : st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
             return bh_error_errno(err, errno,
                                   "device nodes of the sandbox's own: make %s (needs "
                                   "host root, which may make device nodes)",

@@ -3,6 +3,8 @@
 #ifndef BH_MOUNTS_H
 #define BH_MOUNTS_H
 
+#include <stdint.h>
+
 #include "error.h"
 #include "sandbox-spec.h"
 
@@ -23,7 +25,9 @@ int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree,
  * tty, with the host's modes and numbers). Its inodes are the sandbox's
  * alone, so flock/POSIX locks and inotify marks on /dev/null no longer
  * cross sandboxes; a user namespace cannot make them itself (mknod is
- * refused there, and its own tmpfs is nodev). The fd, or -1. */
-int bh_mounts_dev_tree(struct bh_error *err);
+ * refused there, and its own tmpfs is nodev). The nodes belong to host ids
+ * uid:gid (the sandbox's root, so that they show as 0:0 inside, as runc's
+ * do), or with -1 to the host's owners of the host's nodes. The fd, or -1. */
+int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err);
 
 #endif

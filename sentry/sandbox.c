@@ -1116,6 +1116,15 @@ static int create_cgroup(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
+/* The host id of the sandbox's id 0, or -1 when its maps leave 0 out. */
+static int64_t root_of(const struct bh_idmap *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].inside == 0 && m[i].count > 0)
+            return m[i].outside;
+    return -1;
+}
+
 /* Everything the sentry is handed with the spec: the sync socket, the
  * compiled programs, a detached sandbox's control socket and the caller's
  * console (both made here, as host root), the device nodes and the spec. */
@@ -1150,8 +1159,11 @@ static int create_handover_fds(struct create_ctx *c, struct bh_error *err)
             return -1;
     }
     c->params.has_console = c->fds.slot[BH_SPEC_FD_CONSOLE] >= 0;
-    /* The sandbox's own device nodes (mounts.h), made here as host root. */
-    c->dev_tree = bh_mounts_dev_tree(err);
+    /* The sandbox's own device nodes (mounts.h), made here as host root,
+     * owned by the sandbox's root (runc's are root's inside); a joined user
+     * namespace's ids are not ours to pick: the host's owners stay. */
+    c->dev_tree = bh_mounts_dev_tree(c->own_userns ? root_of(c->uid_maps, c->n_uid) : -1,
+                                     c->own_userns ? root_of(c->gid_maps, c->n_gid) : -1, err);
     if (c->dev_tree < 0)
         return -1;
     if (make_spec_memfd(spec, &c->params, c->sb->started, c->sysfs_fd, c->dev_tree, &c->fds,

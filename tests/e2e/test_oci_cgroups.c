@@ -213,14 +213,17 @@ Test(oci_cgroups, device_rules_follow_the_config_kernel)
     rules_followed("kernel");
 }
 
-/* Without rules the device cgroup is left as the parent has it (docker
- * always sends rules; `bulkhead do` and bulkheadd send none). */
-Test(oci_cgroups, no_device_rules_leave_the_cgroup_as_inherited)
+/* Without rules an OCI container still gets runc's device cgroup: default
+ * deny, then the devices every container needs (runc's emulator starts
+ * from deny; `bulkhead do` and bulkheadd send no rules and change nothing). */
+Test(oci_cgroups, no_device_rules_mean_runcs_defaults)
 {
     write_config("container", NULL);
     const char *id = start("devnone");
     char *list = devices_list(id);
-    cr_expect(has_line(list, "a *:* rwm"), "the device cgroup changed without rules:\n%s", list);
+    cr_expect(!has_line(list, "a *:* rwm"), "all devices allowed without rules:\n%s", list);
+    cr_expect(has_line(list, "c 1:3 rwm") && has_line(list, "c 136:* rwm"),
+              "runc's defaults missing:\n%s", list);
     free(list);
 }
 

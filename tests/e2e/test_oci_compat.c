@@ -6,6 +6,7 @@
  * (read-only), driven as runc's tests drive runc: no --log, messages on
  * stderr. Nothing here skips: a container that cannot be made fails. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -27,6 +28,7 @@
 #include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1199,19 +1201,35 @@ Test(oci_compat_seccomp, repeated_argument_means_any_and_dead_rules_pass)
 
 TestSuite(oci_compat_devices, .init = setup, .fini = teardown, .timeout = 120);
 
-static int run_with_devices(const char *tier, const char *devices, const char *script, char *out,
-                            size_t outlen)
+/* Runs script with linux.devices and, unless NULL, linux.resources.devices
+ * (both JSON arrays) and the members of linux_more (a JSON object) patched
+ * into the written config's linux. */
+static int run_in_linux(const char *tier, const char *devices, const char *rules,
+                        const char *linux_more, const char *script, char *out, size_t outlen)
 {
     char args[1024], extra[2048];
     snprintf(args, sizeof(args), "[\"sh\", \"-c\", \"exec 2>&1; %s\"]", script);
     snprintf(extra, sizeof(extra), "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier);
     config(args, false, extra);
-    /* linux.devices goes inside linux: patch the written config. */
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
     json_t *doc = json_load_file(p, 0, NULL);
     cr_assert_not_null(doc);
-    json_object_set_new(json_object_get(doc, "linux"), "devices", json_loads(devices, 0, NULL));
+    json_t *lx = json_object_get(doc, "linux");
+    json_t *devs = json_loads(devices, 0, NULL);
+    cr_assert_not_null(devs, "%s", devices);
+    json_object_set_new(lx, "devices", devs);
+    if (rules != NULL) {
+        json_t *r = json_loads(rules, 0, NULL);
+        cr_assert_not_null(r, "%s", rules);
+        json_object_set_new(json_object_get(lx, "resources"), "devices", r);
+    }
+    if (linux_more != NULL) {
+        json_t *more = json_loads(linux_more, 0, NULL);
+        cr_assert_not_null(more, "%s", linux_more);
+        cr_assert_eq(json_object_update(lx, more), 0);
+        json_decref(more);
+    }
     cr_assert_eq(json_dump_file(doc, p, 0), 0);
     json_decref(doc);
     const char *id = new_id("dev");
@@ -1219,19 +1237,149 @@ static int run_with_devices(const char *tier, const char *devices, const char *s
     return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
 }
 
-/* A host char device at the container tier: the host's node, bound. */
-Test(oci_compat_devices, host_node_bound_at_container_tier)
+static int run_with_rules(const char *tier, const char *devices, const char *rules,
+                          const char *script, char *out, size_t outlen)
 {
-    struct stat st;
-    cr_assert(stat("/dev/kmsg", &st) == 0 && S_ISCHR(st.st_mode), "the host has no /dev/kmsg");
+    return run_in_linux(tier, devices, rules, NULL, script, out, outlen);
+}
+
+static int run_with_devices(const char *tier, const char *devices, const char *script, char *out,
+                            size_t outlen)
+{
+    return run_in_linux(tier, devices, NULL, NULL, script, out, outlen);
+}
+
+#define KMSG "{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, \"minor\": 11}"
+#define DENY_ALL "{\"allow\": false, \"access\": \"rwm\"}"
+
+/* A char device the config lists is a node of the container's own, with
+ * the config's owner and mode (default 0:0 0666, as runc makes it); the
+ * host's node is untouched. */
+Test(oci_compat_devices, own_node_at_container_tier)
+{
+    struct stat before, after;
+    cr_assert(stat("/dev/kmsg", &before) == 0 && S_ISCHR(before.st_mode),
+              "the host has no /dev/kmsg");
     char out[4096];
     int rc = run_with_devices("container",
-                              "[{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, "
-                              "\"minor\": 11}, {\"path\": \"/dev/ptmx\", \"type\": \"c\", "
-                              "\"major\": 5, \"minor\": 2}]",
-                              "stat -c %F-%t:%T /dev/kmsg", out, sizeof(out));
+                              "[" KMSG ", {\"path\": \"/dev/ptmx\", \"type\": \"c\", "
+                              "\"major\": 5, \"minor\": 2}, {\"path\": \"/dev/my/kmsg2\", "
+                              "\"type\": \"c\", \"major\": 1, \"minor\": 11, \"fileMode\": 416, "
+                              "\"uid\": 7, \"gid\": 8}, {\"path\": \"/dev/fifo\", \"type\": "
+                              "\"p\", \"fileMode\": 384}, {\"path\": \"/dev/u\", \"type\": "
+                              "\"u\", \"major\": 1, \"minor\": 3}]",
+                              "stat -c %F-%t:%T-%a-%u:%g /dev/kmsg /dev/my/kmsg2 /dev/fifo "
+                              "/dev/u",
+                              out, sizeof(out));
     cr_expect_eq(rc, 0, "%s %s", out, err_text);
-    cr_expect_str_eq(out, "character special file-1:b\n");
+    cr_expect_str_eq(out, "character special file-1:b-666-0:0\n"
+                          "character special file-1:b-640-7:8\n"
+                          "fifo-0:0-600-0:0\n"
+                          "character special file-1:3-666-0:0\n");
+    cr_assert_eq(stat("/dev/kmsg", &after), 0);
+    cr_expect(before.st_ino == after.st_ino && before.st_mode == after.st_mode &&
+                  before.st_uid == after.st_uid && before.st_gid == after.st_gid,
+              "the host's /dev/kmsg changed");
+}
+
+/* With the config's own id maps, a node's owner is its uid/gid through
+ * them (not idmapped); an owner the maps leave out is refused by name. */
+Test(oci_compat_devices, node_owner_through_the_configs_maps)
+{
+    char out[4096];
+    const char *maps = "{\"uidMappings\": [{\"containerID\": 0, \"hostID\": 3000000, \"size\": "
+                       "65536}], \"gidMappings\": [{\"containerID\": 0, \"hostID\": 3000000, "
+                       "\"size\": 65536}]}";
+    int rc = run_in_linux("container",
+                          "[{\"path\": \"/dev/k\", \"type\": \"c\", \"major\": 1, \"minor\": "
+                          "11, \"uid\": 7, \"gid\": 9}]",
+                          NULL, maps, "stat -c %u:%g /dev/k", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "7:9\n");
+    rc = run_in_linux("container",
+                      "[{\"path\": \"/dev/k\", \"type\": \"c\", \"major\": 1, \"minor\": 11, "
+                      "\"uid\": 70000, \"gid\": 9}]",
+                      NULL, maps, "true", out, sizeof(out));
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(err_text, "device `/dev/k` belongs to 70000:9, which the container's "
+                               "uid/gid mappings leave out") != NULL,
+              "%s", err_text);
+}
+
+/* The default nodes belong to the container's root, as under runc (dev.bats
+ * `redundant default /dev/tty`), at both tiers. */
+Test(oci_compat_devices, default_nodes_owned_by_the_containers_root)
+{
+    char out[4096];
+    int rc = run_with_devices("container",
+                              "[{\"path\": \"/dev/tty\", \"type\": \"c\", \"major\": 5, "
+                              "\"minor\": 0}]",
+                              "stat -L -c %a-%u:%g-%t:%T /dev/tty /dev/null /dev/ptmx", out,
+                              sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "666-0:0-5:0\n666-0:0-1:3\n666-0:0-5:2\n");
+}
+
+/* The device cgroup refuses with EPERM what its rules deny, also a node the
+ * container owns (dev.bats `device cgroup deny`), and allows what a rule
+ * allows (`allow rw char device`: the write half; reading /dev/kmsg also
+ * needs CAP_SYSLOG of the host where kernel.dmesg_restrict is 1). */
+Test(oci_compat_devices, device_cgroup_denies_with_eperm_and_allows_by_rule)
+{
+    char out[4096];
+    int rc = run_with_rules("container", "[" KMSG "]", "[" DENY_ALL "]",
+                            "echo bulkhead-dev-e2e > /dev/kmsg || echo refused", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "Operation not permitted") != NULL && strstr(out, "refused") != NULL,
+              "%s", out);
+    /* No rules at all: default deny too (runc's), and the standard nodes. */
+    rc = run_with_rules("container", "[" KMSG "]", NULL,
+                        "echo x > /dev/null && echo null-ok; echo bulkhead-dev-e2e > /dev/kmsg "
+                        "|| echo refused",
+                        out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "null-ok") != NULL && strstr(out, "Operation not permitted") != NULL,
+              "%s", out);
+    rc = run_with_rules("container", "[" KMSG "]",
+                        "[" DENY_ALL ", {\"allow\": true, \"type\": \"c\", \"major\": 1, "
+                        "\"minor\": 11, \"access\": \"rw\"}]",
+                        "echo bulkhead-dev-e2e > /dev/kmsg && echo written", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect_str_eq(out, "written\n");
+}
+
+/* A block device allowed rwm is readable (dev.bats `allow rm block
+ * device`, its read half); the same node without the rule is refused. */
+Test(oci_compat_devices, block_device_read_only_when_a_rule_allows_it)
+{
+    /* Any block device the host's kernel has (as dev.bats takes lsblk's
+     * first): the node is made by number, the host's need not exist. */
+    unsigned maj = 0, min = 0;
+    DIR *d = opendir("/sys/dev/block");
+    cr_assert_not_null(d, "the host lists no block devices (/sys/dev/block)");
+    struct dirent *de;
+    bool found = false;
+    while (!found && (de = readdir(d)) != NULL)
+        found = sscanf(de->d_name, "%u:%u", &maj, &min) == 2;
+    closedir(d);
+    cr_assert(found, "the host has no block device");
+    char devs[256], rules[256], out[4096];
+    snprintf(devs, sizeof(devs),
+             "[{\"path\": \"/dev/blk\", \"type\": \"b\", \"major\": %u, \"minor\": %u}]", maj, min);
+    snprintf(rules, sizeof(rules),
+             "[" DENY_ALL ", {\"allow\": true, \"type\": \"b\", \"major\": %u, \"minor\": %u, "
+             "\"access\": \"rwm\"}]",
+             maj, min);
+    int rc = run_with_rules("container", devs, rules,
+                            "test -b /dev/blk && head -c 512 /dev/blk > /dev/null && echo read",
+                            out, sizeof(out));
+    cr_expect_eq(rc, 0, "%u:%u: %s %s", maj, min, out, err_text);
+    cr_expect_str_eq(out, "read\n");
+    rc = run_with_rules("container", devs, "[" DENY_ALL "]",
+                        "head -c 512 /dev/blk > /dev/null || echo refused", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "Operation not permitted") != NULL && strstr(out, "refused") != NULL,
+              "%s", out);
 }
 
 /* The kernel tier refuses a host device by name and reason, and accepts
@@ -1240,22 +1388,24 @@ Test(oci_compat_devices, kernel_tier_refuses_host_devices_by_name)
 {
     h_require_kernel_tier();
     char out[4096];
-    int rc = run_with_devices("kernel",
-                              "[{\"path\": \"/dev/kmsg\", \"type\": \"c\", \"major\": 1, "
-                              "\"minor\": 11}]",
-                              "true", out, sizeof(out));
+    int rc = run_with_devices("kernel", "[" KMSG "]", "true", out, sizeof(out));
     cr_expect_neq(rc, 0);
     cr_expect(strstr(err_text, "device `/dev/kmsg` (c 1:11) is refused at the kernel tier") != NULL,
               "%s", err_text);
+    rc = run_with_devices("kernel", "[{\"path\": \"/dev/f\", \"type\": \"p\"}]", "true", out,
+                          sizeof(out));
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(err_text, "fifo `/dev/f` is refused at the kernel tier") != NULL, "%s",
+              err_text);
     rc = run_with_devices("kernel",
                           "[{\"path\": \"/dev/tty\", \"type\": \"c\", \"major\": 5, \"minor\": "
                           "0}, {\"path\": \"/dev/ptmx\", \"type\": \"c\", \"major\": 5, "
                           "\"minor\": 2}, {\"path\": \"/dev/null\", \"type\": \"c\", \"major\": "
                           "1, \"minor\": 3}]",
-                          "test -c /dev/null && test -e /dev/ptmx && echo own-nodes", out,
+                          "test -c /dev/null && test -e /dev/ptmx && stat -c %u:%g /dev/null", out,
                           sizeof(out));
     cr_expect_eq(rc, 0, "%s %s", out, err_text);
-    cr_expect_str_eq(out, "own-nodes\n");
+    cr_expect_str_eq(out, "0:0\n");
 }
 
 Test(oci_compat_devices, refusals_name_the_device)
@@ -1268,17 +1418,12 @@ Test(oci_compat_devices, refusals_name_the_device)
                   0);
     cr_expect(strstr(err_text, "`/dev/null` is listed as c 1:11") != NULL, "%s", err_text);
     cr_expect_neq(run_with_devices("container",
-                                   "[{\"path\": \"/dev/nothing\", \"type\": \"c\", \"major\": "
-                                   "4095, \"minor\": 1048575}]",
+                                   "[{\"path\": \"/dev/k\", \"type\": \"c\", \"major\": 1, "
+                                   "\"minor\": 11, \"uid\": -1}]",
                                    "true", out, sizeof(out)),
                   0);
-    cr_expect(strstr(err_text, "`/dev/nothing` (c 4095:1048575): the host has no such node") !=
-                  NULL,
-              "%s", err_text);
-    cr_expect_neq(run_with_devices("container", "[{\"path\": \"/dev/fifo\", \"type\": \"p\"}]",
-                                   "true", out, sizeof(out)),
-                  0);
-    cr_expect(strstr(err_text, "`/dev/fifo` of type `p`") != NULL, "%s", err_text);
+    cr_expect(strstr(err_text, "device `/dev/k`: `fileMode`, `uid` and `gid`") != NULL, "%s",
+              err_text);
 }
 
 /* ---- resources and hooks ------------------------------------------------------ */

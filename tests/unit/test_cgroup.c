@@ -369,15 +369,15 @@ Test(cgroup_fake, device_rules_as_v1_lines)
 }
 
 /* Each rule in order on devices.deny or devices.allow (the fake tree keeps
- * every write, as the kernel keeps every exception). */
+ * every write, as the kernel keeps every exception), after an `a` on
+ * devices.deny that the rules need not give: default deny, as runc. */
 Test(cgroup_fake, v1_device_rules_written_in_order)
 {
     fake_v1(true);
     mkdirs("%s/%s", "devices");
-    struct bh_limits l = {.n_device_rules = 3};
-    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
-    l.device_rules[1] = (struct bh_device_rule){true, 'c', 1, 11, "r"};
-    l.device_rules[2] = (struct bh_device_rule){false, 'c', 1, 11, "w"};
+    struct bh_limits l = {.n_device_rules = 2};
+    l.device_rules[0] = (struct bh_device_rule){true, 'c', 1, 11, "r"};
+    l.device_rules[1] = (struct bh_device_rule){false, 'c', 1, 11, "w"};
     struct bh_error err = {0};
     cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), 0, "%s", err.msg);
     const char *d = bh_cgroup_dir(live_cg, "devices");
@@ -825,4 +825,239 @@ Test(cgroup_fake, open_keeps_only_hierarchies_the_cgroup_is_in)
     cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
     live_cg = NULL;
     cr_assert(!exists(mem));
+}
+
+/* ---- the v2 device program (cgroup-devices.c) ---------------------------- */
+
+TestSuite(cgroup_devices);
+
+#include <linux/bpf.h>
+
+/* Runs the program on one access as the kernel would: only the
+ * instructions the generator emits are known; any other fails the test. */
+static int run_device_program(const struct bpf_insn *p, ssize_t len, char type, unsigned access,
+                              uint32_t major, uint32_t minor)
+{
+    uint32_t ctx[3] = {(access << 16) | (type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK),
+                       major, minor};
+    uint64_t r[11] = {0};
+    for (ssize_t pc = 0; pc < len; pc++) {
+        const struct bpf_insn *i = &p[pc];
+        uint64_t imm = (uint64_t)(int64_t)i->imm;
+        switch (i->code) {
+        case BPF_LDX | BPF_MEM | BPF_W:
+            cr_assert_eq(i->src_reg, BPF_REG_1);
+            cr_assert(i->off >= 0 && i->off <= 8 && i->off % 4 == 0, "load at %d", i->off);
+            r[i->dst_reg] = ctx[i->off / 4];
+            break;
+        case BPF_ALU64 | BPF_MOV | BPF_X:
+            r[i->dst_reg] = r[i->src_reg];
+            break;
+        case BPF_ALU64 | BPF_MOV | BPF_K:
+            r[i->dst_reg] = imm;
+            break;
+        case BPF_ALU64 | BPF_AND | BPF_K:
+            r[i->dst_reg] &= imm;
+            break;
+        case BPF_ALU64 | BPF_RSH | BPF_K:
+            r[i->dst_reg] >>= i->imm;
+            break;
+        case BPF_JMP | BPF_JNE | BPF_K:
+            if (r[i->dst_reg] != imm)
+                pc += i->off;
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_K:
+            if (r[i->dst_reg] == imm)
+                pc += i->off;
+            break;
+        case BPF_JMP | BPF_EXIT:
+            cr_assert(r[0] == 0 || r[0] == 1, "returns %llu", (unsigned long long)r[0]);
+            return (int)r[0];
+        default:
+            cr_assert_fail("instruction %zd: unexpected code %#x", pc, i->code);
+        }
+    }
+    cr_assert_fail("the program runs off its end");
+    return -1;
+}
+
+#define R BPF_DEVCG_ACC_READ
+#define W BPF_DEVCG_ACC_WRITE
+#define M BPF_DEVCG_ACC_MKNOD
+
+/* The decisions of runc's dev.bats lists: default deny, last match wins, an
+ * allow needs every access asked, a deny takes any of them. */
+Test(cgroup_devices, program_decides_as_the_rule_list_reads)
+{
+    struct bh_device_rule rules[] = {
+        {false, 'a', -1, -1, "rwm"}, /* runc's spec default */
+        {true, 'c', 1, 11, "rw"},    /* kmsg, read and write */
+        {true, 'b', 7, -1, "rwm"},   /* every loop device */
+        {false, 'b', 7, 3, "w"},     /* but loop3 not written */
+        {true, 'c', -1, -1, "m"},    /* mknod of any char device */
+        {true, 'c', 1, 3, "rwm"},    /* null */
+    };
+    size_t n = sizeof(rules) / sizeof(rules[0]);
+    struct bpf_insn prog[256];
+    ssize_t len = bh_cgroup_device_program(rules, n, prog, 256);
+    cr_assert_gt(len, 0);
+    cr_assert_leq((size_t)len, bh_cgroup_device_program_max(n));
+    cr_expect_eq(run_device_program(prog, len, 'c', R, 1, 11), 1);
+    cr_expect_eq(run_device_program(prog, len, 'c', R | W, 1, 11), 1);
+    cr_expect_eq(run_device_program(prog, len, 'c', M, 1, 11), 1, "the char mknod rule");
+    cr_expect_eq(run_device_program(prog, len, 'c', R, 1, 12), 0, "default deny");
+    cr_expect_eq(run_device_program(prog, len, 'b', R, 1, 11), 0, "type matters");
+    cr_expect_eq(run_device_program(prog, len, 'b', R | W, 7, 0), 1);
+    cr_expect_eq(run_device_program(prog, len, 'b', M, 7, 9), 1);
+    cr_expect_eq(run_device_program(prog, len, 'b', R, 7, 3), 1, "deny w leaves r");
+    cr_expect_eq(run_device_program(prog, len, 'b', R | W, 7, 3), 0, "deny w takes rw");
+    cr_expect_eq(run_device_program(prog, len, 'b', M, 8, 0), 0);
+    cr_expect_eq(run_device_program(prog, len, 'c', R | W | M, 1, 3), 1);
+
+    /* No rules at all: everything denied. */
+    len = bh_cgroup_device_program(NULL, 0, prog, 256);
+    cr_assert_gt(len, 0);
+    cr_expect_eq(run_device_program(prog, len, 'c', R, 1, 3), 0);
+    /* A later allow-all undoes an earlier deny. */
+    struct bh_device_rule all[] = {{false, 'c', 1, 3, "rwm"}, {true, 'a', -1, -1, "rwm"}};
+    len = bh_cgroup_device_program(all, 2, prog, 256);
+    cr_expect_eq(run_device_program(prog, len, 'c', R, 1, 3), 1);
+}
+
+Test(cgroup_devices, malformed_rules_and_short_buffers_are_refused)
+{
+    struct bpf_insn prog[64];
+    struct bh_device_rule bad_access = {true, 'c', 1, 3, "rx"};
+    cr_expect_eq(bh_cgroup_device_program(&bad_access, 1, prog, 64), -1);
+    struct bh_device_rule bad_type = {true, 'p', 1, 3, "r"};
+    cr_expect_eq(bh_cgroup_device_program(&bad_type, 1, prog, 64), -1);
+    struct bh_device_rule no_access = {true, 'c', 1, 3, ""};
+    cr_expect_eq(bh_cgroup_device_program(&no_access, 1, prog, 64), -1);
+    struct bh_device_rule ok = {true, 'c', 1, 3, "r"};
+    cr_expect_eq(bh_cgroup_device_program(&ok, 1, prog, 4), -1);
+    struct bh_error err = {0};
+    cr_expect_eq(bh_cgroup_device_program_load(&bad_access, 1, &err), -1);
+    cr_expect_eq(err.code, EINVAL, "%s", err.msg);
+}
+
+/* The kernel's verifier takes the largest program the OCI front end makes. */
+Test(cgroup_devices, kernel_loads_the_largest_program)
+{
+    cr_assert_eq(geteuid(), 0, "loading a BPF program needs root");
+    struct bh_device_rule rules[BH_MAX_DEVICE_RULES];
+    for (size_t i = 0; i < BH_MAX_DEVICE_RULES; i++)
+        rules[i] = (struct bh_device_rule){i % 2 == 0, i % 3 == 0 ? 'b' : 'c', (int32_t)i,
+                                           (int32_t)(i * 7), "rw"};
+    struct bh_error err = {0};
+    int fd = bh_cgroup_device_program_load(rules, BH_MAX_DEVICE_RULES, &err);
+    cr_assert_geq(fd, 0, "%s", err.msg);
+    close(fd);
+}
+
+/* Where this host has a cgroup v2 hierarchy (hybrid: the controller-less
+ * one; v2: the root). */
+static const char *cgroup2_root(void)
+{
+    enum bh_cgroup_layout l = bh_cgroup_detect();
+    if (l == BH_CGROUP_V2)
+        return "/sys/fs/cgroup";
+    if (l == BH_CGROUP_HYBRID && exists("/sys/fs/cgroup/unified/cgroup.procs"))
+        return "/sys/fs/cgroup/unified";
+    cr_assert_fail("no cgroup v2 hierarchy on this host (layout %s)", bh_cgroup_layout_name(l));
+    return NULL;
+}
+
+/* A child already in cg when it returns 0 (the parent moves it in while it
+ * waits); the parent gets its pid. */
+static pid_t fork_into(struct bh_cgroup *cg)
+{
+    int go[2];
+    cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    char c = 'x';
+    if (pid == 0) {
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(100);
+        close(go[0]);
+        return 0;
+    }
+    close(go[0]);
+    struct bh_error err = {0};
+    int rc = bh_cgroup_attach(cg, pid, &err);
+    if (rc == 0)
+        cr_assert_eq(write(go[1], &c, 1), 1);
+    close(go[1]);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    return pid;
+}
+
+/* The program for real: a process in the cgroup opens what the rules allow
+ * and gets EPERM for the rest (not EACCES: the nodes are 0666). */
+Test(cgroup_hybrid, v2_device_program_enforced_on_a_real_cgroup)
+{
+    cr_assert_eq(geteuid(), 0, "needs root to create cgroups and load BPF programs");
+    setenv("BULKHEAD_CGROUP_ROOT", cgroup2_root(), 1);
+    struct bh_limits l = {.n_device_rules = 3};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    l.device_rules[1] = (struct bh_device_rule){true, 'c', 1, 3, "rw"};
+    l.device_rules[2] = (struct bh_device_rule){true, 'c', 1, 5, "r"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create(real_path(), &l, &live_cg, &err), 0, "%s", err.msg);
+    live_child = fork_into(live_cg);
+    if (live_child == 0) {
+        int bits = 0, fd;
+        if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0)
+            bits |= 1, close(fd);
+        if ((fd = open("/dev/zero", O_RDONLY | O_CLOEXEC)) >= 0)
+            bits |= 2, close(fd);
+        if ((fd = open("/dev/zero", O_WRONLY | O_CLOEXEC)) < 0 && errno == EPERM)
+            bits |= 4;
+        if ((fd = open("/dev/full", O_RDONLY | O_CLOEXEC)) < 0 && errno == EPERM)
+            bits |= 8;
+        _exit(bits);
+    }
+    int status;
+    cr_assert_eq(waitpid(live_child, &status, 0), live_child);
+    live_child = -1;
+    cr_assert(WIFEXITED(status), "status %#x", status);
+    cr_expect_eq(WEXITSTATUS(status), 15, "null rw %d, zero r %d, zero w EPERM %d, full EPERM %d",
+                 WEXITSTATUS(status) & 1, !!(WEXITSTATUS(status) & 2), !!(WEXITSTATUS(status) & 4),
+                 !!(WEXITSTATUS(status) & 8));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+/* A fake v2 tree is no cgroup: the program cannot be attached, and the
+ * create fails instead of running without the rules. */
+Test(cgroup_fake, v2_device_rules_fail_closed_where_no_program_attaches)
+{
+    fake_v2("memory pids");
+    struct bh_limits l = {.n_device_rules = 1};
+    l.device_rules[0] = (struct bh_device_rule){false, 'a', -1, -1, "rwm"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), -1);
+    cr_assert(strstr(err.msg, "device rules refused") != NULL, "%s", err.msg);
+}
+
+/* Hybrid: the rules go to the v1 devices hierarchy, as on v1 (the unified
+ * mount holds no controller); no program is needed there. */
+Test(cgroup_fake, hybrid_device_rules_on_the_v1_devices_files)
+{
+    fake_v1(true);
+    mkdirs("%s/%s", "devices");
+    mkdirs("%s/%s", "unified");
+    cr_assert_eq(bh_cgroup_detect(), BH_CGROUP_HYBRID);
+    struct bh_limits l = {.n_device_rules = 2};
+    l.device_rules[0] = (struct bh_device_rule){true, 'c', 1, 11, "rw"};
+    l.device_rules[1] = (struct bh_device_rule){true, 'b', 7, -1, "rwm"};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/dev", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, "devices");
+    cr_assert_not_null(d);
+    cr_expect_str_eq(get(d, "devices.deny"), "a");
+    cr_expect_str_eq(get(d, "devices.allow"), "c 1:11 rw\nb 7:* rwm");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
 }
