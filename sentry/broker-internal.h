@@ -94,6 +94,7 @@ struct bh_broker {
     struct bh_guest *cache[256];
 
     atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
+    atomic_ulong n_id_checks;
 };
 
 /* One notification being answered. */
@@ -103,9 +104,12 @@ struct bh_req {
     struct seccomp_notif *n;
     struct bh_guest *g;
     const char *name; /* syscall name for the debug log */
-    /* CLOCK_MONOTONIC ns before this call's first successful NOTIF_ID_VALID
-     * (0: none yet): a write to the guest's memory within the alive window
-     * of it needs no second check. */
+    /* CLOCK_MONOTONIC ns before the NOTIF_RECV that returned this call
+     * (0: unknown): the caller was alive at an instant after it. */
+    uint64_t recv_ns;
+    /* CLOCK_MONOTONIC ns of this call's first proof of life (0: none yet):
+     * a write to the guest's memory within the alive window of it needs no
+     * second check. */
     uint64_t valid_ns;
 };
 

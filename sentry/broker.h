@@ -58,11 +58,15 @@ struct bh_broker_stats {
     unsigned long unknown;     /* notified syscalls the broker does not handle (ENOSYS) */
     unsigned long dead;        /* the caller was gone before the answer */
     unsigned long interrupted; /* blocked calls interrupted: guest gone or beyond its share */
-    /* Proofs that a caller's tid is still its own beyond the one
-     * NOTIF_ID_VALID per call: pidfd polls of a cached guest thread and
-     * repeated checks before a write, made once the last proof is older
-     * than the alive window (broker.c). */
+    /* Proofs that a caller's tid is still its own beyond the call's first
+     * (its NOTIF_RECV, or a NOTIF_ID_VALID): pidfd polls of a cached guest
+     * thread and repeated checks before a write, made once the last proof
+     * is older than the alive window (broker.c). */
     unsigned long rechecked;
+    /* SECCOMP_IOCTL_NOTIF_ID_VALID made before acting: only for calls
+     * received longer than the alive window ago (within it, NOTIF_RECV
+     * itself proved the caller alive; broker.c, bh_req_valid). */
+    unsigned long id_checks;
 };
 
 struct bh_broker;

@@ -1175,6 +1175,62 @@ Test(broker, a_caller_seen_long_ago_is_checked_again)
     cr_expect_eq(st.handled, 6, "handled %lu", st.handled);
     cr_expect_geq(st.rechecked, 5, "only %lu of the 5 later calls were checked again",
                   st.rechecked);
+    /* Each later call waited 3 ms to be received, longer than the window:
+     * NOTIF_RECV proves nothing fresh enough, so NOTIF_ID_VALID does. */
+    cr_expect_geq(st.id_checks, 5, "only %lu of the 5 later calls made a NOTIF_ID_VALID",
+                  st.id_checks);
+}
+
+static void g_stats(void *arg)
+{
+    int n = *(int *)arg;
+    struct stat st;
+    for (int i = 0; i < n; i++)
+        GCHECK(stat("/inside.txt", &st) == 0 && st.st_size == 6);
+}
+
+/* Runs n stats of a guest against a broker whose alive window is window_ns
+ * (set before its threads start) and returns its counters. */
+static struct bh_broker_stats stats_with_window(uint64_t window_ns, int n)
+{
+    static const int calls[] = {SCMP_SYS(stat), SCMP_SYS(newfstatat)};
+    struct guest_opts o = {calls, 2, false};
+    struct guest g = spawn_guest(&o, g_stats, &n);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
+    b->alive_window_ns = window_ns;
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g);
+    /* The last answer reaches the guest before the receiver counts it. */
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    for (int i = 0; i < 500 && st.handled < (unsigned long)n; i++) {
+        usleep(2000);
+        bh_broker_get_stats(b, &st);
+    }
+    bh_broker_free(b);
+    cr_assert_eq(st.handled, (unsigned long)n, "handled %lu of %d", st.handled, n);
+    return st;
+}
+
+/* NOTIF_RECV hands out a call only while its task waits, so it proves the
+ * caller alive: within the alive window of it (here a minute, so however
+ * slow the machine) no call needs a NOTIF_ID_VALID before acting. */
+Test(broker, a_call_received_within_the_alive_window_makes_no_id_check)
+{
+    struct bh_broker_stats st = stats_with_window(60ull * 1000 * 1000 * 1000, 20);
+    cr_expect_eq(st.id_checks, 0, "%lu NOTIF_ID_VALID for 20 fresh calls", st.id_checks);
+    cr_expect_eq(st.rechecked, 0, "%lu rechecks for 20 fresh calls", st.rechecked);
+}
+
+/* No window (pid_max unknown): every call proves its caller with the ioctl. */
+Test(broker, without_an_alive_window_every_call_makes_its_id_check)
+{
+    struct bh_broker_stats st = stats_with_window(0, 20);
+    cr_expect_geq(st.id_checks, 20, "only %lu NOTIF_ID_VALID for 20 calls", st.id_checks);
 }
 
 enum bench_ids { IDS_READ_PER_CALL, IDS_NOTIFIED, IDS_FROZEN };
