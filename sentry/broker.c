@@ -27,6 +27,9 @@
  *   decides anything; the broker only forgets the thread's cached ids):
  *     setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid
  *     setgroups
+ *   the file creation mask, answered CONTINUE (the broker only marks the
+ *   umasks it caches stale):
+ *     umask
  *
  * Not answerable, so the policy must keep them direct: chdir and fchdir (the
  * broker cannot change another process's cwd; the kernel resolves the path
@@ -112,6 +115,7 @@
 #endif
 
 static long sys_set_ids(struct bh_req *r);
+static long sys_umask(struct bh_req *r);
 
 struct handler {
     bh_handler_fn fn;
@@ -121,6 +125,7 @@ struct handler {
 #define FILE_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES},
 #define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS},
 #define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS},
+#define UMASK_H(name) [SYS_##name] = {sys_umask, #name, BH_BROKER_UMASK},
 /* clang-format off */
 static const struct handler handlers[512] = {
 #ifdef SYS_open
@@ -129,11 +134,13 @@ static const struct handler handlers[512] = {
     BH_BROKER_FILE_SYSCALLS(FILE_H)
     BH_BROKER_NET_SYSCALLS(NET_H)
     BH_BROKER_ID_SYSCALLS(ID_H)
+    BH_BROKER_UMASK_SYSCALLS(UMASK_H)
 };
 /* clang-format on */
 #undef FILE_H
 #undef NET_H
 #undef ID_H
+#undef UMASK_H
 
 bool bh_broker_handles(long nr)
 {
@@ -358,6 +365,17 @@ static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
     pthread_mutex_unlock(&b->cache_lock);
 }
 
+/* A thread runs one syscall at a time: a call of a thread whose umask call
+ * was answered CONTINUE comes after the kernel applied it, and a thread
+ * that exited applies nothing any more. */
+static void settle_umask(struct bh_broker *b, struct bh_guest *g)
+{
+    if (g == NULL || !atomic_exchange(&g->umask_pending, false))
+        return;
+    atomic_fetch_add(&b->umask_gen, 1);
+    atomic_fetch_sub(&b->umask_unsettled, 1);
+}
+
 /* The entry of the notifying thread, its ids current. NULL: thread gone.
  * Cost when cached: one pread of its status (fresh ids and proof of life),
  * or, when its ids cannot change (ids_frozen) or every change is notified
@@ -400,6 +418,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
         if (alive)
             return g;
         /* A dead task's entry; the tid may belong to a new one now. */
+        settle_umask(b, g);
         guest_forget(b, slot, g);
         guest_put(g);
     }
@@ -408,6 +427,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     if (g == NULL)
         return NULL;
     atomic_init(&g->refs, 1);
+    atomic_init(&g->umask_pending, false);
     g->tid = tid;
     g->status_fd = -1;
     g->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
@@ -424,6 +444,10 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     struct bh_guest *old = b->cache[slot];
     b->cache[slot] = g;
     pthread_mutex_unlock(&b->cache_lock);
+    /* Another thread's entry, dropped for this one: its unsettled umask
+     * call is settled only if it exited (see bh_req_umask). */
+    if (old != NULL && atomic_load(&old->umask_pending) && !pidfd_alive(old->pidfd))
+        settle_umask(b, old);
     guest_put(old);
     return g;
 }
@@ -474,11 +498,45 @@ int bh_req_become_guest(struct bh_req *r, bool real_ids)
     return 0;
 }
 
+/* umask(2): the kernel applies it; the broker marks every cached umask
+ * stale first (unsettled before the generation, so that a creating call
+ * that sees the new generation also sees the call unsettled and caches
+ * nothing), and keeps them uncacheable until this thread's next call
+ * proves the change made (settle_umask). */
+static long sys_umask(struct bh_req *r)
+{
+    struct bh_broker *b = r->b;
+    if (!atomic_exchange(&r->g->umask_pending, true))
+        atomic_fetch_add(&b->umask_unsettled, 1);
+    atomic_fetch_add(&b->umask_gen, 1);
+    return BH_CONTINUE;
+}
+
+/* The guest's umask: cached per thread when every umask call reaches the
+ * broker (config.umask_notified) and none is unsettled, read from
+ * /proc/TID/status otherwise. A thread whose entry is dropped while its
+ * umask call is unsettled (its slot taken by another thread) leaves it
+ * unsettled for good: every later creating call then reads the umask, as
+ * without the cache. */
 int bh_req_umask(struct bh_req *r, mode_t *mask)
 {
+    struct bh_broker *b = r->b;
+    struct bh_guest *g = r->g;
+    uint64_t gen = atomic_load(&b->umask_gen);
+    bool cacheable = b->cfg.umask_notified && atomic_load(&b->umask_unsettled) == 0;
+    if (cacheable && g->umask_valid && g->umask_gen == gen) {
+        *mask = g->umask;
+        return 0;
+    }
     struct bh_guest tmp = {0};
     *mask = 022;
-    return read_status(r->g->status_fd, &tmp, mask) < 0 ? -ESRCH : 0;
+    atomic_fetch_add(&b->n_umask_reads, 1);
+    if (read_status(g->status_fd, &tmp, mask) < 0)
+        return -ESRCH;
+    g->umask_valid = cacheable;
+    g->umask = *mask;
+    g->umask_gen = gen;
+    return 0;
 }
 
 int bh_req_getfd(struct bh_req *r, int guest_fd)
@@ -575,6 +633,7 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
         reply(&r, -ESRCH);
         return;
     }
+    settle_umask(b, r.g);
     if (self_worker != NULL)
         set_req_tgid(self_worker, r.g->tgid);
     long ret = handlers[nr].fn(&r);
@@ -1251,6 +1310,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->interrupted = atomic_load(&b->n_interrupted);
     out->rechecked = atomic_load(&b->n_rechecked);
     out->id_checks = atomic_load(&b->n_id_checks);
+    out->umask_reads = atomic_load(&b->n_umask_reads);
 }
 
 void bh_broker_free(struct bh_broker *b)

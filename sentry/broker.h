@@ -39,6 +39,11 @@ struct bh_broker_config {
      * them (no capabilities, real = effective = saved = fs ids,
      * no_new_privs), which is every guest of the kernel tier. */
     bool ids_notified;
+    /* The guest policy notifies umask: the broker then caches each
+     * thread's umask (read from /proc/TID/status for creating calls)
+     * until any guest calls umask. Without it, every creating call reads
+     * it afresh. */
+    bool umask_notified;
     /* Upper bound of guest calls blocked in the broker at once, e.g. FIFO
      * opens waiting for a partner (0: 64). Each guest process may hold a
      * quarter of them (at least one); a call beyond its share is interrupted
@@ -67,6 +72,9 @@ struct bh_broker_stats {
      * received longer than the alive window ago (within it, NOTIF_RECV
      * itself proved the caller alive; broker.c, bh_req_valid). */
     unsigned long id_checks;
+    /* Reads of a guest thread's umask from /proc/TID/status (creating
+     * calls whose thread has no valid cached umask). */
+    unsigned long umask_reads;
 };
 
 struct bh_broker;

@@ -1233,6 +1233,85 @@ Test(broker, without_an_alive_window_every_call_makes_its_id_check)
     cr_expect_geq(st.id_checks, 20, "only %lu NOTIF_ID_VALID for 20 calls", st.id_checks);
 }
 
+/* ---- the umask cache ---- */
+
+static void *t_umask_077(void *arg)
+{
+    (void)arg;
+    umask(077);
+    return NULL;
+}
+
+static void g_umasks(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    char p[64];
+    umask(022);
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof(p), "/um-a%d", i);
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        GCHECK(fd >= 0);
+        close(fd);
+        GCHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0644);
+    }
+    umask(027);
+    int fd = open("/um-b", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(stat("/um-b", &st) == 0 && (st.st_mode & 0777) == 0640);
+    /* Another thread changes the umask this one shares (one fs_struct);
+     * that thread makes no call afterwards. */
+    pthread_t t;
+    GCHECK(pthread_create(&t, NULL, t_umask_077, NULL) == 0);
+    GCHECK(pthread_join(t, NULL) == 0);
+    fd = open("/um-c", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(stat("/um-c", &st) == 0 && (st.st_mode & 0777) == 0600);
+    GCHECK(mkdir("/um-d", 0777) == 0);
+    GCHECK(stat("/um-d", &st) == 0 && (st.st_mode & 0777) == 0700);
+}
+
+/* 8 creating calls under three umasks; the umask reads they needed. */
+static unsigned long umask_reads(bool notified)
+{
+    static const int calls[] = {SCMP_SYS(openat),  SCMP_SYS(open),       SCMP_SYS(mkdir),
+                                SCMP_SYS(mkdirat), SCMP_SYS(newfstatat), SCMP_SYS(stat),
+                                SCMP_SYS(umask)};
+    struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
+    struct guest g = spawn_guest(&o, g_umasks, NULL);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1, .umask_notified = notified};
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g);
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    bh_broker_free(b);
+    cr_expect_eq(st.continued, 3, "%lu umask calls answered CONTINUE, expected 3", st.continued);
+    return st.umask_reads;
+}
+
+/* With umask notified, a thread's umask is read once per change: after
+ * umask(022) once for five files, after umask(027) once, and while another
+ * thread's umask(077) is unsettled (that thread made no call since) on
+ * every creating call, each time right. */
+Test(broker, a_threads_umask_is_read_once_per_change)
+{
+    unsigned long n = umask_reads(true);
+    cr_expect_eq(n, 4, "%lu umask reads for 8 creating calls, expected 4", n);
+}
+
+/* A policy that lets umask run directly: every creating call reads it. */
+Test(broker, without_umask_notified_every_creating_call_reads_the_umask)
+{
+    unsigned long n = umask_reads(false);
+    cr_expect_eq(n, 8, "%lu umask reads for 8 creating calls", n);
+}
+
 enum bench_ids { IDS_READ_PER_CALL, IDS_NOTIFIED, IDS_FROZEN };
 
 static void bench(enum bench_ids mode)
