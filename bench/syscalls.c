@@ -137,9 +137,13 @@ static int op_notified(void)
 }
 
 /* In a child (the filter stays on one thread of a process that then ends):
- * the filtered thread's notified getppid, answered by a receiver thread
- * blocked in NOTIF_RECV. Writes the ns per round trip to out. */
-static void roundtrip_child(bool sync, double budget_ns, int out)
+ * the filtered thread's notified getppid, answered by a receiver blocked in
+ * NOTIF_RECV: a thread of the same process, or (xproc) another process, as
+ * the sentry answers its guests, so that each hand-over also switches
+ * address spaces. That receiver is forked after the filter (it inherits the
+ * listener; it never makes the notified call). Writes the ns per round trip
+ * to out. */
+static void roundtrip_child(bool sync, bool xproc, double budget_ns, int out)
 {
     double ns = -1;
     struct sock_filter f[] = {
@@ -152,43 +156,13 @@ static void roundtrip_child(bool sync, double budget_ns, int out)
     };
     struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
     pthread_t t;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-        (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) >= 0 &&
-        (!sync ||
-         ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0) &&
-        pthread_create(&t, NULL, receiver_main, NULL) == 0) {
-        static const struct bench_op op = {"notify", op_notified};
-        ns = measure(&op, budget_ns);
-    }
-    ssize_t w = write(out, &ns, sizeof(ns));
-    (void)w;
-    _exit(0);
-}
-
-/* The same round trip answered by another process, as the sentry answers
- * its guests: each hand-over then also switches address spaces, which a
- * thread of the same process is spared. The receiver is forked after the
- * filter (it inherits the listener; it never makes the notified call). */
-static void roundtrip_xproc_child(bool sync, double budget_ns, int out)
-{
-    double ns = -1;
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)NOTIFY_MAGIC, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
     pid_t rx = -1;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
         (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                  SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) >= 0 &&
         (!sync ||
          ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0) &&
-        (rx = fork()) >= 0) {
+        (xproc ? (rx = fork()) >= 0 : pthread_create(&t, NULL, receiver_main, NULL) == 0)) {
         if (rx == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             receiver_main(NULL);
@@ -196,8 +170,10 @@ static void roundtrip_xproc_child(bool sync, double budget_ns, int out)
         }
         static const struct bench_op op = {"notify", op_notified};
         ns = measure(&op, budget_ns);
-        kill(rx, SIGKILL);
-        waitpid(rx, NULL, 0);
+        if (rx > 0) {
+            kill(rx, SIGKILL);
+            waitpid(rx, NULL, 0);
+        }
     }
     ssize_t w = write(out, &ns, sizeof(ns));
     (void)w;
@@ -211,11 +187,8 @@ static double roundtrip(bool sync, bool xproc, double budget_ns)
     if (pipe2(p, O_CLOEXEC) != 0)
         return -1;
     pid_t pid = fork();
-    if (pid == 0) {
-        if (xproc)
-            roundtrip_xproc_child(sync, budget_ns, p[1]);
-        roundtrip_child(sync, budget_ns, p[1]);
-    }
+    if (pid == 0)
+        roundtrip_child(sync, xproc, budget_ns, p[1]);
     close(p[1]);
     if (pid > 0) {
         if (read(p[0], &ns, sizeof(ns)) != (ssize_t)sizeof(ns))

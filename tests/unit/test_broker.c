@@ -1189,29 +1189,41 @@ static void g_stats(void *arg)
         GCHECK(stat("/inside.txt", &st) == 0 && st.st_size == 6);
 }
 
+/* Serves guest g with a broker made from cfg (its alive window replaced
+ * by *window_ns before its threads start, unless NULL) until g ends, and
+ * until the broker counted at least want_handled answers: the last one
+ * reaches the guest before the receiver counts it. Its counters. */
+static struct bh_broker_stats serve_guest(const struct bh_broker_config *cfg,
+                                          const uint64_t *window_ns, struct guest *g,
+                                          unsigned long want_handled)
+{
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(cfg, &b, &err), 0, "%s", err.msg);
+    if (window_ns != NULL)
+        b->alive_window_ns = *window_ns;
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, g->listener, &err), 0, "%s", err.msg);
+    finish_guest(g);
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    for (int i = 0; i < 500 && st.handled < want_handled; i++) {
+        usleep(2000);
+        bh_broker_get_stats(b, &st);
+    }
+    bh_broker_free(b);
+    return st;
+}
+
 /* Runs n stats of a guest against a broker whose alive window is window_ns
- * (set before its threads start) and returns its counters. */
+ * and returns its counters. */
 static struct bh_broker_stats stats_with_window(uint64_t window_ns, int n)
 {
     static const int calls[] = {SCMP_SYS(stat), SCMP_SYS(newfstatat)};
     struct guest_opts o = {calls, 2, false};
     struct guest g = spawn_guest(&o, g_stats, &n);
     struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
-    struct bh_broker *b = NULL;
-    struct bh_error err = {0};
-    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
-    b->alive_window_ns = window_ns;
-    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
-    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
-    finish_guest(&g);
-    /* The last answer reaches the guest before the receiver counts it. */
-    struct bh_broker_stats st;
-    bh_broker_get_stats(b, &st);
-    for (int i = 0; i < 500 && st.handled < (unsigned long)n; i++) {
-        usleep(2000);
-        bh_broker_get_stats(b, &st);
-    }
-    bh_broker_free(b);
+    struct bh_broker_stats st = serve_guest(&cfg, &window_ns, &g, (unsigned long)n);
     cr_assert_eq(st.handled, (unsigned long)n, "handled %lu of %d", st.handled, n);
     return st;
 }
@@ -1282,15 +1294,7 @@ static unsigned long umask_reads(bool notified)
     struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
     struct guest g = spawn_guest(&o, g_umasks, NULL);
     struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1, .umask_notified = notified};
-    struct bh_broker *b = NULL;
-    struct bh_error err = {0};
-    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
-    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
-    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
-    finish_guest(&g);
-    struct bh_broker_stats st;
-    bh_broker_get_stats(b, &st);
-    bh_broker_free(b);
+    struct bh_broker_stats st = serve_guest(&cfg, NULL, &g, 0);
     cr_expect_eq(st.continued, 3, "%lu umask calls answered CONTINUE, expected 3", st.continued);
     return st.umask_reads;
 }
