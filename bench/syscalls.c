@@ -3,14 +3,16 @@
  * brokered open+close and stat, a refused syscall, and the floor of any
  * broker: a bare seccomp user-notification round trip (a thread blocked in
  * SECCOMP_IOCTL_NOTIF_RECV answers at once), with and without the
- * listener's synchronous wake-up. Static, so it runs in any rootfs. Prints
- * one JSON object: nanoseconds per operation (null: not possible there,
- * e.g. a sandbox that refuses seccomp filters of its own). */
+ * listener's synchronous wake-up, answered by a thread of the same process
+ * and by another process (as the sentry answers its guests). Static, so it runs in any rootfs.
+ * Prints one JSON object: nanoseconds per operation (null: not possible there, e.g. a sandbox that
+ * refuses seccomp filters of its own). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -135,9 +137,13 @@ static int op_notified(void)
 }
 
 /* In a child (the filter stays on one thread of a process that then ends):
- * the filtered thread's notified getppid, answered by a receiver thread
- * blocked in NOTIF_RECV. Writes the ns per round trip to out. */
-static void roundtrip_child(bool sync, double budget_ns, int out)
+ * the filtered thread's notified getppid, answered by a receiver blocked in
+ * NOTIF_RECV: a thread of the same process, or (xproc) another process, as
+ * the sentry answers its guests, so that each hand-over also switches
+ * address spaces. That receiver is forked after the filter (it inherits the
+ * listener; it never makes the notified call). Writes the ns per round trip
+ * to out. */
+static void roundtrip_child(bool sync, bool xproc, double budget_ns, int out)
 {
     double ns = -1;
     struct sock_filter f[] = {
@@ -150,21 +156,31 @@ static void roundtrip_child(bool sync, double budget_ns, int out)
     };
     struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
     pthread_t t;
+    pid_t rx = -1;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
         (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                                  SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) >= 0 &&
         (!sync ||
          ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) == 0) &&
-        pthread_create(&t, NULL, receiver_main, NULL) == 0) {
+        (xproc ? (rx = fork()) >= 0 : pthread_create(&t, NULL, receiver_main, NULL) == 0)) {
+        if (rx == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            receiver_main(NULL);
+            _exit(0);
+        }
         static const struct bench_op op = {"notify", op_notified};
         ns = measure(&op, budget_ns);
+        if (rx > 0) {
+            kill(rx, SIGKILL);
+            waitpid(rx, NULL, 0);
+        }
     }
     ssize_t w = write(out, &ns, sizeof(ns));
     (void)w;
     _exit(0);
 }
 
-static double roundtrip(bool sync, double budget_ns)
+static double roundtrip(bool sync, bool xproc, double budget_ns)
 {
     int p[2];
     double ns = -1;
@@ -172,7 +188,7 @@ static double roundtrip(bool sync, double budget_ns)
         return -1;
     pid_t pid = fork();
     if (pid == 0)
-        roundtrip_child(sync, budget_ns, p[1]);
+        roundtrip_child(sync, xproc, budget_ns, p[1]);
     close(p[1]);
     if (pid > 0) {
         if (read(p[0], &ns, sizeof(ns)) != (ssize_t)sizeof(ns))
@@ -208,9 +224,13 @@ int main(int argc, char **argv)
         else
             printf("%s\"%s\":%.1f", i ? "," : "", ops[i].name, ns);
     }
-    double rt[2] = {roundtrip(false, budget_ms * 1e6), roundtrip(true, budget_ms * 1e6)};
-    static const char *const rt_names[2] = {"notify_roundtrip", "notify_roundtrip_sync"};
-    for (int i = 0; i < 2; i++) {
+    double budget_ns = budget_ms * 1e6;
+    double rt[4] = {roundtrip(false, false, budget_ns), roundtrip(true, false, budget_ns),
+                    roundtrip(false, true, budget_ns), roundtrip(true, true, budget_ns)};
+    static const char *const rt_names[4] = {"notify_roundtrip", "notify_roundtrip_sync",
+                                            "notify_roundtrip_xproc",
+                                            "notify_roundtrip_xproc_sync"};
+    for (int i = 0; i < 4; i++) {
         if (rt[i] < 0)
             printf(",\"%s\":null", rt_names[i]);
         else

@@ -54,6 +54,14 @@ struct bh_guest {
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
     int ngroups;
     uint32_t groups[BH_BROKER_MAX_GROUPS];
+    /* The umask read from status_fd, valid while bh_broker.umask_gen is
+     * still umask_gen (broker.c, bh_req_umask). */
+    bool umask_valid;
+    mode_t umask;
+    uint64_t umask_gen;
+    /* This thread's umask call was answered CONTINUE and may not have
+     * taken effect yet: its next call settles it. */
+    atomic_bool umask_pending;
 };
 
 struct bh_broker {
@@ -94,6 +102,13 @@ struct bh_broker {
     struct bh_guest *cache[256];
 
     atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
+    atomic_ulong n_id_checks, n_umask_reads;
+    /* Bumped by every umask call of any guest (a umask is shared by every
+     * task that shares its fs_struct, across threads and CLONE_FS
+     * children) and again when it has taken effect; unsettled counts the
+     * calls answered CONTINUE whose thread has not made a call since. */
+    atomic_uint_fast64_t umask_gen;
+    atomic_long umask_unsettled;
 };
 
 /* One notification being answered. */
@@ -103,9 +118,12 @@ struct bh_req {
     struct seccomp_notif *n;
     struct bh_guest *g;
     const char *name; /* syscall name for the debug log */
-    /* CLOCK_MONOTONIC ns before this call's first successful NOTIF_ID_VALID
-     * (0: none yet): a write to the guest's memory within the alive window
-     * of it needs no second check. */
+    /* CLOCK_MONOTONIC ns before the NOTIF_RECV that returned this call
+     * (0: unknown): the caller was alive at an instant after it. */
+    uint64_t recv_ns;
+    /* CLOCK_MONOTONIC ns of this call's first proof of life (0: none yet):
+     * a write to the guest's memory within the alive window of it needs no
+     * second check. */
     uint64_t valid_ns;
 };
 
@@ -163,6 +181,8 @@ void bh_blocking_end(void);
 #define BH_BROKER_ID_SYSCALLS(X) \
     X(setuid) X(setgid) X(setreuid) X(setregid) X(setresuid) X(setresgid) \
     X(setfsuid) X(setfsgid) X(setgroups)
+/* Answered CONTINUE after marking every cached umask stale. */
+#define BH_BROKER_UMASK_SYSCALLS(X) X(umask)
 /* clang-format on */
 
 enum bh_broker_group {
@@ -170,6 +190,7 @@ enum bh_broker_group {
     BH_BROKER_FILES,
     BH_BROKER_SOCKETS,
     BH_BROKER_IDS,
+    BH_BROKER_UMASK,
 };
 
 /* Which group of the table answers native syscall nr (BH_BROKER_NONE: the

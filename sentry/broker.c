@@ -27,6 +27,9 @@
  *   decides anything; the broker only forgets the thread's cached ids):
  *     setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid
  *     setgroups
+ *   the file creation mask, answered CONTINUE (the broker only marks the
+ *   umasks it caches stale):
+ *     umask
  *
  * Not answerable, so the policy must keep them direct: chdir and fchdir (the
  * broker cannot change another process's cwd; the kernel resolves the path
@@ -112,6 +115,7 @@
 #endif
 
 static long sys_set_ids(struct bh_req *r);
+static long sys_umask(struct bh_req *r);
 
 struct handler {
     bh_handler_fn fn;
@@ -121,6 +125,7 @@ struct handler {
 #define FILE_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES},
 #define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS},
 #define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS},
+#define UMASK_H(name) [SYS_##name] = {sys_umask, #name, BH_BROKER_UMASK},
 /* clang-format off */
 static const struct handler handlers[512] = {
 #ifdef SYS_open
@@ -129,11 +134,13 @@ static const struct handler handlers[512] = {
     BH_BROKER_FILE_SYSCALLS(FILE_H)
     BH_BROKER_NET_SYSCALLS(NET_H)
     BH_BROKER_ID_SYSCALLS(ID_H)
+    BH_BROKER_UMASK_SYSCALLS(UMASK_H)
 };
 /* clang-format on */
 #undef FILE_H
 #undef NET_H
 #undef ID_H
+#undef UMASK_H
 
 bool bh_broker_handles(long nr)
 {
@@ -229,8 +236,20 @@ static void note_alive(struct bh_req *r, uint64_t t)
 
 int bh_req_valid(struct bh_req *r)
 {
-    uint64_t id = r->n->id;
+    /* NOTIF_RECV handed out this call while its task still waited (a task
+     * that dies unlinks its notification first), so the caller was alive at
+     * an instant after recv_ns. Within the alive window of that, its tid
+     * cannot have passed to another task, and everything read through the
+     * tid so far came from the caller: the same proof a NOTIF_ID_VALID now
+     * would give, without the syscall. Later (the receiver waited long for
+     * this call, or the call was slow) the ioctl proves it. */
     uint64_t t = bh_now_ns();
+    if (r->recv_ns != 0 && t - r->recv_ns < r->b->alive_window_ns) {
+        note_alive(r, r->recv_ns);
+        return 0;
+    }
+    uint64_t id = r->n->id;
+    atomic_fetch_add(&r->b->n_id_checks, 1);
     if (ioctl(r->l->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0)
         return -ESRCH;
     note_alive(r, t);
@@ -346,6 +365,17 @@ static void guest_forget(struct bh_broker *b, unsigned slot, struct bh_guest *g)
     pthread_mutex_unlock(&b->cache_lock);
 }
 
+/* A thread runs one syscall at a time: a call of a thread whose umask call
+ * was answered CONTINUE comes after the kernel applied it, and a thread
+ * that exited applies nothing any more. */
+static void settle_umask(struct bh_broker *b, struct bh_guest *g)
+{
+    if (g == NULL || !atomic_exchange(&g->umask_pending, false))
+        return;
+    atomic_fetch_add(&b->umask_gen, 1);
+    atomic_fetch_sub(&b->umask_unsettled, 1);
+}
+
 /* The entry of the notifying thread, its ids current. NULL: thread gone.
  * Cost when cached: one pread of its status (fresh ids and proof of life),
  * or, when its ids cannot change (ids_frozen) or every change is notified
@@ -388,6 +418,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
         if (alive)
             return g;
         /* A dead task's entry; the tid may belong to a new one now. */
+        settle_umask(b, g);
         guest_forget(b, slot, g);
         guest_put(g);
     }
@@ -396,6 +427,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     if (g == NULL)
         return NULL;
     atomic_init(&g->refs, 1);
+    atomic_init(&g->umask_pending, false);
     g->tid = tid;
     g->status_fd = -1;
     g->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
@@ -412,6 +444,10 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     struct bh_guest *old = b->cache[slot];
     b->cache[slot] = g;
     pthread_mutex_unlock(&b->cache_lock);
+    /* Another thread's entry, dropped for this one: its unsettled umask
+     * call is settled only if it exited (see bh_req_umask). */
+    if (old != NULL && atomic_load(&old->umask_pending) && !pidfd_alive(old->pidfd))
+        settle_umask(b, old);
     guest_put(old);
     return g;
 }
@@ -462,11 +498,45 @@ int bh_req_become_guest(struct bh_req *r, bool real_ids)
     return 0;
 }
 
+/* umask(2): the kernel applies it; the broker marks every cached umask
+ * stale first (unsettled before the generation, so that a creating call
+ * that sees the new generation also sees the call unsettled and caches
+ * nothing), and keeps them uncacheable until this thread's next call
+ * proves the change made (settle_umask). */
+static long sys_umask(struct bh_req *r)
+{
+    struct bh_broker *b = r->b;
+    if (!atomic_exchange(&r->g->umask_pending, true))
+        atomic_fetch_add(&b->umask_unsettled, 1);
+    atomic_fetch_add(&b->umask_gen, 1);
+    return BH_CONTINUE;
+}
+
+/* The guest's umask: cached per thread when every umask call reaches the
+ * broker (config.umask_notified) and none is unsettled, read from
+ * /proc/TID/status otherwise. A thread whose entry is dropped while its
+ * umask call is unsettled (its slot taken by another thread) leaves it
+ * unsettled for good: every later creating call then reads the umask, as
+ * without the cache. */
 int bh_req_umask(struct bh_req *r, mode_t *mask)
 {
+    struct bh_broker *b = r->b;
+    struct bh_guest *g = r->g;
+    uint64_t gen = atomic_load(&b->umask_gen);
+    bool cacheable = b->cfg.umask_notified && atomic_load(&b->umask_unsettled) == 0;
+    if (cacheable && g->umask_valid && g->umask_gen == gen) {
+        *mask = g->umask;
+        return 0;
+    }
     struct bh_guest tmp = {0};
     *mask = 022;
-    return read_status(r->g->status_fd, &tmp, mask) < 0 ? -ESRCH : 0;
+    atomic_fetch_add(&b->n_umask_reads, 1);
+    if (read_status(g->status_fd, &tmp, mask) < 0)
+        return -ESRCH;
+    g->umask_valid = cacheable;
+    g->umask = *mask;
+    g->umask_gen = gen;
+    return 0;
 }
 
 int bh_req_getfd(struct bh_req *r, int guest_fd)
@@ -541,9 +611,10 @@ static void reply(struct bh_req *r, long ret)
     }
 }
 
-static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_notif *n)
+static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_notif *n,
+                   uint64_t recv_ns)
 {
-    struct bh_req r = {.b = b, .l = l, .n = n};
+    struct bh_req r = {.b = b, .l = l, .n = n, .recv_ns = recv_ns};
     int nr = n->data.nr;
     if (n->data.arch != BH_NATIVE_ARCH || nr < 0 || (size_t)nr >= BH_ARRAY_SIZE(handlers) ||
         handlers[nr].fn == NULL) {
@@ -562,6 +633,7 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
         reply(&r, -ESRCH);
         return;
     }
+    settle_umask(b, r.g);
     if (self_worker != NULL)
         set_req_tgid(self_worker, r.g->tgid);
     long ret = handlers[nr].fn(&r);
@@ -969,12 +1041,13 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&b->lock);
 
         memset(n, 0, b->notif_size);
+        uint64_t recv_ns = bh_now_ns();
         if (ioctl(l->fd, SECCOMP_IOCTL_NOTIF_RECV, n) == 0) {
             w->req_l = l;
             w->req_id = n->id;
             w->req_tid = (pid_t)n->pid;
             w->req_tgid = (pid_t)n->pid;
-            handle(b, l, n);
+            handle(b, l, n, recv_ns);
         } else if ((errno != EINTR && errno != ENOENT) || listener_gone(l)) {
             /* No task uses this filter any more: it never fires again. */
             pthread_mutex_lock(&b->lock);
@@ -1236,6 +1309,8 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->dead = atomic_load(&b->n_dead);
     out->interrupted = atomic_load(&b->n_interrupted);
     out->rechecked = atomic_load(&b->n_rechecked);
+    out->id_checks = atomic_load(&b->n_id_checks);
+    out->umask_reads = atomic_load(&b->n_umask_reads);
 }
 
 void bh_broker_free(struct bh_broker *b)

@@ -39,6 +39,11 @@ struct bh_broker_config {
      * them (no capabilities, real = effective = saved = fs ids,
      * no_new_privs), which is every guest of the kernel tier. */
     bool ids_notified;
+    /* The guest policy notifies umask: the broker then caches each
+     * thread's umask (read from /proc/TID/status for creating calls)
+     * until any guest calls umask. Without it, every creating call reads
+     * it afresh. */
+    bool umask_notified;
     /* Upper bound of guest calls blocked in the broker at once, e.g. FIFO
      * opens waiting for a partner (0: 64). Each guest process may hold a
      * quarter of them (at least one); a call beyond its share is interrupted
@@ -58,11 +63,18 @@ struct bh_broker_stats {
     unsigned long unknown;     /* notified syscalls the broker does not handle (ENOSYS) */
     unsigned long dead;        /* the caller was gone before the answer */
     unsigned long interrupted; /* blocked calls interrupted: guest gone or beyond its share */
-    /* Proofs that a caller's tid is still its own beyond the one
-     * NOTIF_ID_VALID per call: pidfd polls of a cached guest thread and
-     * repeated checks before a write, made once the last proof is older
-     * than the alive window (broker.c). */
+    /* Proofs that a caller's tid is still its own beyond the call's first
+     * (its NOTIF_RECV, or a NOTIF_ID_VALID): pidfd polls of a cached guest
+     * thread and repeated checks before a write, made once the last proof
+     * is older than the alive window (broker.c). */
     unsigned long rechecked;
+    /* SECCOMP_IOCTL_NOTIF_ID_VALID made before acting: only for calls
+     * received longer than the alive window ago (within it, NOTIF_RECV
+     * itself proved the caller alive; broker.c, bh_req_valid). */
+    unsigned long id_checks;
+    /* Reads of a guest thread's umask from /proc/TID/status (creating
+     * calls whose thread has no valid cached umask). */
+    unsigned long umask_reads;
 };
 
 struct bh_broker;

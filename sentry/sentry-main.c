@@ -885,7 +885,9 @@ int main(int argc, char **argv)
                                        /* kernel.policy notifies the whole
                                         * set*id family (test_policy checks
                                         * it against the handler table). */
-                                       .ids_notified = true};
+                                       .ids_notified = true,
+                                       /* and umask (likewise) */
+                                       .umask_notified = true};
         if (bh_broker_new(&cfg, &S.broker, &err) < 0 || bh_broker_start(S.broker, &err) < 0) {
             bh_error_prefix(&err, "the kernel tier's syscall broker");
             die(&err);

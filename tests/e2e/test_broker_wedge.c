@@ -5,7 +5,8 @@
  * another thread, then from another process) must still be answered, and
  * the blocked opens must still complete once a writer comes. On a broker
  * whose workers the blocked opens all hold, the stat never returns and the
- * run ends by its timeout. */
+ * run ends by its timeout. Also: the umask the sentry caches for the files
+ * it creates follows every umask call. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -136,5 +137,32 @@ Test(broker_wedge, blocked_calls_of_killed_processes_are_let_go, .timeout = 240)
     cr_assert_eq(r.status, 0, "exit %d\nstdout: %s\nstderr: %s", r.status, r.out, r.err);
     double d = field(r.out, "stat ");
     cr_expect_lt(d, 10.0, "a stat took %.3f s after the killed processes' opens", d);
+    h_free(&r);
+}
+
+/* The sentry caches each guest thread's umask for the files it creates and
+ * forgets it at any umask call (kernel.policy notifies umask for that): a
+ * shell's and a Python thread's umask changes must reach every file, and a
+ * change by one thread the files of another that shares it. */
+static const char umask_sh[] =
+    "umask 077; : > /tmp/a; umask 022; : > /tmp/b; mkdir /tmp/d; umask 027\n"
+    "python3 -c '\n"
+    "import os, threading\n"
+    "open(\"/tmp/c\", \"w\").close()\n"
+    "t = threading.Thread(target=os.umask, args=(0o002,)); t.start(); t.join()\n"
+    "open(\"/tmp/e\", \"w\").close(); os.mkdir(\"/tmp/f\")\n"
+    "'\n"
+    "stat -c '%n %a' /tmp/a /tmp/b /tmp/c /tmp/d /tmp/e /tmp/f\n";
+
+Test(broker_calls, umask_changes_reach_the_files_the_sentry_creates, .timeout = 120)
+{
+    struct run_result r = kernel_do(60, "/bin/sh", "-c", umask_sh, NULL);
+    cr_assert_eq(r.status, 0,
+                 "the kernel tier did not run the script (without it nothing is shown): exit "
+                 "%d\nstdout: %s\nstderr: %s",
+                 r.status, r.out, r.err);
+    cr_expect_str_eq(r.out,
+                     "/tmp/a 600\n/tmp/b 644\n/tmp/c 640\n/tmp/d 755\n/tmp/e 664\n/tmp/f 775\n",
+                     "%s", r.err);
     h_free(&r);
 }

@@ -1175,6 +1175,145 @@ Test(broker, a_caller_seen_long_ago_is_checked_again)
     cr_expect_eq(st.handled, 6, "handled %lu", st.handled);
     cr_expect_geq(st.rechecked, 5, "only %lu of the 5 later calls were checked again",
                   st.rechecked);
+    /* Each later call waited 3 ms to be received, longer than the window:
+     * NOTIF_RECV proves nothing fresh enough, so NOTIF_ID_VALID does. */
+    cr_expect_geq(st.id_checks, 5, "only %lu of the 5 later calls made a NOTIF_ID_VALID",
+                  st.id_checks);
+}
+
+static void g_stats(void *arg)
+{
+    int n = *(int *)arg;
+    struct stat st;
+    for (int i = 0; i < n; i++)
+        GCHECK(stat("/inside.txt", &st) == 0 && st.st_size == 6);
+}
+
+/* Serves guest g with a broker made from cfg (its alive window replaced
+ * by *window_ns before its threads start, unless NULL) until g ends, and
+ * until the broker counted at least want_handled answers: the last one
+ * reaches the guest before the receiver counts it. Its counters. */
+static struct bh_broker_stats serve_guest(const struct bh_broker_config *cfg,
+                                          const uint64_t *window_ns, struct guest *g,
+                                          unsigned long want_handled)
+{
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(cfg, &b, &err), 0, "%s", err.msg);
+    if (window_ns != NULL)
+        b->alive_window_ns = *window_ns;
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, g->listener, &err), 0, "%s", err.msg);
+    finish_guest(g);
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    for (int i = 0; i < 500 && st.handled < want_handled; i++) {
+        usleep(2000);
+        bh_broker_get_stats(b, &st);
+    }
+    bh_broker_free(b);
+    return st;
+}
+
+/* Runs n stats of a guest against a broker whose alive window is window_ns
+ * and returns its counters. */
+static struct bh_broker_stats stats_with_window(uint64_t window_ns, int n)
+{
+    static const int calls[] = {SCMP_SYS(stat), SCMP_SYS(newfstatat)};
+    struct guest_opts o = {calls, 2, false};
+    struct guest g = spawn_guest(&o, g_stats, &n);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker_stats st = serve_guest(&cfg, &window_ns, &g, (unsigned long)n);
+    cr_assert_eq(st.handled, (unsigned long)n, "handled %lu of %d", st.handled, n);
+    return st;
+}
+
+/* NOTIF_RECV hands out a call only while its task waits, so it proves the
+ * caller alive: within the alive window of it (here a minute, so however
+ * slow the machine) no call needs a NOTIF_ID_VALID before acting. */
+Test(broker, a_call_received_within_the_alive_window_makes_no_id_check)
+{
+    struct bh_broker_stats st = stats_with_window(60ull * 1000 * 1000 * 1000, 20);
+    cr_expect_eq(st.id_checks, 0, "%lu NOTIF_ID_VALID for 20 fresh calls", st.id_checks);
+    cr_expect_eq(st.rechecked, 0, "%lu rechecks for 20 fresh calls", st.rechecked);
+}
+
+/* No window (pid_max unknown): every call proves its caller with the ioctl. */
+Test(broker, without_an_alive_window_every_call_makes_its_id_check)
+{
+    struct bh_broker_stats st = stats_with_window(0, 20);
+    cr_expect_geq(st.id_checks, 20, "only %lu NOTIF_ID_VALID for 20 calls", st.id_checks);
+}
+
+/* ---- the umask cache ---- */
+
+static void *t_umask_077(void *arg)
+{
+    (void)arg;
+    umask(077);
+    return NULL;
+}
+
+static void g_umasks(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    char p[64];
+    umask(022);
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof(p), "/um-a%d", i);
+        int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        GCHECK(fd >= 0);
+        close(fd);
+        GCHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0644);
+    }
+    umask(027);
+    int fd = open("/um-b", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(stat("/um-b", &st) == 0 && (st.st_mode & 0777) == 0640);
+    /* Another thread changes the umask this one shares (one fs_struct);
+     * that thread makes no call afterwards. */
+    pthread_t t;
+    GCHECK(pthread_create(&t, NULL, t_umask_077, NULL) == 0);
+    GCHECK(pthread_join(t, NULL) == 0);
+    fd = open("/um-c", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    GCHECK(fd >= 0);
+    close(fd);
+    GCHECK(stat("/um-c", &st) == 0 && (st.st_mode & 0777) == 0600);
+    GCHECK(mkdir("/um-d", 0777) == 0);
+    GCHECK(stat("/um-d", &st) == 0 && (st.st_mode & 0777) == 0700);
+}
+
+/* 8 creating calls under three umasks; the umask reads they needed. */
+static unsigned long umask_reads(bool notified)
+{
+    static const int calls[] = {SCMP_SYS(openat),  SCMP_SYS(open),       SCMP_SYS(mkdir),
+                                SCMP_SYS(mkdirat), SCMP_SYS(newfstatat), SCMP_SYS(stat),
+                                SCMP_SYS(umask)};
+    struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
+    struct guest g = spawn_guest(&o, g_umasks, NULL);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1, .umask_notified = notified};
+    struct bh_broker_stats st = serve_guest(&cfg, NULL, &g, 0);
+    cr_expect_eq(st.continued, 3, "%lu umask calls answered CONTINUE, expected 3", st.continued);
+    return st.umask_reads;
+}
+
+/* With umask notified, a thread's umask is read once per change: after
+ * umask(022) once for five files, after umask(027) once, and while another
+ * thread's umask(077) is unsettled (that thread made no call since) on
+ * every creating call, each time right. */
+Test(broker, a_threads_umask_is_read_once_per_change)
+{
+    unsigned long n = umask_reads(true);
+    cr_expect_eq(n, 4, "%lu umask reads for 8 creating calls, expected 4", n);
+}
+
+/* A policy that lets umask run directly: every creating call reads it. */
+Test(broker, without_umask_notified_every_creating_call_reads_the_umask)
+{
+    unsigned long n = umask_reads(false);
+    cr_expect_eq(n, 8, "%lu umask reads for 8 creating calls", n);
 }
 
 enum bench_ids { IDS_READ_PER_CALL, IDS_NOTIFIED, IDS_FROZEN };
