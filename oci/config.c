@@ -783,13 +783,17 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
     json_t *cpu = member(res, "cpu");
     if (cpu != NULL) {
         snprintf(w, sizeof(w), "%s.cpu", where);
-        long long quota = 0, period = 0, shares = 0;
+        long long quota = 0, period = 0, shares = 0, rt_period = 0, rt_runtime = 0;
         bool hq, hp, hs;
         if (want_object(cpu, w, err) < 0 ||
             get_int(cpu, "quota", w, -1, INT64_MAX, &quota, &hq, err) < 0 ||
             get_int(cpu, "period", w, 0, INT64_MAX, &period, &hp, err) < 0 ||
-            get_int(cpu, "shares", w, 0, INT64_MAX, &shares, &hs, err) < 0)
+            get_int(cpu, "shares", w, 0, INT64_MAX, &shares, &hs, err) < 0 ||
+            get_int(cpu, "realtimePeriod", w, 0, INT64_MAX, &rt_period, NULL, err) < 0 ||
+            get_int(cpu, "realtimeRuntime", w, -1, INT64_MAX, &rt_runtime, NULL, err) < 0)
             return -1;
+        l->cpu_rt_period_us = rt_period;
+        l->cpu_rt_runtime_us = rt_runtime;
         if (hq && quota > 0) {
             l->cpu_quota_us = quota;
             l->cpu_period_us = hp && period > 0 ? period : 100000;
@@ -825,6 +829,8 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
             l->pids = limit;
     }
     if (oci_device_rules_parse(member(res, "devices"), where, l, err) < 0)
+        return -1;
+    if (oci_blockio_parse(member(res, "blockIO"), where, l, err) < 0)
         return -1;
     json_t *unified = member(res, "unified");
     if (unified != NULL) {
@@ -909,9 +915,6 @@ static int parse_linux_resources(struct oci_config *cfg, json_t *lx, struct bh_e
     if (res != NULL) {
         if (oci_resources_parse(res, "linux.resources", &spec->limits, err) < 0)
             return -1;
-        json_t *bio = member(res, "blockIO");
-        if (bio != NULL && json_object_size(bio) > 0)
-            add_warning(cfg, "linux.resources.blockIO is not enforced (best effort: ignored)");
     }
     return 0;
 }

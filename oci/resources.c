@@ -78,7 +78,9 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     }
     if (help) {
         printf("usage: bulkhead update [--resources FILE|-] [--memory N] [--memory-swap N]\n"
-               "       [--pids-limit N] [--cpu-quota N] [--cpu-period N] [--cpu-share N] ID\n");
+               "       [--memory-reservation N] [--pids-limit N] [--cpu-quota N] [--cpu-period N]\n"
+               "       [--cpu-share N] [--cpu-rt-period N] [--cpu-rt-runtime N]\n"
+               "       [--cpuset-cpus LIST] [--cpuset-mems LIST] [--blkio-weight N] ID\n");
         return 0;
     }
     const char *id;
@@ -98,11 +100,10 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
             return CLI_EXIT_REFUSED;
         }
     }
-    if (rt_period || rt_runtime || blkio) {
-        cli_report_error(g, "update: realtime and blkio limits are not supported by bulkhead; "
-                            "use --memory, --pids-limit, --cpuset-* and --cpu-*");
-        return CLI_EXIT_REFUSED;
-    }
+    /* runc ignores kernel memory (the kernel dropped its limit) with a warning. */
+    if (kmem != NULL && strcmp(kmem, "0") != 0)
+        fprintf(stderr, "bulkhead: warning: update: kernel memory settings are ignored (the "
+                        "kernel no longer limits kernel memory apart)\n");
     struct bh_limits l = {0};
     if (resources) {
         json_error_t jerr;
@@ -132,6 +133,8 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
         {"--cpu-quota", quota, &l.cpu_quota_us},
         {"--cpu-period", period, &l.cpu_period_us},
         {"--cpu-share", shares, &l.cpu_shares},
+        {"--cpu-rt-period", rt_period, &l.cpu_rt_period_us},
+        {"--cpu-rt-runtime", rt_runtime, &l.cpu_rt_runtime_us},
     };
     for (size_t i = 0; i < BH_ARRAY_SIZE(flags); i++) {
         if (flags[i].v == NULL)
@@ -143,6 +146,14 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
         }
         /* -1 lifts a limit (`--memory-swap -1`: unlimited swap), as runc. */
         *flags[i].dst = v > 0 ? v : v < 0 ? -1 : 0;
+    }
+    if (blkio != NULL) {
+        int64_t v;
+        if (parse_size(blkio, &v) < 0 || v < 10 || v > 1000) {
+            cli_report_error(g, "update: --blkio-weight `%s` must be 10 to 1000", blkio);
+            return CLI_EXIT_REFUSED;
+        }
+        l.blkio_weight = (uint16_t)v;
     }
     const char *sets[] = {cpus, mems};
     for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {

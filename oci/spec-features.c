@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
 #include "oci-internal.h"
 
@@ -47,7 +48,7 @@ static const char default_spec[] =
     "  \"linux\": {\n"
     "    \"resources\": {\"devices\": [{\"allow\": false, \"access\": \"rwm\"}]},\n"
     "    \"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"network\"}, {\"type\": \"ipc\"},\n"
-    "                   {\"type\": \"uts\"}, {\"type\": \"mount\"}, {\"type\": \"cgroup\"}],\n"
+    "                   {\"type\": \"uts\"}, {\"type\": \"mount\"}%s],\n"
     "    \"maskedPaths\": [\"/proc/acpi\", \"/proc/asound\", \"/proc/kcore\", \"/proc/keys\",\n"
     "      \"/proc/latency_stats\", \"/proc/timer_list\", \"/proc/timer_stats\",\n"
     "      \"/proc/sched_debug\", \"/sys/firmware\", \"/proc/scsi\"],\n"
@@ -97,7 +98,10 @@ int cmd_spec(const struct cli_globals *g, int argc, char **argv)
     if (tier == NULL || (strcmp(tier, "container") != 0 && strcmp(tier, "kernel") != 0))
         tier = "kernel";
     cleanup_free char *text = NULL;
-    if (asprintf(&text, default_spec, tier) < 0) {
+    /* runc lists the cgroup namespace only on a cgroup v2 host, and its
+     * tests add it themselves elsewhere (a second entry is refused). */
+    const char *cgroup_ns = bh_cgroup_detect() == BH_CGROUP_V2 ? ", {\"type\": \"cgroup\"}" : "";
+    if (asprintf(&text, default_spec, cgroup_ns, tier) < 0) {
         cli_report_error(g, "spec: out of memory");
         unlinkat(dfd, "config.json", 0);
         return 1;
