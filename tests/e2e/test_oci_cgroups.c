@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <signal.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -437,5 +438,275 @@ Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
     r = bh("update", "--cpuset-cpus", "0;reboot", id);
     cr_expect_neq(r.status, 0, "a malformed cpu list was accepted");
     cr_expect(strstr(r.err, "--cpuset-cpus") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+/* ---- runc's update.bats and cgroups.bats settings ---------------------- */
+
+/* A file of the container's cgroup at rel (malloc'd-free static buffer). */
+static char *read_rel(const char *controller, const char *rel, const char *file)
+{
+    char r[300], p[800];
+    snprintf(r, sizeof(r), "%s/%s", rel, file);
+    h_cgroup_dir(controller, r, p, sizeof(p));
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    static char buf[512];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    return buf;
+}
+
+static void need_v1_files(void)
+{
+    cr_assert_neq(bh_cgroup_detect(), BH_CGROUP_V2,
+                  "this test reads cgroup v1 files (blkio, memsw, cpu.rt_*); a v2-only host "
+                  "is covered by the unit tests' fake v2 tree");
+}
+
+/* Registers rel for teardown (last registered is removed first) and makes it
+ * in every hierarchy, as runc's tests make a parent cgroup. */
+static void make_in_every_hierarchy(const char *rel, bool mk)
+{
+    cr_assert_lt(n_made, 8);
+    snprintf(made_rel[n_made++], sizeof(made_rel[0]), "%s", rel);
+    if (!mk)
+        return;
+    char hier[24][512] = {{0}};
+    cr_assert_eq(bh_cgroup_each_hierarchy(add_hier, hier, NULL), 0);
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%.511s/%.127s", hier[h], rel);
+        cr_assert(mkdir(p, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", p, strerror(errno));
+    }
+}
+
+/* How many hierarchies hold rel. */
+static int hierarchies_with(const char *rel)
+{
+    char hier[24][512] = {{0}};
+    cr_assert_eq(bh_cgroup_each_hierarchy(add_hier, hier, NULL), 0);
+    int n = 0;
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%.511s/%.127s", hier[h], rel);
+        n += access(p, F_OK) == 0;
+    }
+    return n;
+}
+
+static void update_ok(const char *id, const char *flag, const char *value)
+{
+    struct run_result r = bh("update", id, flag, value);
+    cr_expect_eq(r.status, 0, "update %s %s: exit %d: %s", flag, value, r.status, r.err);
+    h_free(&r);
+}
+
+/* runc's `update cgroup v1/v2 common limits`, read back as its test reads
+ * them: memory, reservation, swap alone, lifting, pids, cpu, -r FILE. */
+static void update_like_runc(const char *tier)
+{
+    need_v1_files();
+    write_config(tier, "\"resources\": {\"memory\": {\"limit\": 33554432, \"reservation\": "
+                       "25165824}, \"cpu\": {\"shares\": 100, \"quota\": 500000, \"period\": "
+                       "1000000}, \"pids\": {\"limit\": 20}}");
+    const char *id = start("upd");
+    char rel[128];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "33554432");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.soft_limit_in_bytes"), "25165824");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "20");
+    update_ok(id, "--memory", "67108864");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "67108864");
+    update_ok(id, "--memory", "50M");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "52428800");
+    update_ok(id, "--memory-reservation", "33554432");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.soft_limit_in_bytes"), "33554432");
+    char sysmem[64];
+    snprintf(sysmem, sizeof(sysmem), "%s", read_rel("memory", ".", "memory.limit_in_bytes"));
+    update_ok(id, "--memory-swap", "-1");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), sysmem);
+    /* The total alone: the memory limit stays. */
+    update_ok(id, "--memory-swap", "96468992");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), "96468992");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "52428800");
+    update_ok(id, "--memory", "-1");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), sysmem);
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), sysmem);
+    update_ok(id, "--pids-limit", "30");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "30");
+    struct run_result r = bh("update", id, "--kernel-memory", "50M");
+    cr_expect_eq(r.status, 0, "runc ignores kernel memory with a warning: %s", r.err);
+    cr_expect(strstr(r.err, "kernel memory") != NULL, "no warning: %s", r.err);
+    h_free(&r);
+    char json[300];
+    snprintf(json, sizeof(json), "%s/res.json", tmp);
+    FILE *f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"shares\": 200, \"quota\": 400000, \"period\": 800000}, "
+          "\"memory\": {\"limit\": 41943040}, \"pids\": {\"limit\": 25}}",
+          f);
+    fclose(f);
+    r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.shares"), "200");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "400000");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "41943040");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "25");
+    /* The kernel refuses the value (period below 1000 us): runc's status 1. */
+    r = bh("update", id, "--cpu-period", "100");
+    cr_expect_eq(r.status, 1, "a refused period: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "cpu period") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+Test(oci_cgroups, update_takes_every_runc_setting_container)
+{
+    update_like_runc("container");
+}
+
+Test(oci_cgroups, update_takes_every_runc_setting_kernel)
+{
+    h_require_kernel_tier();
+    update_like_runc("kernel");
+}
+
+/* runc's `set cpu period with no quota (invalid period)`: the kernel refuses
+ * the value, create exits 1 (not 125) and leaves no cgroup in any hierarchy
+ * below a parent it did not make, which stays. */
+Test(oci_cgroups, refused_cpu_period_exits_1_and_leaves_no_cgroup)
+{
+    char parent[96], leaf[128], extra[200];
+    snprintf(parent, sizeof(parent), "bh-e2e-period-%d", (int)getpid());
+    snprintf(leaf, sizeof(leaf), "%s/ct", parent);
+    make_in_every_hierarchy(parent, true);
+    make_in_every_hierarchy(leaf, false); /* teardown's, should bulkhead leave it */
+    int hiers = hierarchies_with(parent);
+    cr_assert_gt(hiers, 0);
+    snprintf(extra, sizeof(extra),
+             "\"cgroupsPath\": \"/%s\", \"resources\": {\"cpu\": {\"period\": 100}}", leaf);
+    write_config("container", extra);
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "period-%d", (int)getpid());
+    struct run_result r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 1, "create with cpu period 100: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "cpu period 100") != NULL, "%s", r.err);
+    h_free(&r);
+    cr_expect_eq(hierarchies_with(leaf), 0, "the refused container's cgroup was left behind");
+    cr_expect_eq(hierarchies_with(parent), hiers, "a parent bulkhead did not make was removed");
+    r = bh("state", id, NULL, NULL);
+    cr_expect_neq(r.status, 0, "a failed create left its state");
+    h_free(&r);
+}
+
+/* runc's `update rt period and runtime`: the parents get a realtime budget
+ * (as the test writes them), the container's follows config, -r and flags;
+ * delete then removes its cgroup in every hierarchy, the one the test made
+ * in cpu included, and leaves the parent. */
+Test(oci_cgroups, rt_budget_follows_update_and_delete_leaves_only_the_parent)
+{
+    need_v1_files();
+    char parent[96], leaf[128], extra[200];
+    snprintf(parent, sizeof(parent), "bh-e2e-rt-%d", (int)getpid());
+    snprintf(leaf, sizeof(leaf), "%s/ct", parent);
+    const char *cpu_leaf = make_cgroup("cpu", leaf);
+    char cpu_root[600], cpu_parent[700];
+    h_cgroup_dir("cpu", ".", cpu_root, sizeof(cpu_root));
+    h_cgroup_dir("cpu", parent, cpu_parent, sizeof(cpu_parent));
+    char period[32], runtime[32];
+    snprintf(period, sizeof(period), "%s", read_rel("cpu", ".", "cpu.rt_period_us"));
+    snprintf(runtime, sizeof(runtime), "%s", read_rel("cpu", ".", "cpu.rt_runtime_us"));
+    put(cpu_parent, "cpu.rt_period_us", period);
+    put(cpu_parent, "cpu.rt_runtime_us", runtime);
+    put(cpu_leaf, "cpu.rt_period_us", period);
+    put(cpu_leaf, "cpu.rt_runtime_us", runtime);
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", leaf);
+    write_config("container", extra);
+    const char *id = start("rt");
+    char json[300];
+    snprintf(json, sizeof(json), "%s/rt.json", tmp);
+    FILE *f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"realtimePeriod\": 800001, \"realtimeRuntime\": 500001}}", f);
+    fclose(f);
+    struct run_result r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r realtime: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_period_us"), "800001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_runtime_us"), "500001");
+    r = bh("update", id, "--cpu-rt-period", "900001");
+    h_free(&r);
+    update_ok(id, "--cpu-rt-runtime", "600001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_period_us"), "900001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_runtime_us"), "600001");
+    int hiers = hierarchies_with(leaf);
+    cr_expect_gt(hiers, 1, "the container's cgroup is in one hierarchy only");
+    r = bh("delete", "--force", id, NULL);
+    cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
+    h_free(&r);
+    live_id[0] = '\0';
+    cr_expect_eq(hierarchies_with(leaf), 0, "delete left the container's cgroup behind");
+    cr_expect_eq(access(cpu_parent, F_OK), 0, "delete removed a parent it did not make");
+}
+
+/* runc's `per-device io weight for bfq`: blockIO weight and weightDevice of
+ * a loop device whose scheduler is BFQ, read back from the kernel. */
+Test(oci_cgroups, blkio_weight_and_per_device_weight)
+{
+    need_v1_files();
+    char img[300], cmd[600];
+    snprintf(img, sizeof(img), "%s/backing.img", tmp);
+    FILE *f = fopen(img, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), 4096), 0);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "losetup --find --show %s", img);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char dev[64] = "";
+    cr_assert_not_null(fgets(dev, sizeof(dev), p), "losetup found no free loop device");
+    pclose(p);
+    dev[strcspn(dev, "\n")] = '\0';
+    cr_assert(strncmp(dev, "/dev/loop", 9) == 0, "losetup: `%s`", dev);
+    struct stat st;
+    cr_assert_eq(stat(dev, &st), 0);
+    char sched[128];
+    snprintf(sched, sizeof(sched), "/sys/block/%s/queue/scheduler", dev + 5);
+    FILE *s = fopen(sched, "we");
+    bool bfq = s != NULL && fputs("bfq", s) >= 0;
+    if (s != NULL)
+        bfq = fclose(s) == 0 && bfq;
+    char extra[400];
+    snprintf(extra, sizeof(extra),
+             "\"resources\": {\"blockIO\": {\"weight\": 333, \"weightDevice\": [{\"major\": %u, "
+             "\"minor\": %u, \"weight\": 444}]}}",
+             major(st.st_rdev), minor(st.st_rdev));
+    write_config("container", extra);
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(live_id, sizeof(live_id), "bfq-%d", (int)getpid());
+    struct run_result r = bfq ? bh("create", "--bundle", bundle, live_id) : (struct run_result){0};
+    snprintf(cmd, sizeof(cmd), "losetup -d %s", dev);
+    if (system(cmd) != 0)
+        fprintf(stderr, "losetup -d %s failed\n", dev);
+    cr_assert(bfq, "the BFQ scheduler is not available for %s (modprobe bfq)", dev);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    char rel[128], want[64];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", live_id);
+    const char *w = read_rel("blkio", rel, "blkio.bfq.weight_device");
+    cr_expect(strstr(w, "default 333") != NULL, "%s", w);
+    snprintf(want, sizeof(want), "%u:%u 444", major(st.st_rdev), minor(st.st_rdev));
+    cr_expect(strstr(w, want) != NULL, "no `%s` in %s", want, w);
+    update_ok(live_id, "--blkio-weight", "500");
+    cr_expect_str_eq(read_rel("blkio", rel, "blkio.bfq.weight"), "500");
+    r = bh("update", live_id, "--blkio-weight", "5");
+    cr_expect_neq(r.status, 0, "a weight below 10 was accepted");
     h_free(&r);
 }
