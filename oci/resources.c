@@ -222,26 +222,56 @@ int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh
     return rc;
 }
 
+/* A limit as runc prints it: "none" is the largest page-aligned value. */
+static json_int_t limit_json(uint64_t v)
+{
+    return v == UINT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
+}
+
+static json_t *blkio_json(const struct bh_cgroup_blkio_entry *e, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:I,s:I,s:s,s:I}", "major", (json_int_t)e[i].major,
+                                           "minor", (json_int_t)e[i].minor, "op", e[i].op, "value",
+                                           (json_int_t)e[i].value));
+    return a;
+}
+
+/* runc's stats event (its types/events.go names): cpu, memory, pids, blkio. */
 static json_t *stats_json(const char *id, const struct bh_cgroup_stats *s)
 {
     json_t *data = json_object();
     json_t *cpu = json_object(), *usage = json_object();
     json_object_set_new(usage, "total", json_integer((json_int_t)s->cpu_usage_ns));
+    json_object_set_new(usage, "kernel", json_integer((json_int_t)s->cpu_kernel_ns));
+    json_object_set_new(usage, "user", json_integer((json_int_t)s->cpu_user_ns));
     json_object_set_new(cpu, "usage", usage);
+    json_object_set_new(cpu, "throttling",
+                        json_pack("{s:I,s:I,s:I}", "periods", (json_int_t)s->cpu_periods,
+                                  "throttledPeriods", (json_int_t)s->cpu_throttled_periods,
+                                  "throttledTime", (json_int_t)s->cpu_throttled_ns));
     json_object_set_new(data, "cpu", cpu);
     json_t *mem = json_object(), *mu = json_object();
     json_object_set_new(mu, "usage", json_integer((json_int_t)s->memory_usage));
     json_object_set_new(mu, "max", json_integer((json_int_t)s->memory_max_usage));
-    json_object_set_new(mu, "limit",
-                        json_integer(s->memory_limit == UINT64_MAX ? (json_int_t)INT64_MAX
-                                                                   : (json_int_t)s->memory_limit));
+    json_object_set_new(mu, "limit", json_integer(limit_json(s->memory_limit)));
+    json_object_set_new(mu, "failcnt", json_integer((json_int_t)s->memory_failcnt));
     json_object_set_new(mem, "usage", mu);
+    json_object_set_new(mem, "swap",
+                        json_pack("{s:I,s:I,s:I}", "usage", (json_int_t)s->swap_usage, "limit",
+                                  limit_json(s->swap_limit), "failcnt", (json_int_t)0));
+    json_object_set_new(mem, "cache", json_integer((json_int_t)s->memory_cache));
     json_object_set_new(data, "memory", mem);
     json_t *pids = json_object();
     json_object_set_new(pids, "current", json_integer((json_int_t)s->pids_current));
     json_object_set_new(pids, "limit",
                         json_integer(s->pids_limit == UINT64_MAX ? 0 : (json_int_t)s->pids_limit));
     json_object_set_new(data, "pids", pids);
+    json_t *blkio = json_object();
+    json_object_set_new(blkio, "ioServiceBytesRecursive", blkio_json(s->io_bytes, s->n_io_bytes));
+    json_object_set_new(blkio, "ioServicedRecursive", blkio_json(s->io_ops, s->n_io_ops));
+    json_object_set_new(data, "blkio", blkio);
     json_t *ev = json_object();
     json_object_set_new(ev, "type", json_string("stats"));
     json_object_set_new(ev, "id", json_string(id));

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cgroup-internal.h"
 #include "cleanup.h"
@@ -288,6 +289,26 @@ int cg_v1_kill(struct bh_cgroup *cg, struct bh_error *err)
     return cg_wait_empty(cg, deadline, true, err);
 }
 
+/* "MAJ:MIN Op VALUE" lines (the "Total" line left out); a missing or
+ * unreadable file is no entries. */
+static void cg_v1_blkio_entries(const char *dir, const char *file,
+                                struct bh_cgroup_blkio_entry *out, size_t *n)
+{
+    cleanup_free char *s = NULL;
+    *n = 0;
+    if (cg_read(dir, file, &s, NULL) < 0)
+        return;
+    for (char *save = NULL, *line = strtok_r(s, "\n", &save);
+         line != NULL && *n < BH_CGROUP_BLKIO_MAX; line = strtok_r(NULL, "\n", &save)) {
+        struct bh_cgroup_blkio_entry e = {0};
+        unsigned long long v;
+        if (sscanf(line, "%u:%u %7s %llu", &e.major, &e.minor, e.op, &v) != 4)
+            continue;
+        e.value = v;
+        out[(*n)++] = e;
+    }
+}
+
 int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err)
 {
     const char *d;
@@ -297,14 +318,47 @@ int cg_v1_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_erro
             cg_read_u64(d, "memory.max_usage_in_bytes", &st->memory_max_usage, err) < 0)
             return -1;
         cg_read_key(d, "memory.oom_control", "oom_kill", &st->oom_kills, NULL);
+        cg_read_u64(d, "memory.failcnt", &st->memory_failcnt, NULL);
+        cg_read_key(d, "memory.stat", "cache", &st->memory_cache, NULL);
+        st->swap_limit = UINT64_MAX;
+        if (cg_file_exists(d, "memory.memsw.usage_in_bytes")) {
+            cg_read_u64(d, "memory.memsw.usage_in_bytes", &st->swap_usage, NULL);
+            cg_read_u64(d, "memory.memsw.limit_in_bytes", &st->swap_limit, NULL);
+        }
     }
     if ((d = cg_ctl_dir(cg, CTL_PIDS)) != NULL &&
         (cg_read_u64(d, "pids.current", &st->pids_current, err) < 0 ||
          cg_read_u64(d, "pids.max", &st->pids_limit, err) < 0))
         return -1;
-    if ((d = cg_ctl_dir(cg, CTL_CPUACCT)) != NULL &&
-        cg_read_u64(d, "cpuacct.usage", &st->cpu_usage_ns, err) < 0)
-        return -1;
+    if ((d = cg_ctl_dir(cg, CTL_CPUACCT)) != NULL) {
+        if (cg_read_u64(d, "cpuacct.usage", &st->cpu_usage_ns, err) < 0)
+            return -1;
+        /* USER_HZ ticks, converted as runc does. */
+        uint64_t user = 0, sys = 0;
+        long hz = sysconf(_SC_CLK_TCK);
+        if (hz > 0 && cg_read_key(d, "cpuacct.stat", "user", &user, NULL) == 0 &&
+            cg_read_key(d, "cpuacct.stat", "system", &sys, NULL) == 0) {
+            st->cpu_user_ns = user * 1000000000ULL / (uint64_t)hz;
+            st->cpu_kernel_ns = sys * 1000000000ULL / (uint64_t)hz;
+        }
+    }
+    if ((d = cg_ctl_dir(cg, CTL_CPU)) != NULL) {
+        cg_read_key(d, "cpu.stat", "nr_periods", &st->cpu_periods, NULL);
+        cg_read_key(d, "cpu.stat", "nr_throttled", &st->cpu_throttled_periods, NULL);
+        cg_read_key(d, "cpu.stat", "throttled_time", &st->cpu_throttled_ns, NULL);
+    }
+    if ((d = cg_ctl_dir(cg, CTL_BLKIO)) != NULL) {
+        /* CFQ's files where the kernel has them, else the throttle ones
+         * (always there), as runc falls back. */
+        bool cfq = cg_file_exists(d, "blkio.io_service_bytes_recursive");
+        cg_v1_blkio_entries(d,
+                            cfq ? "blkio.io_service_bytes_recursive"
+                                : "blkio.throttle.io_service_bytes_recursive",
+                            st->io_bytes, &st->n_io_bytes);
+        cg_v1_blkio_entries(
+            d, cfq ? "blkio.io_serviced_recursive" : "blkio.throttle.io_serviced_recursive",
+            st->io_ops, &st->n_io_ops);
+    }
     return 0;
 }
 int bh_cgroup_device_line(const struct bh_device_rule *r, char *out, size_t size)

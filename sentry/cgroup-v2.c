@@ -272,6 +272,40 @@ static int v2_kill(struct bh_cgroup *cg, struct bh_error *err)
     return cg_wait_empty(cg, deadline, true, err);
 }
 
+/* io.stat ("MAJ:MIN rbytes=N wbytes=N rios=N wios=N ...") as runc maps it
+ * onto v1's Read/Write entries. */
+static void v2_io_stats(const char *d, struct bh_cgroup_stats *st)
+{
+    cleanup_free char *s = NULL;
+    if (cg_read(d, "io.stat", &s, NULL) < 0)
+        return;
+    static const struct {
+        const char *key, *op;
+        bool bytes;
+    } keys[] = {{"rbytes=", "Read", true},
+                {"wbytes=", "Write", true},
+                {"rios=", "Read", false},
+                {"wios=", "Write", false}};
+    for (char *save = NULL, *line = strtok_r(s, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        unsigned maj, min;
+        if (sscanf(line, "%u:%u", &maj, &min) != 2)
+            continue;
+        for (size_t k = 0; k < BH_ARRAY_SIZE(keys); k++) {
+            const char *at = strstr(line, keys[k].key);
+            size_t *n = keys[k].bytes ? &st->n_io_bytes : &st->n_io_ops;
+            struct bh_cgroup_blkio_entry *out = keys[k].bytes ? st->io_bytes : st->io_ops;
+            if (at == NULL || *n >= BH_CGROUP_BLKIO_MAX)
+                continue;
+            struct bh_cgroup_blkio_entry *e = &out[(*n)++];
+            e->major = maj;
+            e->minor = min;
+            snprintf(e->op, sizeof(e->op), "%s", keys[k].op);
+            e->value = strtoull(at + strlen(keys[k].key), NULL, 10);
+        }
+    }
+}
+
 static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err)
 {
     const char *d = cg->h[cg->unified_h].dir;
@@ -281,6 +315,13 @@ static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
             return -1;
         cg_read_u64(d, "memory.peak", &st->memory_max_usage, NULL);
         cg_read_key(d, "memory.events", "oom_kill", &st->oom_kills, NULL);
+        cg_read_key(d, "memory.events", "max", &st->memory_failcnt, NULL);
+        cg_read_key(d, "memory.stat", "file", &st->memory_cache, NULL);
+        st->swap_limit = UINT64_MAX;
+        if (cg_file_exists(d, "memory.swap.current")) {
+            cg_read_u64(d, "memory.swap.current", &st->swap_usage, NULL);
+            cg_read_u64(d, "memory.swap.max", &st->swap_limit, NULL);
+        }
     }
     if (cg_file_exists(d, "pids.current") &&
         (cg_read_u64(d, "pids.current", &st->pids_current, err) < 0 ||
@@ -289,6 +330,15 @@ static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
     uint64_t usec = 0;
     if (cg_read_key(d, "cpu.stat", "usage_usec", &usec, NULL) == 0)
         st->cpu_usage_ns = usec * 1000;
+    if (cg_read_key(d, "cpu.stat", "user_usec", &usec, NULL) == 0)
+        st->cpu_user_ns = usec * 1000;
+    if (cg_read_key(d, "cpu.stat", "system_usec", &usec, NULL) == 0)
+        st->cpu_kernel_ns = usec * 1000;
+    cg_read_key(d, "cpu.stat", "nr_periods", &st->cpu_periods, NULL);
+    cg_read_key(d, "cpu.stat", "nr_throttled", &st->cpu_throttled_periods, NULL);
+    if (cg_read_key(d, "cpu.stat", "throttled_usec", &usec, NULL) == 0)
+        st->cpu_throttled_ns = usec * 1000;
+    v2_io_stats(d, st);
     return 0;
 }
 const struct backend cg_v2_backend = {

@@ -598,6 +598,7 @@ int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
 {
     memset(st, 0, sizeof(*st));
     st->memory_limit = UINT64_MAX;
+    st->swap_limit = UINT64_MAX;
     st->pids_limit = UINT64_MAX;
     if (cg->be->stats(cg, st, err) < 0)
         return bh_error_prefix(err, "stats of cgroup `%s`", cg->rel);

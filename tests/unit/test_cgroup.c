@@ -981,3 +981,76 @@ Test(cgroup_fake, kernel_refusal_is_a_limit_error)
     cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
     live_cg = NULL;
 }
+
+/* Statistics as runc reports them: v1's blkio lines (Total left out),
+ * cpuacct ticks, memsw as swap; v2's io.stat onto Read/Write entries. */
+Test(cgroup_fake, stats_read_blkio_cpu_and_swap_v1_and_v2)
+{
+    fake_v1_blkio(false);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/st", NULL, &live_cg, &err), 0, "%s", err.msg);
+    const char *m = bh_cgroup_dir(live_cg, "memory");
+    put(m, "memory.usage_in_bytes", "4096");
+    put(m, "memory.limit_in_bytes", "8192");
+    put(m, "memory.max_usage_in_bytes", "6000");
+    put(m, "memory.failcnt", "3");
+    put(m, "memory.memsw.usage_in_bytes", "5000");
+    put(m, "memory.memsw.limit_in_bytes", "9223372036854771712");
+    put(m, "memory.stat", "cache 123\nrss 456\n");
+    const char *c = bh_cgroup_dir(live_cg, "cpuacct");
+    put(c, "cpuacct.usage", "999");
+    put(c, "cpuacct.stat", "user 2\nsystem 1\n");
+    put(bh_cgroup_dir(live_cg, "pids"), "pids.current", "2");
+    put(bh_cgroup_dir(live_cg, "pids"), "pids.max", "max");
+    put(bh_cgroup_dir(live_cg, "blkio"), "blkio.throttle.io_service_bytes_recursive",
+        "8:0 Read 4096\n8:0 Write 512\nTotal 4608\n");
+    put(bh_cgroup_dir(live_cg, "blkio"), "blkio.throttle.io_serviced_recursive",
+        "8:0 Read 2\n8:0 Write 1\nTotal 3\n");
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_failcnt, 3);
+    cr_assert_eq(st.memory_cache, 123);
+    cr_assert_eq(st.swap_usage, 5000);
+    cr_assert_eq(st.swap_limit, UINT64_MAX);
+    long hz = sysconf(_SC_CLK_TCK);
+    cr_assert_eq(st.cpu_user_ns, 2ULL * 1000000000ULL / (uint64_t)hz);
+    cr_assert_eq(st.cpu_kernel_ns, 1ULL * 1000000000ULL / (uint64_t)hz);
+    cr_assert_eq(st.n_io_bytes, 2, "the Total line is not a device");
+    cr_assert_eq(st.io_bytes[0].major, 8);
+    cr_assert_str_eq(st.io_bytes[0].op, "Read");
+    cr_assert_eq(st.io_bytes[0].value, 4096);
+    cr_assert_eq(st.n_io_ops, 2);
+    cr_assert_eq(st.io_ops[1].value, 1);
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+
+    fake_teardown();
+    fake_setup();
+    fake_v2("memory pids cpu io");
+    cr_assert_eq(bh_cgroup_create("bulkhead/st2", NULL, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, NULL);
+    put(d, "memory.current", "100");
+    put(d, "memory.max", "max");
+    put(d, "memory.events", "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n");
+    put(d, "memory.swap.current", "10");
+    put(d, "memory.swap.max", "max");
+    put(d, "pids.current", "1");
+    put(d, "pids.max", "max");
+    put(d, "cpu.stat",
+        "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 4\n"
+        "nr_throttled 1\nthrottled_usec 9\n");
+    put(d, "io.stat", "8:16 rbytes=1024 wbytes=2048 rios=3 wios=4 dbytes=0 dios=0\n");
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_failcnt, 7);
+    cr_assert_eq(st.oom_kills, 1);
+    cr_assert_eq(st.swap_usage, 10);
+    cr_assert_eq(st.cpu_user_ns, 3000);
+    cr_assert_eq(st.cpu_throttled_ns, 9000);
+    cr_assert_eq(st.cpu_periods, 4);
+    cr_assert_eq(st.n_io_bytes, 2);
+    cr_assert_str_eq(st.io_bytes[1].op, "Write");
+    cr_assert_eq(st.io_bytes[1].value, 2048);
+    cr_assert_eq(st.io_bytes[1].minor, 16);
+    cr_assert_eq(st.n_io_ops, 2);
+    cr_assert_eq(st.io_ops[0].value, 3);
+}
