@@ -794,12 +794,12 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
             return -1;
         l->cpu_rt_period_us = rt_period;
         l->cpu_rt_runtime_us = rt_runtime;
-        if (hq && quota > 0) {
-            l->cpu_quota_us = quota;
-            l->cpu_period_us = hp && period > 0 ? period : 100000;
-        } else if (hp && period > 0) {
+        /* One without the other keeps the cgroup's value (runc's update;
+         * a new cgroup's period is the kernel's 100 ms); -1 lifts the quota. */
+        if (hq && quota != 0)
+            l->cpu_quota_us = quota > 0 ? quota : -1;
+        if (hp && period > 0)
             l->cpu_period_us = period;
-        }
         if (hs && shares > 0)
             l->cpu_shares = shares;
         static const char *const sets[] = {"cpus", "mems"};

@@ -146,10 +146,11 @@ static int v1_apply_cpu(struct bh_cgroup *cg, const struct bh_limits *l, struct 
         uint64_t got = 0;
         if (!cg->fake && cg_read_u64(d, "cpu.shares", &got, err) < 0)
             return -1;
-        if (!cg->fake && got != (uint64_t)l->cpu_shares)
-            return bh_error_set(
-                err, ERANGE, "cpu shares %" PRId64 " refused: the %s allowed is %" PRIu64,
-                l->cpu_shares, (uint64_t)l->cpu_shares > got ? "maximum" : "minimum", got);
+        if (!cg->fake && got != (uint64_t)l->cpu_shares) {
+            bh_error_set(err, ERANGE, "cpu shares %" PRId64 " refused: the %s allowed is %" PRIu64,
+                         l->cpu_shares, (uint64_t)l->cpu_shares > got ? "maximum" : "minimum", got);
+            return bh_error_mark(err, BH_ERROR_LIMIT);
+        }
     }
     int64_t quota = l->cpu_quota_us > 0 ? l->cpu_quota_us : -1;
     /* The kernel checks quota against period: when the period write is

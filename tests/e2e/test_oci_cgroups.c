@@ -559,6 +559,24 @@ static void update_like_runc(const char *tier)
     cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
     cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "41943040");
     cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "25");
+    /* A quota alone keeps the period the cgroup has; -1 lifts the quota. */
+    f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"quota\": 300000}}", f);
+    fclose(f);
+    r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r quota: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "300000");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
+    f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"quota\": -1}}", f);
+    fclose(f);
+    r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r quota -1: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "-1");
     /* The kernel refuses the value (period below 1000 us): runc's status 1. */
     r = bh("update", id, "--cpu-period", "100");
     cr_expect_eq(r.status, 1, "a refused period: exit %d: %s", r.status, r.err);
@@ -622,7 +640,15 @@ Test(oci_cgroups, rt_budget_follows_update_and_delete_leaves_only_the_parent)
     /* A tenth of the host's budget, not all of it as runc's test takes:
      * sibling cgroups (another run's) may hold some. */
     put(cpu_parent, "cpu.rt_period_us", "1000000");
-    put(cpu_parent, "cpu.rt_runtime_us", "100000");
+    char rtp[800];
+    snprintf(rtp, sizeof(rtp), "%s/cpu.rt_runtime_us", cpu_parent);
+    FILE *bf = fopen(rtp, "we");
+    cr_assert_not_null(bf, "open %s: %s", rtp, strerror(errno));
+    fputs("100000", bf);
+    cr_assert_eq(fclose(bf), 0,
+                 "no realtime budget left for %s: other cgroups below the cpu root hold the "
+                 "host's cpu.rt_runtime_us (a run that left one behind?)",
+                 cpu_parent);
     put(cpu_leaf, "cpu.rt_period_us", "1000000");
     put(cpu_leaf, "cpu.rt_runtime_us", "100000");
     snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", leaf);
@@ -845,4 +871,35 @@ Test(oci_cgroups, events_report_cpu_memory_pids_and_blkio)
     cr_expect(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "events did not end with status 0 when the container was deleted");
     free(path);
+}
+
+/* A malformed blockIO is refused before anything is made, naming the field. */
+Test(oci_cgroups, malformed_blockio_is_refused)
+{
+    static const struct {
+        const char *res, *field;
+    } cases[] = {
+        {"{\"blockIO\": {\"weight\": 5000}}", "blockIO.weight"},
+        {"{\"blockIO\": {\"weightDevice\": [{\"minor\": 0, \"weight\": 10}]}}",
+         "blockIO.weightDevice[0]"},
+        {"{\"blockIO\": {\"throttleReadBpsDevice\": [{\"major\": 8, \"minor\": 0}]}}",
+         "throttleReadBpsDevice[0]"},
+        {"{\"blockIO\": []}", "blockIO"},
+        {"{\"cpu\": {\"realtimePeriod\": -5}}", "cpu.realtimePeriod"},
+    };
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "badio-%d", (int)getpid());
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char extra[300];
+        snprintf(extra, sizeof(extra), "\"resources\": %s", cases[i].res);
+        write_config("container", extra);
+        struct run_result r = bh("create", "--bundle", bundle, id);
+        cr_expect_eq(r.status, 125, "%s: exit %d: %s", cases[i].res, r.status, r.err);
+        cr_expect(strstr(r.err, cases[i].field) != NULL, "%s: %s", cases[i].res, r.err);
+        h_free(&r);
+        char rel[128];
+        snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+        cr_expect_eq(hierarchies_with(rel), 0, "%s: a cgroup was made", cases[i].res);
+    }
 }
