@@ -366,6 +366,11 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)child);
     put(sub, "cgroup.procs", pid);
+    /* runc's test makes it in memory and freezer, the process in both. */
+    char fsub[700];
+    h_cgroup_dir("freezer", rel, fsub, sizeof(fsub));
+    cr_assert_eq(mkdir(fsub, 0755), 0, "mkdir %s: %s", fsub, strerror(errno));
+    put(fsub, "cgroup.procs", pid);
     struct run_result r = bh("delete", "--force", id, NULL);
     cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
     h_free(&r);
@@ -373,8 +378,11 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
     cr_expect_eq(waitpid(child, &st, 0), child);
     cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sub-cgroup's process lived on");
     cr_expect_neq(access(sub, F_OK), 0, "%s left behind", sub);
+    cr_expect_neq(access(fsub, F_OK), 0, "%s left behind", fsub);
     if (access(sub, F_OK) == 0)
         rmdir(sub);
+    if (access(fsub, F_OK) == 0)
+        rmdir(fsub);
     live_id[0] = '\0';
 }
 
@@ -902,4 +910,46 @@ Test(oci_cgroups, malformed_blockio_is_refused)
         snprintf(rel, sizeof(rel), "bulkhead/%s", id);
         cr_expect_eq(hierarchies_with(rel), 0, "%s: a cgroup was made", cases[i].res);
     }
+}
+
+/* runc's `delete --force in cgroupv1 with subcgroups` adds a cgroup
+ * namespace to the config `spec` wrote: as runc's, the spec lists one only
+ * on a v2 host, so the added entry is the only one (a namespace given twice
+ * is refused, by runc too). */
+Test(oci_cgroups, spec_lists_the_cgroup_namespace_on_v2_only)
+{
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r = bh("spec", "--bundle", bundle, NULL);
+    cr_assert_eq(r.status, 0, "spec: %s", r.err);
+    h_free(&r);
+    char p[300];
+    snprintf(p, sizeof(p), "%s/config.json", bundle);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *nss = json_object_get(json_object_get(doc, "linux"), "namespaces");
+    int cgroup_ns = 0;
+    size_t i;
+    json_t *n;
+    json_array_foreach(nss, i, n) cgroup_ns +=
+        strcmp(json_string_value(json_object_get(n, "type")), "cgroup") == 0;
+    json_decref(doc);
+    cr_expect_eq(cgroup_ns, bh_cgroup_detect() == BH_CGROUP_V2 ? 1 : 0,
+                 "spec lists %d cgroup namespaces on a %s host", cgroup_ns,
+                 bh_cgroup_layout_name(bh_cgroup_detect()));
+    /* Twice is refused with the reason, before anything is made. */
+    write_config("container", NULL);
+    doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    nss = json_object_get(json_object_get(doc, "linux"), "namespaces");
+    json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    char id[64];
+    snprintf(id, sizeof(id), "twice-%d", (int)getpid());
+    r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 125, "a namespace twice: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "namespace `cgroup` is given twice") != NULL, "%s", r.err);
+    h_free(&r);
 }
