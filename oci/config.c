@@ -795,9 +795,11 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
         l->cpu_rt_period_us = rt_period;
         l->cpu_rt_runtime_us = rt_runtime;
         /* One without the other keeps the cgroup's value (runc's update;
-         * a new cgroup's period is the kernel's 100 ms); -1 lifts the quota. */
-        if (hq && quota != 0)
-            l->cpu_quota_us = quota > 0 ? quota : -1;
+         * a new cgroup's period is the kernel's 100 ms). -1 (no quota) is
+         * what a new cgroup has: left unset, as limits parsed here never go
+         * negative (`update --cpu-quota -1` lifts one). */
+        if (hq && quota > 0)
+            l->cpu_quota_us = quota;
         if (hp && period > 0)
             l->cpu_period_us = period;
         if (hs && shares > 0)
