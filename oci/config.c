@@ -785,19 +785,25 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
     json_t *cpu = member(res, "cpu");
     if (cpu != NULL) {
         snprintf(w, sizeof(w), "%s.cpu", where);
-        long long quota = 0, period = 0, shares = 0;
+        long long quota = 0, period = 0, shares = 0, rt_period = 0, rt_runtime = 0;
         bool hq, hp, hs;
         if (want_object(cpu, w, err) < 0 ||
             get_int(cpu, "quota", w, -1, INT64_MAX, &quota, &hq, err) < 0 ||
             get_int(cpu, "period", w, 0, INT64_MAX, &period, &hp, err) < 0 ||
-            get_int(cpu, "shares", w, 0, INT64_MAX, &shares, &hs, err) < 0)
+            get_int(cpu, "shares", w, 0, INT64_MAX, &shares, &hs, err) < 0 ||
+            get_int(cpu, "realtimePeriod", w, 0, INT64_MAX, &rt_period, NULL, err) < 0 ||
+            get_int(cpu, "realtimeRuntime", w, -1, INT64_MAX, &rt_runtime, NULL, err) < 0)
             return -1;
-        if (hq && quota > 0) {
+        l->cpu_rt_period_us = rt_period;
+        l->cpu_rt_runtime_us = rt_runtime;
+        /* One without the other keeps the cgroup's value (runc's update;
+         * a new cgroup's period is the kernel's 100 ms). -1 (no quota) is
+         * what a new cgroup has: left unset, as limits parsed here never go
+         * negative (`update --cpu-quota -1` lifts one). */
+        if (hq && quota > 0)
             l->cpu_quota_us = quota;
-            l->cpu_period_us = hp && period > 0 ? period : 100000;
-        } else if (hp && period > 0) {
+        if (hp && period > 0)
             l->cpu_period_us = period;
-        }
         if (hs && shares > 0)
             l->cpu_shares = shares;
         static const char *const sets[] = {"cpus", "mems"};
@@ -827,6 +833,8 @@ int oci_resources_parse(json_t *res, const char *where, struct bh_limits *l, str
             l->pids = limit;
     }
     if (oci_device_rules_parse(member(res, "devices"), where, l, err) < 0)
+        return -1;
+    if (oci_blockio_parse(member(res, "blockIO"), where, l, err) < 0)
         return -1;
     json_t *unified = member(res, "unified");
     if (unified != NULL) {
@@ -911,9 +919,6 @@ static int parse_linux_resources(struct oci_config *cfg, json_t *lx, struct bh_e
     if (res != NULL) {
         if (oci_resources_parse(res, "linux.resources", &spec->limits, err) < 0)
             return -1;
-        json_t *bio = member(res, "blockIO");
-        if (bio != NULL && json_object_size(bio) > 0)
-            add_warning(cfg, "linux.resources.blockIO is not enforced (best effort: ignored)");
     }
     return 0;
 }

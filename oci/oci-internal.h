@@ -72,6 +72,9 @@ void oci_process_free(struct bh_process *p);
 /* LinuxResources (update --resources) into limits (only fields set). */
 int oci_resources_parse(json_t *obj, const char *where, struct bh_limits *limits,
                         struct bh_error *err);
+/* linux.resources.blockIO (weights, per-device weights, throttles) into
+ * limits; NULL is nothing asked. */
+int oci_blockio_parse(json_t *bio, const char *where, struct bh_limits *l, struct bh_error *err);
 /* Hooks object validation. */
 int oci_hooks_validate(json_t *hooks, struct bh_error *err);
 /* ociVersion accepted: 1.0.x to 1.3.0. */

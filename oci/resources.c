@@ -78,7 +78,9 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
     }
     if (help) {
         printf("usage: bulkhead update [--resources FILE|-] [--memory N] [--memory-swap N]\n"
-               "       [--pids-limit N] [--cpu-quota N] [--cpu-period N] [--cpu-share N] ID\n");
+               "       [--memory-reservation N] [--pids-limit N] [--cpu-quota N] [--cpu-period N]\n"
+               "       [--cpu-share N] [--cpu-rt-period N] [--cpu-rt-runtime N]\n"
+               "       [--cpuset-cpus LIST] [--cpuset-mems LIST] [--blkio-weight N] ID\n");
         return 0;
     }
     const char *id;
@@ -98,11 +100,10 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
             return CLI_EXIT_REFUSED;
         }
     }
-    if (rt_period || rt_runtime || blkio) {
-        cli_report_error(g, "update: realtime and blkio limits are not supported by bulkhead; "
-                            "use --memory, --pids-limit, --cpuset-* and --cpu-*");
-        return CLI_EXIT_REFUSED;
-    }
+    /* runc ignores kernel memory (the kernel dropped its limit) with a warning. */
+    if (kmem != NULL && strcmp(kmem, "0") != 0)
+        fprintf(stderr, "bulkhead: warning: update: kernel memory settings are ignored (the "
+                        "kernel no longer limits kernel memory apart)\n");
     struct bh_limits l = {0};
     if (resources) {
         json_error_t jerr;
@@ -132,6 +133,8 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
         {"--cpu-quota", quota, &l.cpu_quota_us},
         {"--cpu-period", period, &l.cpu_period_us},
         {"--cpu-share", shares, &l.cpu_shares},
+        {"--cpu-rt-period", rt_period, &l.cpu_rt_period_us},
+        {"--cpu-rt-runtime", rt_runtime, &l.cpu_rt_runtime_us},
     };
     for (size_t i = 0; i < BH_ARRAY_SIZE(flags); i++) {
         if (flags[i].v == NULL)
@@ -143,6 +146,14 @@ int cmd_update(const struct cli_globals *g, int argc, char **argv)
         }
         /* -1 lifts a limit (`--memory-swap -1`: unlimited swap), as runc. */
         *flags[i].dst = v > 0 ? v : v < 0 ? -1 : 0;
+    }
+    if (blkio != NULL) {
+        int64_t v;
+        if (parse_size(blkio, &v) < 0 || v < 10 || v > 1000) {
+            cli_report_error(g, "update: --blkio-weight `%s` must be 10 to 1000", blkio);
+            return CLI_EXIT_REFUSED;
+        }
+        l.blkio_weight = (uint16_t)v;
     }
     const char *sets[] = {cpus, mems};
     for (size_t k = 0; k < BH_ARRAY_SIZE(sets); k++) {
@@ -211,26 +222,56 @@ int oci_cgroup_precheck(const struct cli_globals *g, const char *path, struct bh
     return rc;
 }
 
+/* A limit as runc prints it: "none" is the largest page-aligned value. */
+static json_int_t limit_json(uint64_t v)
+{
+    return v == UINT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v;
+}
+
+static json_t *blkio_json(const struct bh_cgroup_blkio_entry *e, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:I,s:I,s:s,s:I}", "major", (json_int_t)e[i].major,
+                                           "minor", (json_int_t)e[i].minor, "op", e[i].op, "value",
+                                           (json_int_t)e[i].value));
+    return a;
+}
+
+/* runc's stats event (its types/events.go names): cpu, memory, pids, blkio. */
 static json_t *stats_json(const char *id, const struct bh_cgroup_stats *s)
 {
     json_t *data = json_object();
     json_t *cpu = json_object(), *usage = json_object();
     json_object_set_new(usage, "total", json_integer((json_int_t)s->cpu_usage_ns));
+    json_object_set_new(usage, "kernel", json_integer((json_int_t)s->cpu_kernel_ns));
+    json_object_set_new(usage, "user", json_integer((json_int_t)s->cpu_user_ns));
     json_object_set_new(cpu, "usage", usage);
+    json_object_set_new(cpu, "throttling",
+                        json_pack("{s:I,s:I,s:I}", "periods", (json_int_t)s->cpu_periods,
+                                  "throttledPeriods", (json_int_t)s->cpu_throttled_periods,
+                                  "throttledTime", (json_int_t)s->cpu_throttled_ns));
     json_object_set_new(data, "cpu", cpu);
     json_t *mem = json_object(), *mu = json_object();
     json_object_set_new(mu, "usage", json_integer((json_int_t)s->memory_usage));
     json_object_set_new(mu, "max", json_integer((json_int_t)s->memory_max_usage));
-    json_object_set_new(mu, "limit",
-                        json_integer(s->memory_limit == UINT64_MAX ? (json_int_t)INT64_MAX
-                                                                   : (json_int_t)s->memory_limit));
+    json_object_set_new(mu, "limit", json_integer(limit_json(s->memory_limit)));
+    json_object_set_new(mu, "failcnt", json_integer((json_int_t)s->memory_failcnt));
     json_object_set_new(mem, "usage", mu);
+    json_object_set_new(mem, "swap",
+                        json_pack("{s:I,s:I,s:I}", "usage", (json_int_t)s->swap_usage, "limit",
+                                  limit_json(s->swap_limit), "failcnt", (json_int_t)0));
+    json_object_set_new(mem, "cache", json_integer((json_int_t)s->memory_cache));
     json_object_set_new(data, "memory", mem);
     json_t *pids = json_object();
     json_object_set_new(pids, "current", json_integer((json_int_t)s->pids_current));
     json_object_set_new(pids, "limit",
                         json_integer(s->pids_limit == UINT64_MAX ? 0 : (json_int_t)s->pids_limit));
     json_object_set_new(data, "pids", pids);
+    json_t *blkio = json_object();
+    json_object_set_new(blkio, "ioServiceBytesRecursive", blkio_json(s->io_bytes, s->n_io_bytes));
+    json_object_set_new(blkio, "ioServicedRecursive", blkio_json(s->io_ops, s->n_io_ops));
+    json_object_set_new(data, "blkio", blkio);
     json_t *ev = json_object();
     json_object_set_new(ev, "type", json_string("stats"));
     json_object_set_new(ev, "id", json_string(id));

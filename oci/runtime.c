@@ -413,8 +413,11 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
         goto fail_nosb;
     }
     int made = create_sandbox(g, id, spec, state_dir, cgroup_path, &sb, &err);
-    if (made < 0)
+    if (made < 0) {
+        if (err.kind == BH_ERROR_LIMIT)
+            rc = 1; /* the kernel refused a value of the config: runc's status */
         goto fail_nosb;
+    }
     st.pid = bh_sandbox_pid(sb);
     st.pid_start = oci_pid_start_time(st.pid);
     if (made > 0 || create_verify_tier(g, id, &st, spec) < 0)

@@ -5,10 +5,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <linux/magic.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
 #include "oci-internal.h"
 
@@ -100,12 +99,11 @@ int cmd_spec(const struct cli_globals *g, int argc, char **argv)
     const char *tier = getenv("BULKHEAD_DEFAULT_TIER");
     if (tier == NULL || (strcmp(tier, "container") != 0 && strcmp(tier, "kernel") != 0))
         tier = "kernel";
-    /* As runc writes it: a cgroup namespace on cgroup v2 hosts only (on v1
-     * the container's tools expect host paths in /proc/self/cgroup). */
-    struct statfs cgfs;
-    bool unified = statfs("/sys/fs/cgroup", &cgfs) == 0 && cgfs.f_type == CGROUP2_SUPER_MAGIC;
     cleanup_free char *text = NULL;
-    if (asprintf(&text, default_spec, unified ? ", {\"type\": \"cgroup\"}" : "", tier) < 0) {
+    /* runc lists the cgroup namespace only on a cgroup v2 host, and its
+     * tests add it themselves elsewhere (a second entry is refused). */
+    const char *cgroup_ns = bh_cgroup_detect() == BH_CGROUP_V2 ? ", {\"type\": \"cgroup\"}" : "";
+    if (asprintf(&text, default_spec, cgroup_ns, tier) < 0) {
         cli_report_error(g, "spec: out of memory");
         unlinkat(dfd, "config.json", 0);
         return 1;

@@ -94,6 +94,8 @@ int cg_list_pids(const char *dir, pid_t **pids, size_t *n, struct bh_error *err)
 int cg_wait_empty(struct bh_cgroup *cg, int64_t deadline, bool resend, struct bh_error *err);
 int cg_normalize_path(const char *in, char **out, struct bh_error *err);
 int cg_memsw_total(const struct bh_limits *l, int64_t *memsw, struct bh_error *err);
+/* Whether any block I/O weight or throttle is asked for. */
+bool cg_wants_blkio(const struct bh_limits *l);
 
 /* Layout (cgroup-layout.c). */
 unsigned cg_ctls_from_list(const char *list);

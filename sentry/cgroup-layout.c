@@ -100,10 +100,14 @@ unsigned cg_ctls_from_list(const char *list)
     if (copy == NULL)
         return 0;
     char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
         for (int c = 0; c < CTL_N; c++)
             if (strcmp(t, cg_ctl_names[c]) == 0)
                 m |= 1u << c;
+        /* v2 names v1's blkio `io`; no v1 hierarchy is called that. */
+        if (strcmp(t, "io") == 0)
+            m |= 1u << CTL_BLKIO;
+    }
     return m;
 }
 

@@ -21,7 +21,13 @@ static unsigned ctls_in(char *list)
     return m;
 }
 
-/* Enables memory, pids and cpu from the root down to the leaf's parent. A
+/* v1's blkio is v2's io. */
+static const char *v2_ctl_name(enum ctl c)
+{
+    return c == CTL_BLKIO ? "io" : cg_ctl_names[c];
+}
+
+/* Enables memory, pids, cpu (and io when asked) from the root down to the leaf's parent. A
  * level offers what its parent has enabled; a write that is refused (say, a
  * delegated root we may not change) is fine when the controller is already
  * on, and an error only when a requested limit needs it. */
@@ -33,7 +39,8 @@ static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh
         l->memory_bytes != 0 || l->memory_swap_bytes != 0 || l->memory_reservation_bytes != 0;
     required[CTL_PIDS] = l->pids != 0;
     required[CTL_CPU] = l->cpu_quota_us != 0 || l->cpu_period_us != 0 || l->cpu_shares != 0;
-    static const enum ctl wanted[] = {CTL_MEMORY, CTL_PIDS, CTL_CPU};
+    required[CTL_BLKIO] = cg_wants_blkio(l);
+    static const enum ctl wanted[] = {CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_BLKIO};
 
     cleanup_free char *avail_s = NULL;
     if (cg_read(h->mount, "cgroup.controllers", &avail_s, err) < 0)
@@ -48,7 +55,7 @@ static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh
         for (size_t i = 0; i < BH_ARRAY_SIZE(wanted); i++) {
             enum ctl c = wanted[i];
             char op[32];
-            snprintf(op, sizeof(op), "+%s", cg_ctl_names[c]);
+            snprintf(op, sizeof(op), "+%s", v2_ctl_name(c));
             bh_error_clear(&werr[c]);
             if (avail & (1u << c))
                 cg_write(cg, p, "cgroup.subtree_control", op, &werr[c]);
@@ -63,16 +70,65 @@ static int v2_prepare(struct bh_cgroup *cg, const struct bh_limits *l, struct bh
                 if (err != NULL)
                     *err = werr[c];
                 return bh_error_prefix(err, "enable the `%s` controller for the limit",
-                                       cg_ctl_names[c]);
+                                       v2_ctl_name(c));
             }
             return bh_error_set(err, ENOTSUP,
                                 "%s limit refused: the `%s` controller is not available at `%s` "
                                 "(see its cgroup.controllers); enable it in the parents' "
                                 "cgroup.subtree_control or run without the limit",
-                                cg_ctl_names[c], cg_ctl_names[c], p);
+                                v2_ctl_name(c), v2_ctl_name(c), p);
         }
         avail = on;
     }
+    return 0;
+}
+
+static const char *const v2_throttle_keys[BH_THROTTLE_N] = {"rbps", "wbps", "riops", "wiops"};
+
+/* blkio on v2, as runc maps it: io.bfq.weight where BFQ is the scheduler
+ * (its per-device lines too), else io.weight on its 1..10000 scale;
+ * throttles are io.max lines. Needs the io controller enabled (prepare). */
+static int v2_apply_io(struct bh_cgroup *cg, const char *d, const struct bh_limits *l,
+                       struct bh_error *err)
+{
+    char line[128];
+    if (l->blkio_leaf_weight != 0)
+        return bh_error_set(err, ENOTSUP,
+                            "blkio leaf weight refused: cgroup v2 has no leaf weights; drop "
+                            "leafWeight");
+    bool bfq = cg_file_exists(d, "io.bfq.weight");
+    if (l->blkio_weight != 0) {
+        int rc = bfq ? cg_write_i64(cg, d, "io.bfq.weight", l->blkio_weight, err)
+                     : cg_write_i64(cg, d, "io.weight",
+                                    1 + ((int64_t)l->blkio_weight - 10) * 9999 / 990, err);
+        if (rc < 0)
+            return bh_error_prefix(err, "blkio weight");
+    }
+    for (size_t i = 0; i < l->n_blkio_weight_devices && i < BH_MAX_BLKIO_DEVICES; i++) {
+        const struct bh_blkio_device *wd = &l->blkio_weight_devices[i];
+        if (wd->leaf_weight != 0)
+            return bh_error_set(err, ENOTSUP,
+                                "blkio leaf weight refused: cgroup v2 has no leaf weights");
+        if (wd->weight == 0)
+            continue;
+        if (!bfq)
+            return bh_error_set(err, ENOTSUP,
+                                "per-device blkio weight refused: `%s` has no io.bfq.weight "
+                                "(the BFQ scheduler is not in use)",
+                                d);
+        snprintf(line, sizeof(line), "%" PRId64 ":%" PRId64 " %u", wd->major, wd->minor,
+                 wd->weight);
+        if (cg_write(cg, d, "io.bfq.weight", line, err) < 0)
+            return bh_error_prefix(err, "blkio weight of device");
+    }
+    for (int t = 0; t < BH_THROTTLE_N; t++)
+        for (size_t i = 0; i < l->n_blkio_throttle[t] && i < BH_MAX_BLKIO_DEVICES; i++) {
+            const struct bh_blkio_device *td = &l->blkio_throttle[t][i];
+            snprintf(line, sizeof(line), "%" PRId64 ":%" PRId64 " %s=%" PRIu64, td->major,
+                     td->minor, v2_throttle_keys[t], td->rate);
+            if (cg_write(cg, d, "io.max", line, err) < 0)
+                return bh_error_prefix(err, "blkio throttle");
+        }
     return 0;
 }
 
@@ -81,6 +137,12 @@ static int v2_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_e
     const char *d = cg->h[cg->unified_h].dir;
     if (l->memory_bytes != 0 || l->memory_swap_bytes != 0) {
         int64_t memsw;
+        /* v2 keeps swap apart from memory, so a total means nothing without
+         * the memory limit it adds to (runc refuses it alike). */
+        if (l->memory_swap_bytes > 0 && l->memory_bytes == 0)
+            return bh_error_set(err, EINVAL,
+                                "a memory+swap limit needs a memory limit too on cgroup v2 (set "
+                                "--memory with --memory-swap)");
         if (cg_memsw_total(l, &memsw, err) < 0)
             return -1;
         /* memory_bytes 0: only swap is lifted; the memory limit stays. */
@@ -109,6 +171,13 @@ static int v2_apply(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_e
         return bh_error_set(err, ENOTSUP,
                             "cpuset limits refused: bulkhead applies cpuset cpus/mems on cgroup "
                             "v1 and hybrid hosts only; drop them on this v2 host");
+    if (l->cpu_rt_period_us != 0 || l->cpu_rt_runtime_us != 0)
+        return bh_error_set(err, ENOTSUP,
+                            "realtime cpu limits refused: cgroup v2 has no cpu.rt_* files (the "
+                            "kernel's v2 cpu controller has no realtime budget); drop "
+                            "realtimePeriod/realtimeRuntime");
+    if (v2_apply_io(cg, d, l, err) < 0)
+        return -1;
     if (l->memory_reservation_bytes != 0) {
         int rc = l->memory_reservation_bytes > 0
                      ? cg_write_i64(cg, d, "memory.low", l->memory_reservation_bytes, err)
@@ -203,6 +272,40 @@ static int v2_kill(struct bh_cgroup *cg, struct bh_error *err)
     return cg_wait_empty(cg, deadline, true, err);
 }
 
+/* io.stat ("MAJ:MIN rbytes=N wbytes=N rios=N wios=N ...") as runc maps it
+ * onto v1's Read/Write entries. */
+static void v2_io_stats(const char *d, struct bh_cgroup_stats *st)
+{
+    cleanup_free char *s = NULL;
+    if (cg_read(d, "io.stat", &s, NULL) < 0)
+        return;
+    static const struct {
+        const char *key, *op;
+        bool bytes;
+    } keys[] = {{"rbytes=", "Read", true},
+                {"wbytes=", "Write", true},
+                {"rios=", "Read", false},
+                {"wios=", "Write", false}};
+    for (char *save = NULL, *line = strtok_r(s, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        unsigned maj, min;
+        if (sscanf(line, "%u:%u", &maj, &min) != 2)
+            continue;
+        for (size_t k = 0; k < BH_ARRAY_SIZE(keys); k++) {
+            const char *at = strstr(line, keys[k].key);
+            size_t *n = keys[k].bytes ? &st->n_io_bytes : &st->n_io_ops;
+            struct bh_cgroup_blkio_entry *out = keys[k].bytes ? st->io_bytes : st->io_ops;
+            if (at == NULL || *n >= BH_CGROUP_BLKIO_MAX)
+                continue;
+            struct bh_cgroup_blkio_entry *e = &out[(*n)++];
+            e->major = maj;
+            e->minor = min;
+            snprintf(e->op, sizeof(e->op), "%s", keys[k].op);
+            e->value = strtoull(at + strlen(keys[k].key), NULL, 10);
+        }
+    }
+}
+
 static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err)
 {
     const char *d = cg->h[cg->unified_h].dir;
@@ -212,6 +315,13 @@ static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
             return -1;
         cg_read_u64(d, "memory.peak", &st->memory_max_usage, NULL);
         cg_read_key(d, "memory.events", "oom_kill", &st->oom_kills, NULL);
+        cg_read_key(d, "memory.events", "max", &st->memory_failcnt, NULL);
+        cg_read_key(d, "memory.stat", "file", &st->memory_cache, NULL);
+        st->swap_limit = UINT64_MAX;
+        if (cg_file_exists(d, "memory.swap.current")) {
+            cg_read_u64(d, "memory.swap.current", &st->swap_usage, NULL);
+            cg_read_u64(d, "memory.swap.max", &st->swap_limit, NULL);
+        }
     }
     if (cg_file_exists(d, "pids.current") &&
         (cg_read_u64(d, "pids.current", &st->pids_current, err) < 0 ||
@@ -220,6 +330,15 @@ static int v2_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
     uint64_t usec = 0;
     if (cg_read_key(d, "cpu.stat", "usage_usec", &usec, NULL) == 0)
         st->cpu_usage_ns = usec * 1000;
+    if (cg_read_key(d, "cpu.stat", "user_usec", &usec, NULL) == 0)
+        st->cpu_user_ns = usec * 1000;
+    if (cg_read_key(d, "cpu.stat", "system_usec", &usec, NULL) == 0)
+        st->cpu_kernel_ns = usec * 1000;
+    cg_read_key(d, "cpu.stat", "nr_periods", &st->cpu_periods, NULL);
+    cg_read_key(d, "cpu.stat", "nr_throttled", &st->cpu_throttled_periods, NULL);
+    if (cg_read_key(d, "cpu.stat", "throttled_usec", &usec, NULL) == 0)
+        st->cpu_throttled_ns = usec * 1000;
+    v2_io_stats(d, st);
     return 0;
 }
 const struct backend cg_v2_backend = {

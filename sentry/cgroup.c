@@ -92,8 +92,12 @@ int cg_write(const struct bh_cgroup *cg, const char *dir, const char *file, cons
         return bh_error_errno(err, errno, "open `%s` for writing", path);
     size_t len = strlen(value);
     ssize_t w = write(fd, value, len);
-    if (w < 0 || (size_t)w != len)
-        return bh_error_errno(err, w < 0 ? errno : EIO, "write `%s` to `%s`", value, path);
+    if (w < 0 || (size_t)w != len) {
+        /* The kernel refused the value itself: runc's status for that is 1,
+         * not the 125 of a refusal by bulkhead. */
+        bh_error_errno(err, w < 0 ? errno : EIO, "write `%s` to `%s`", value, path);
+        return bh_error_mark(err, BH_ERROR_LIMIT);
+    }
     return 0;
 }
 
@@ -257,10 +261,12 @@ int cg_write_i64(const struct bh_cgroup *cg, const char *dir, const char *file, 
 /* Resolves the swap request: memory+swap total, -1 unlimited. */
 int cg_memsw_total(const struct bh_limits *l, int64_t *memsw, struct bh_error *err)
 {
-    /* Lifting swap alone (-1) is fine; a swap limit needs a memory limit. */
-    if (l->memory_swap_bytes > 0 && l->memory_bytes == 0)
-        return bh_error_set(err, EINVAL,
-                            "a memory+swap limit needs a memory limit too (set --memory)");
+    /* Swap alone: the total as given, checked by the kernel against the
+     * memory limit in place (v1; v2 needs both, see v2_apply). */
+    if (l->memory_bytes == 0) {
+        *memsw = l->memory_swap_bytes > 0 ? l->memory_swap_bytes : -1;
+        return 0;
+    }
     if (l->memory_bytes < 0 || l->memory_swap_bytes < 0) {
         *memsw = -1;
         return 0;
@@ -276,6 +282,14 @@ int cg_memsw_total(const struct bh_limits *l, int64_t *memsw, struct bh_error *e
                             l->memory_swap_bytes, l->memory_bytes);
     *memsw = l->memory_swap_bytes;
     return 0;
+}
+
+bool cg_wants_blkio(const struct bh_limits *l)
+{
+    size_t n = l->n_blkio_weight_devices;
+    for (int t = 0; t < BH_THROTTLE_N; t++)
+        n += l->n_blkio_throttle[t];
+    return l->blkio_weight != 0 || l->blkio_leaf_weight != 0 || n > 0;
 }
 
 int cg_list_pids(const char *dir, pid_t **pids, size_t *n, struct bh_error *err)
@@ -453,8 +467,10 @@ int bh_cgroup_create(const char *path, const struct bh_limits *limits, struct bh
               limits->memory_reservation_bytes != 0) &&
              cg_need_ctl(cg, CTL_MEMORY, "memory", err) < 0) ||
             (limits->pids != 0 && cg_need_ctl(cg, CTL_PIDS, "pids", err) < 0) ||
-            ((limits->cpu_quota_us != 0 || limits->cpu_period_us != 0 || limits->cpu_shares != 0) &&
-             cg_need_ctl(cg, CTL_CPU, "cpu", err) < 0)) {
+            ((limits->cpu_quota_us != 0 || limits->cpu_period_us != 0 || limits->cpu_shares != 0 ||
+              limits->cpu_rt_period_us != 0 || limits->cpu_rt_runtime_us != 0) &&
+             cg_need_ctl(cg, CTL_CPU, "cpu", err) < 0) ||
+            (cg_wants_blkio(limits) && cg_need_ctl(cg, CTL_BLKIO, "blkio", err) < 0)) {
             bh_cgroup_free(cg);
             return -1;
         }
@@ -582,6 +598,7 @@ int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_
 {
     memset(st, 0, sizeof(*st));
     st->memory_limit = UINT64_MAX;
+    st->swap_limit = UINT64_MAX;
     st->pids_limit = UINT64_MAX;
     if (cg->be->stats(cg, st, err) < 0)
         return bh_error_prefix(err, "stats of cgroup `%s`", cg->rel);

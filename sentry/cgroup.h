@@ -71,14 +71,33 @@ int bh_cgroup_pids(struct bh_cgroup *cg, pid_t **pids, size_t *n, struct bh_erro
 /* SIGKILLs every process and waits (bounded) until the cgroup is empty. */
 int bh_cgroup_kill(struct bh_cgroup *cg, struct bh_error *err);
 
+/* One line of a block I/O statistic, as runc reports it ("Read", "Write"). */
+struct bh_cgroup_blkio_entry {
+    uint32_t major, minor;
+    char op[8];
+    uint64_t value;
+};
+#define BH_CGROUP_BLKIO_MAX 32
+
 struct bh_cgroup_stats {
     uint64_t memory_usage;
     uint64_t memory_limit; /* UINT64_MAX: none */
     uint64_t memory_max_usage;
+    uint64_t memory_failcnt; /* times the limit was hit (v2: memory.events max) */
+    uint64_t memory_cache;   /* page cache (v1 memory.stat cache, v2 file) */
+    uint64_t swap_usage;     /* v1: memory+swap; v2: swap alone, as runc reports them */
+    uint64_t swap_limit;     /* UINT64_MAX: none */
     uint64_t pids_current;
     uint64_t pids_limit; /* UINT64_MAX: none */
     uint64_t cpu_usage_ns;
+    uint64_t cpu_user_ns, cpu_kernel_ns;
+    uint64_t cpu_periods, cpu_throttled_periods, cpu_throttled_ns;
     uint64_t oom_kills;
+    /* Bytes and operations per device and direction (io_service_bytes and
+     * io_serviced of v1's blkio, rbytes/wbytes and rios/wios of v2's io.stat). */
+    size_t n_io_bytes, n_io_ops;
+    struct bh_cgroup_blkio_entry io_bytes[BH_CGROUP_BLKIO_MAX];
+    struct bh_cgroup_blkio_entry io_ops[BH_CGROUP_BLKIO_MAX];
 };
 int bh_cgroup_stats(struct bh_cgroup *cg, struct bh_cgroup_stats *st, struct bh_error *err);
 

@@ -10,6 +10,7 @@
 enum bh_error_kind {
     BH_ERROR_SETUP = 0, /* a refusal or a failed step: the command never started */
     BH_ERROR_EXEC,      /* the command itself could not be executed; code says why */
+    BH_ERROR_LIMIT,     /* the kernel refused a resource value (a cgroup write) */
 };
 
 /* Exit statuses of the front ends' own failures, in the meanings the shell,

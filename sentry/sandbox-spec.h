@@ -88,6 +88,22 @@ struct bh_device_rule {
 };
 #define BH_MAX_DEVICE_RULES 64
 
+/* Block I/O per device (OCI linux.resources.blockIO): a weight pair for
+ * weightDevice, a rate for the four throttle lists. */
+struct bh_blkio_device {
+    int64_t major, minor;
+    uint16_t weight, leaf_weight; /* weightDevice; 0: not set */
+    uint64_t rate;                /* throttle*Device: bytes or ops per second */
+};
+#define BH_MAX_BLKIO_DEVICES 16
+enum bh_blkio_throttle {
+    BH_THROTTLE_READ_BPS,
+    BH_THROTTLE_WRITE_BPS,
+    BH_THROTTLE_READ_IOPS,
+    BH_THROTTLE_WRITE_IOPS,
+    BH_THROTTLE_N
+};
+
 /* Limits enforced through cgroups (and the tmpfs size). 0 means "not set". */
 struct bh_limits {
     int64_t memory_bytes;      /* memory.max / memory.limit_in_bytes */
@@ -103,6 +119,14 @@ struct bh_limits {
     /* Device cgroup rules; none: the device cgroup is left as inherited. */
     size_t n_device_rules;
     struct bh_device_rule device_rules[BH_MAX_DEVICE_RULES];
+    /* cgroup v1 realtime budget (cpu.rt_period_us, cpu.rt_runtime_us). */
+    int64_t cpu_rt_period_us;
+    int64_t cpu_rt_runtime_us;
+    uint16_t blkio_weight, blkio_leaf_weight; /* 10..1000; 0: not set */
+    size_t n_blkio_weight_devices;
+    struct bh_blkio_device blkio_weight_devices[BH_MAX_BLKIO_DEVICES];
+    size_t n_blkio_throttle[BH_THROTTLE_N];
+    struct bh_blkio_device blkio_throttle[BH_THROTTLE_N][BH_MAX_BLKIO_DEVICES];
 };
 
 /* The process to run. Strings are owned by the spec (see bh_sandbox_spec_free). */

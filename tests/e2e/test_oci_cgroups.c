@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <signal.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <jansson.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -367,6 +369,11 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)child);
     put(sub, "cgroup.procs", pid);
+    /* runc's test makes it in memory and freezer, the process in both. */
+    char fsub[700];
+    h_cgroup_dir("freezer", rel, fsub, sizeof(fsub));
+    cr_assert_eq(mkdir(fsub, 0755), 0, "mkdir %s: %s", fsub, strerror(errno));
+    put(fsub, "cgroup.procs", pid);
     struct run_result r = bh("delete", "--force", id, NULL);
     cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
     h_free(&r);
@@ -374,8 +381,11 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
     cr_expect_eq(waitpid(child, &st, 0), child);
     cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sub-cgroup's process lived on");
     cr_expect_neq(access(sub, F_OK), 0, "%s left behind", sub);
+    cr_expect_neq(access(fsub, F_OK), 0, "%s left behind", fsub);
     if (access(sub, F_OK) == 0)
         rmdir(sub);
+    if (access(fsub, F_OK) == 0)
+        rmdir(fsub);
     live_id[0] = '\0';
 }
 
@@ -440,5 +450,504 @@ Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
     r = bh("update", "--cpuset-cpus", "0;reboot", id);
     cr_expect_neq(r.status, 0, "a malformed cpu list was accepted");
     cr_expect(strstr(r.err, "--cpuset-cpus") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+/* ---- runc's update.bats and cgroups.bats settings ---------------------- */
+
+/* A file of the container's cgroup at rel (malloc'd-free static buffer). */
+static char *read_rel(const char *controller, const char *rel, const char *file)
+{
+    char r[300], p[800];
+    snprintf(r, sizeof(r), "%s/%s", rel, file);
+    h_cgroup_dir(controller, r, p, sizeof(p));
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
+    static char buf[512];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
+    return buf;
+}
+
+static void need_v1_files(void)
+{
+    cr_assert_neq(bh_cgroup_detect(), BH_CGROUP_V2,
+                  "this test reads cgroup v1 files (blkio, memsw, cpu.rt_*); a v2-only host "
+                  "is covered by the unit tests' fake v2 tree");
+}
+
+/* Registers rel for teardown (last registered is removed first) and makes it
+ * in every hierarchy, as runc's tests make a parent cgroup. */
+static void make_in_every_hierarchy(const char *rel, bool mk)
+{
+    cr_assert_lt(n_made, 8);
+    snprintf(made_rel[n_made++], sizeof(made_rel[0]), "%s", rel);
+    if (!mk)
+        return;
+    char hier[24][512] = {{0}};
+    cr_assert_eq(bh_cgroup_each_hierarchy(add_hier, hier, NULL), 0);
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%.511s/%.127s", hier[h], rel);
+        cr_assert(mkdir(p, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", p, strerror(errno));
+    }
+}
+
+/* How many hierarchies hold rel. */
+static int hierarchies_with(const char *rel)
+{
+    char hier[24][512] = {{0}};
+    cr_assert_eq(bh_cgroup_each_hierarchy(add_hier, hier, NULL), 0);
+    int n = 0;
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char p[700];
+        snprintf(p, sizeof(p), "%.511s/%.127s", hier[h], rel);
+        n += access(p, F_OK) == 0;
+    }
+    return n;
+}
+
+static void update_ok(const char *id, const char *flag, const char *value)
+{
+    struct run_result r = bh("update", id, flag, value);
+    cr_expect_eq(r.status, 0, "update %s %s: exit %d: %s", flag, value, r.status, r.err);
+    h_free(&r);
+}
+
+/* runc's `update cgroup v1/v2 common limits`, read back as its test reads
+ * them: memory, reservation, swap alone, lifting, pids, cpu, -r FILE. */
+static void update_like_runc(const char *tier)
+{
+    need_v1_files();
+    write_config(tier, "\"resources\": {\"memory\": {\"limit\": 33554432, \"reservation\": "
+                       "25165824}, \"cpu\": {\"shares\": 100, \"quota\": 500000, \"period\": "
+                       "1000000}, \"pids\": {\"limit\": 20}}");
+    const char *id = start("upd");
+    char rel[128];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "33554432");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.soft_limit_in_bytes"), "25165824");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "20");
+    update_ok(id, "--memory", "67108864");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "67108864");
+    update_ok(id, "--memory", "50M");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "52428800");
+    update_ok(id, "--memory-reservation", "33554432");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.soft_limit_in_bytes"), "33554432");
+    char sysmem[64];
+    snprintf(sysmem, sizeof(sysmem), "%s", read_rel("memory", ".", "memory.limit_in_bytes"));
+    update_ok(id, "--memory-swap", "-1");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), sysmem);
+    /* The total alone: the memory limit stays. */
+    update_ok(id, "--memory-swap", "96468992");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), "96468992");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "52428800");
+    update_ok(id, "--memory", "-1");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), sysmem);
+    cr_expect_str_eq(read_rel("memory", rel, "memory.memsw.limit_in_bytes"), sysmem);
+    update_ok(id, "--pids-limit", "30");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "30");
+    struct run_result r = bh("update", id, "--kernel-memory", "50M");
+    cr_expect_eq(r.status, 0, "runc ignores kernel memory with a warning: %s", r.err);
+    cr_expect(strstr(r.err, "kernel memory") != NULL, "no warning: %s", r.err);
+    h_free(&r);
+    char json[300];
+    snprintf(json, sizeof(json), "%s/res.json", tmp);
+    FILE *f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"shares\": 200, \"quota\": 400000, \"period\": 800000}, "
+          "\"memory\": {\"limit\": 41943040}, \"pids\": {\"limit\": 25}}",
+          f);
+    fclose(f);
+    r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.shares"), "200");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "400000");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
+    cr_expect_str_eq(read_rel("memory", rel, "memory.limit_in_bytes"), "41943040");
+    cr_expect_str_eq(read_rel("pids", rel, "pids.max"), "25");
+    /* A quota alone keeps the period the cgroup has; --cpu-quota -1 lifts it. */
+    f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"quota\": 300000}}", f);
+    fclose(f);
+    r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r quota: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "300000");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
+    update_ok(id, "--cpu-quota", "-1");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_quota_us"), "-1");
+    cr_expect_str_eq(read_rel("cpu", rel, "cpu.cfs_period_us"), "800000");
+    /* The kernel refuses the value (period below 1000 us): runc's status 1. */
+    r = bh("update", id, "--cpu-period", "100");
+    cr_expect_eq(r.status, 1, "a refused period: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "cpu period") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+Test(oci_cgroups, update_takes_every_runc_setting_container)
+{
+    update_like_runc("container");
+}
+
+Test(oci_cgroups, update_takes_every_runc_setting_kernel)
+{
+    h_require_kernel_tier();
+    update_like_runc("kernel");
+}
+
+/* runc's `set cpu period with no quota (invalid period)`: the kernel refuses
+ * the value, create exits 1 (not 125) and leaves no cgroup in any hierarchy
+ * below a parent it did not make, which stays. */
+Test(oci_cgroups, refused_cpu_period_exits_1_and_leaves_no_cgroup)
+{
+    char parent[96], leaf[128], extra[200];
+    snprintf(parent, sizeof(parent), "bh-e2e-period-%d", (int)getpid());
+    snprintf(leaf, sizeof(leaf), "%s/ct", parent);
+    make_in_every_hierarchy(parent, true);
+    make_in_every_hierarchy(leaf, false); /* teardown's, should bulkhead leave it */
+    int hiers = hierarchies_with(parent);
+    cr_assert_gt(hiers, 0);
+    snprintf(extra, sizeof(extra),
+             "\"cgroupsPath\": \"/%s\", \"resources\": {\"cpu\": {\"period\": 100}}", leaf);
+    write_config("container", extra);
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "period-%d", (int)getpid());
+    struct run_result r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 1, "create with cpu period 100: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "cpu period 100") != NULL, "%s", r.err);
+    h_free(&r);
+    cr_expect_eq(hierarchies_with(leaf), 0, "the refused container's cgroup was left behind");
+    cr_expect_eq(hierarchies_with(parent), hiers, "a parent bulkhead did not make was removed");
+    r = bh("state", id, NULL, NULL);
+    cr_expect_neq(r.status, 0, "a failed create left its state");
+    h_free(&r);
+}
+
+/* runc's `update rt period and runtime`: the parents get a realtime budget
+ * (as the test writes them), the container's follows config, -r and flags;
+ * delete then removes its cgroup in every hierarchy, the one the test made
+ * in cpu included, and leaves the parent. */
+Test(oci_cgroups, rt_budget_follows_update_and_delete_leaves_only_the_parent)
+{
+    need_v1_files();
+    char parent[96], leaf[128], extra[200];
+    snprintf(parent, sizeof(parent), "bh-e2e-rt-%d", (int)getpid());
+    snprintf(leaf, sizeof(leaf), "%s/ct", parent);
+    const char *cpu_leaf = make_cgroup("cpu", leaf);
+    char cpu_parent[700];
+    h_cgroup_dir("cpu", parent, cpu_parent, sizeof(cpu_parent));
+    /* A tenth of the host's budget, not all of it as runc's test takes:
+     * sibling cgroups (another run's) may hold some. */
+    put(cpu_parent, "cpu.rt_period_us", "1000000");
+    char rtp[800];
+    snprintf(rtp, sizeof(rtp), "%s/cpu.rt_runtime_us", cpu_parent);
+    FILE *bf = fopen(rtp, "we");
+    cr_assert_not_null(bf, "open %s: %s", rtp, strerror(errno));
+    fputs("100000", bf);
+    cr_assert_eq(fclose(bf), 0,
+                 "no realtime budget left for %s: other cgroups below the cpu root hold the "
+                 "host's cpu.rt_runtime_us (a run that left one behind?)",
+                 cpu_parent);
+    put(cpu_leaf, "cpu.rt_period_us", "1000000");
+    put(cpu_leaf, "cpu.rt_runtime_us", "100000");
+    snprintf(extra, sizeof(extra), "\"cgroupsPath\": \"/%s\"", leaf);
+    write_config("container", extra);
+    const char *id = start("rt");
+    char json[300];
+    snprintf(json, sizeof(json), "%s/rt.json", tmp);
+    FILE *f = fopen(json, "we");
+    cr_assert_not_null(f);
+    fputs("{\"cpu\": {\"realtimePeriod\": 800001, \"realtimeRuntime\": 50001}}", f);
+    fclose(f);
+    struct run_result r = bh("update", "-r", json, id);
+    cr_expect_eq(r.status, 0, "update -r realtime: %s", r.err);
+    h_free(&r);
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_period_us"), "800001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_runtime_us"), "50001");
+    update_ok(id, "--cpu-rt-period", "900001");
+    update_ok(id, "--cpu-rt-runtime", "60001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_period_us"), "900001");
+    cr_expect_str_eq(read_rel("cpu", leaf, "cpu.rt_runtime_us"), "60001");
+    int hiers = hierarchies_with(leaf);
+    cr_expect_gt(hiers, 1, "the container's cgroup is in one hierarchy only");
+    r = bh("delete", "--force", id, NULL);
+    cr_expect_eq(r.status, 0, "delete --force: %s", r.err);
+    h_free(&r);
+    live_id[0] = '\0';
+    cr_expect_eq(hierarchies_with(leaf), 0, "delete left the container's cgroup behind");
+    cr_expect_eq(access(cpu_parent, F_OK), 0, "delete removed a parent it did not make");
+}
+
+/* runc's `per-device io weight for bfq`: blockIO weight and weightDevice of
+ * a loop device whose scheduler is BFQ, read back from the kernel. */
+Test(oci_cgroups, blkio_weight_and_per_device_weight)
+{
+    need_v1_files();
+    char img[300], cmd[600];
+    snprintf(img, sizeof(img), "%s/backing.img", tmp);
+    FILE *f = fopen(img, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), 4096), 0);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "losetup --find --show %s", img);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char dev[64] = "";
+    cr_assert_not_null(fgets(dev, sizeof(dev), p), "losetup found no free loop device");
+    pclose(p);
+    dev[strcspn(dev, "\n")] = '\0';
+    cr_assert(strncmp(dev, "/dev/loop", 9) == 0, "losetup: `%s`", dev);
+    struct stat st;
+    cr_assert_eq(stat(dev, &st), 0);
+    char sched[128];
+    snprintf(sched, sizeof(sched), "/sys/block/%s/queue/scheduler", dev + 5);
+    FILE *s = fopen(sched, "we");
+    bool bfq = s != NULL && fputs("bfq", s) >= 0;
+    if (s != NULL)
+        bfq = fclose(s) == 0 && bfq;
+    char extra[400];
+    snprintf(extra, sizeof(extra),
+             "\"resources\": {\"blockIO\": {\"weight\": 333, \"weightDevice\": [{\"major\": %u, "
+             "\"minor\": %u, \"weight\": 444}]}}",
+             major(st.st_rdev), minor(st.st_rdev));
+    write_config("container", extra);
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(live_id, sizeof(live_id), "bfq-%d", (int)getpid());
+    struct run_result r = bfq ? bh("create", "--bundle", bundle, live_id) : (struct run_result){0};
+    snprintf(cmd, sizeof(cmd), "losetup -d %s", dev);
+    if (system(cmd) != 0)
+        fprintf(stderr, "losetup -d %s failed\n", dev);
+    cr_assert(bfq, "the BFQ scheduler is not available for %s (modprobe bfq)", dev);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    char rel[128], want[64];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", live_id);
+    const char *w = read_rel("blkio", rel, "blkio.bfq.weight_device");
+    cr_expect(strstr(w, "default 333") != NULL, "%s", w);
+    snprintf(want, sizeof(want), "%u:%u 444", major(st.st_rdev), minor(st.st_rdev));
+    cr_expect(strstr(w, want) != NULL, "no `%s` in %s", want, w);
+    update_ok(live_id, "--blkio-weight", "500");
+    cr_expect_str_eq(read_rel("blkio", rel, "blkio.bfq.weight"), "500");
+    r = bh("update", live_id, "--blkio-weight", "5");
+    cr_expect_neq(r.status, 0, "a weight below 10 was accepted");
+    h_free(&r);
+}
+
+/* `events --stats` once and the stream, with runc's fields: cpu (usage,
+ * throttling), memory (usage, limit, swap), pids, and blkio, whose counters
+ * move when the container reads its disk past the page cache. */
+/* The whole disk under the filesystem holding path ("MAJ:MIN"): throttle
+ * rules and their statistics name disks, not partitions. */
+static void disk_of(const char *path, unsigned *maj, unsigned *min)
+{
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    *maj = major(st.st_dev);
+    *min = minor(st.st_dev);
+    char sys[128], part[160], parent[200];
+    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", *maj, *min);
+    snprintf(part, sizeof(part), "%s/partition", sys);
+    if (access(part, F_OK) != 0)
+        return;
+    snprintf(parent, sizeof(parent), "%s/../dev", sys);
+    FILE *f = fopen(parent, "re");
+    cr_assert_not_null(f, "no disk above partition %u:%u", *maj, *min);
+    cr_assert_eq(fscanf(f, "%u:%u", maj, min), 2);
+    fclose(f);
+}
+
+Test(oci_cgroups, events_report_cpu_memory_pids_and_blkio)
+{
+    char img[300];
+    snprintf(img, sizeof(img), "%s/bundle/rootfs/data.img", tmp);
+    FILE *f = fopen(img, "we");
+    cr_assert_not_null(f);
+    static char block[65536];
+    memset(block, 'x', sizeof(block));
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(fwrite(block, 1, sizeof(block), f), sizeof(block));
+    cr_assert_eq(fclose(f), 0);
+    /* v1's blkio counts I/O only where a throttle rule is (the kernel's
+     * blk-throttle keeps the counters): a generous one on the disk. */
+    unsigned maj, min;
+    disk_of(img, &maj, &min);
+    char extra[400];
+    snprintf(extra, sizeof(extra),
+             "\"resources\": {\"memory\": {\"limit\": 67108864}, \"pids\": {\"limit\": 50}, "
+             "\"blockIO\": {\"throttleReadBpsDevice\": [{\"major\": %u, \"minor\": %u, "
+             "\"rate\": 1073741824}]}}",
+             maj, min);
+    write_config("container", extra);
+    const char *id = start("events");
+    char rel[128], rule[64];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    snprintf(rule, sizeof(rule), "%u:%u 1073741824", maj, min);
+    cr_expect(strstr(read_rel("blkio", rel, "blkio.throttle.read_bps_device"), rule) != NULL,
+              "throttle rule `%s` not applied", rule);
+    char root[256], *path = h_path("bulkhead");
+    snprintf(root, sizeof(root), "%s/root", tmp);
+    char *dd[] = {path,           "--root",       root,       "exec",         (char *)id, "dd",
+                  "if=/data.img", "of=/dev/null", "bs=65536", "iflag=direct", NULL};
+    struct run_result r = h_run(dd, NULL, "/dev/null", 60);
+    cr_assert_eq(r.status, 0, "dd in the container: %s", r.err);
+    h_free(&r);
+    r = bh("events", "--stats", id, NULL);
+    cr_assert_eq(r.status, 0, "events --stats: %s", r.err);
+    json_error_t jerr;
+    json_t *ev = json_loads(r.out, 0, &jerr);
+    cr_assert_not_null(ev, "events --stats is not one JSON line: %s", r.out);
+    h_free(&r);
+    cr_expect_str_eq(json_string_value(json_object_get(ev, "type")), "stats");
+    cr_expect_str_eq(json_string_value(json_object_get(ev, "id")), id);
+    json_t *data = json_object_get(ev, "data");
+    json_t *cpu = json_object_get(json_object_get(data, "cpu"), "usage");
+    cr_expect_gt(json_integer_value(json_object_get(cpu, "total")), 0);
+    cr_expect_gt(json_integer_value(json_object_get(cpu, "user")) +
+                     json_integer_value(json_object_get(cpu, "kernel")),
+                 0, "no user or kernel time");
+    cr_expect_not_null(json_object_get(json_object_get(data, "cpu"), "throttling"));
+    json_t *mem = json_object_get(data, "memory");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(mem, "usage"), "limit")),
+                 67108864);
+    cr_expect_gt(json_integer_value(json_object_get(json_object_get(mem, "usage"), "usage")), 0);
+    cr_expect_not_null(json_object_get(mem, "swap"));
+    json_t *pids = json_object_get(data, "pids");
+    cr_expect_eq(json_integer_value(json_object_get(pids, "limit")), 50);
+    cr_expect_gt(json_integer_value(json_object_get(pids, "current")), 0);
+    json_t *bytes = json_object_get(json_object_get(data, "blkio"), "ioServiceBytesRecursive");
+    cr_assert(json_is_array(bytes), "no blkio.ioServiceBytesRecursive");
+    json_int_t read = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(bytes, i,
+                       e) if (strcmp(json_string_value(json_object_get(e, "op")), "Read") == 0)
+        read += json_integer_value(json_object_get(e, "value"));
+    cr_expect_geq(read, 16 * 65536, "the container read 1 MiB past the cache, blkio says %lld",
+                  (long long)read);
+    json_decref(ev);
+
+    /* The stream: a stats line every interval until the container goes. */
+    char *argv[] = {path, "--root", root, "events", "--interval", "100ms", (char *)id, NULL};
+    char logp[300];
+    snprintf(logp, sizeof(logp), "%s/events.log", tmp);
+    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(fd, 0);
+    pid_t ev_pid = fork();
+    cr_assert_geq(ev_pid, 0);
+    if (ev_pid == 0) {
+        dup2(fd, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd);
+    int lines = 0;
+    for (int k = 0; k < 200 && lines < 3; k++) {
+        usleep(50000);
+        FILE *lf = fopen(logp, "re");
+        char line[8192];
+        lines = 0;
+        while (lf != NULL && fgets(line, sizeof(line), lf) != NULL)
+            lines += strstr(line, "{\"type\":\"stats\"") == line;
+        if (lf != NULL)
+            fclose(lf);
+    }
+    cr_expect_geq(lines, 3, "the stream gave %d stats lines in 10 s", lines);
+    r = bh("delete", "--force", id, NULL);
+    h_free(&r);
+    live_id[0] = '\0';
+    int st = 0;
+    bool ended = false;
+    for (int k = 0; k < 100 && !ended; k++) {
+        ended = waitpid(ev_pid, &st, WNOHANG) == ev_pid;
+        if (!ended)
+            usleep(50000);
+    }
+    if (!ended) {
+        kill(ev_pid, SIGKILL);
+        waitpid(ev_pid, NULL, 0);
+    }
+    cr_expect(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "events did not end with status 0 when the container was deleted");
+    free(path);
+}
+
+/* A malformed blockIO is refused before anything is made, naming the field. */
+Test(oci_cgroups, malformed_blockio_is_refused)
+{
+    static const struct {
+        const char *res, *field;
+    } cases[] = {
+        {"{\"blockIO\": {\"weight\": 5000}}", "blockIO.weight"},
+        {"{\"blockIO\": {\"weightDevice\": [{\"minor\": 0, \"weight\": 10}]}}",
+         "blockIO.weightDevice[0]"},
+        {"{\"blockIO\": {\"throttleReadBpsDevice\": [{\"major\": 8, \"minor\": 0}]}}",
+         "throttleReadBpsDevice[0]"},
+        {"{\"blockIO\": []}", "blockIO"},
+        {"{\"cpu\": {\"realtimePeriod\": -5}}", "cpu.realtimePeriod"},
+    };
+    char bundle[256], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    snprintf(id, sizeof(id), "badio-%d", (int)getpid());
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char extra[300];
+        snprintf(extra, sizeof(extra), "\"resources\": %s", cases[i].res);
+        write_config("container", extra);
+        struct run_result r = bh("create", "--bundle", bundle, id);
+        cr_expect_eq(r.status, 125, "%s: exit %d: %s", cases[i].res, r.status, r.err);
+        cr_expect(strstr(r.err, cases[i].field) != NULL, "%s: %s", cases[i].res, r.err);
+        h_free(&r);
+        char rel[128];
+        snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+        cr_expect_eq(hierarchies_with(rel), 0, "%s: a cgroup was made", cases[i].res);
+    }
+}
+
+/* runc's `delete --force in cgroupv1 with subcgroups` adds a cgroup
+ * namespace to the config `spec` wrote: as runc's, the spec lists one only
+ * on a v2 host, so the added entry is the only one (a namespace given twice
+ * is refused, by runc too). */
+Test(oci_cgroups, spec_lists_the_cgroup_namespace_on_v2_only)
+{
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r = bh("spec", "--bundle", bundle, NULL);
+    cr_assert_eq(r.status, 0, "spec: %s", r.err);
+    h_free(&r);
+    char p[300];
+    snprintf(p, sizeof(p), "%s/config.json", bundle);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *nss = json_object_get(json_object_get(doc, "linux"), "namespaces");
+    int cgroup_ns = 0;
+    size_t i;
+    json_t *n;
+    json_array_foreach(nss, i, n) cgroup_ns +=
+        strcmp(json_string_value(json_object_get(n, "type")), "cgroup") == 0;
+    json_decref(doc);
+    cr_expect_eq(cgroup_ns, bh_cgroup_detect() == BH_CGROUP_V2 ? 1 : 0,
+                 "spec lists %d cgroup namespaces on a %s host", cgroup_ns,
+                 bh_cgroup_layout_name(bh_cgroup_detect()));
+    /* Twice is refused with the reason, before anything is made. */
+    write_config("container", NULL);
+    doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    nss = json_object_get(json_object_get(doc, "linux"), "namespaces");
+    json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    char id[64];
+    snprintf(id, sizeof(id), "twice-%d", (int)getpid());
+    r = bh("create", "--bundle", bundle, id);
+    cr_expect_eq(r.status, 125, "a namespace twice: exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "namespace `cgroup` is given twice") != NULL, "%s", r.err);
     h_free(&r);
 }

@@ -1061,3 +1061,231 @@ Test(cgroup_fake, hybrid_device_rules_on_the_v1_devices_files)
     cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
     live_cg = NULL;
 }
+
+/* ---- settings runc writes (update.bats, cgroups.bats) ------------------- */
+
+/* A v1 fake with blkio, as a hybrid or v1-only host mounts it. */
+static void fake_v1_blkio(bool hybrid)
+{
+    fake_v1(true);
+    mkdirs("%s/%s", "blkio");
+    if (hybrid)
+        mkdirs("%s/%s", "unified");
+}
+
+static void blkio_limits(struct bh_limits *l)
+{
+    l->blkio_weight = 333;
+    l->n_blkio_weight_devices = 1;
+    l->blkio_weight_devices[0] = (struct bh_blkio_device){.major = 7, .minor = 3, .weight = 444};
+    l->n_blkio_throttle[BH_THROTTLE_WRITE_BPS] = 1;
+    l->blkio_throttle[BH_THROTTLE_WRITE_BPS][0] =
+        (struct bh_blkio_device){.major = 7, .minor = 3, .rate = 1048576};
+}
+
+static void blkio_and_rt_on(bool hybrid)
+{
+    fake_v1_blkio(hybrid);
+    cr_assert_eq(bh_cgroup_detect(), hybrid ? BH_CGROUP_HYBRID : BH_CGROUP_V1);
+    struct bh_limits l = {.cpu_rt_period_us = 800001, .cpu_rt_runtime_us = 500001};
+    blkio_limits(&l);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/io", &l, &live_cg, &err), 0, "%s", err.msg);
+    /* A fresh blkio cgroup without CFQ's blkio.weight: BFQ's files, as runc picks. */
+    const char *b = bh_cgroup_dir(live_cg, "blkio");
+    cr_assert_not_null(b);
+    cr_assert_str_eq(get(b, "blkio.bfq.weight"), "333");
+    cr_assert_str_eq(get(b, "blkio.bfq.weight_device"), "7:3 444");
+    cr_assert_str_eq(get(b, "blkio.throttle.write_bps_device"), "7:3 1048576");
+    cr_assert(!exists(strcat(strcpy((char[600]){0}, b), "/blkio.weight")));
+    const char *c = bh_cgroup_dir(live_cg, "cpu");
+    cr_assert_str_eq(get(c, "cpu.rt_period_us"), "800001");
+    cr_assert_str_eq(get(c, "cpu.rt_runtime_us"), "500001");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    cr_assert(!exists(b));
+}
+
+Test(cgroup_fake, v1_blkio_bfq_files_and_rt_budget)
+{
+    blkio_and_rt_on(false);
+}
+
+Test(cgroup_fake, hybrid_blkio_bfq_files_and_rt_budget)
+{
+    blkio_and_rt_on(true);
+}
+
+/* A cgroup whose blkio has CFQ's blkio.weight gets CFQ's files. */
+Test(cgroup_fake, v1_blkio_cfq_files_where_the_kernel_has_them)
+{
+    fake_v1_blkio(false);
+    mkdirs("%s/%s", "blkio/docker");
+    mkdirs("%s/%s", "blkio/docker/cfq");
+    char d[600];
+    snprintf(d, sizeof(d), "%s/blkio/docker/cfq", fake_root);
+    put(d, "blkio.weight", "500");
+    struct bh_limits l = {0};
+    blkio_limits(&l);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("docker/cfq", &l, &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(d, "blkio.weight"), "333");
+    cr_assert_str_eq(get(d, "blkio.weight_device"), "7:3 444");
+    cr_assert_null(get(d, "blkio.bfq.weight"));
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+/* v2: io.weight on its own scale (runc's conversion), io.max lines, the io
+ * controller enabled down the tree; realtime refused with the reason. */
+Test(cgroup_fake, v2_io_weight_and_throttle_rt_refused)
+{
+    fake_v2("cpu io memory pids");
+    struct bh_limits l = {0};
+    blkio_limits(&l);
+    l.n_blkio_weight_devices = 0; /* no io.bfq.weight in a fake: per-device needs BFQ */
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/io2", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, NULL);
+    cr_assert_str_eq(get(d, "io.weight"), "3263"); /* 1 + (333-10)*9999/990 */
+    cr_assert_str_eq(get(d, "io.max"), "7:3 wbps=1048576");
+    char parent[512];
+    snprintf(parent, sizeof(parent), "%s/bulkhead", fake_root);
+    cr_assert(strstr(get(parent, "cgroup.subtree_control"), "+io") != NULL, "%s",
+              get(parent, "cgroup.subtree_control"));
+    struct bh_limits rt = {.cpu_rt_runtime_us = 1000};
+    cr_assert_eq(bh_cgroup_update(live_cg, &rt, &err), -1);
+    cr_assert_eq(err.code, ENOTSUP);
+    cr_assert(strstr(err.msg, "realtime") != NULL, "%s", err.msg);
+    struct bh_limits pd = {0};
+    blkio_limits(&pd);
+    cr_assert_eq(bh_cgroup_update(live_cg, &pd, &err), -1, "per-device weight without BFQ");
+    cr_assert(strstr(err.msg, "io.bfq.weight") != NULL, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+/* runc's `update --memory-swap N` alone: on v1 only the total changes (the
+ * memory limit stays); v2 counts swap apart and needs both. */
+Test(cgroup_fake, swap_alone_on_v1_keeps_memory_v2_needs_both)
+{
+    fake_v1(true);
+    struct bh_limits l = {.memory_bytes = 50 * MiB};
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/sw", &l, &live_cg, &err), 0, "%s", err.msg);
+    const char *m = bh_cgroup_dir(live_cg, "memory");
+    struct bh_limits u = {.memory_swap_bytes = 96468992};
+    cr_assert_eq(bh_cgroup_update(live_cg, &u, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(m, "memory.memsw.limit_in_bytes"), "96468992");
+    cr_assert_str_eq(get(m, "memory.limit_in_bytes"), "52428800");
+    /* --memory -1 lifts both, as runc's setMemoryAndSwap does. */
+    struct bh_limits lift = {.memory_bytes = -1};
+    cr_assert_eq(bh_cgroup_update(live_cg, &lift, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(get(m, "memory.limit_in_bytes"), "-1");
+    cr_assert_str_eq(get(m, "memory.memsw.limit_in_bytes"), "-1");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+    fake_teardown();
+    fake_setup();
+    fake_v2("memory pids cpu");
+    cr_assert_eq(bh_cgroup_create("bulkhead/sw2", NULL, &live_cg, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_cgroup_update(live_cg, &u, &err), -1);
+    cr_assert_eq(err.code, EINVAL);
+    cr_assert(strstr(err.msg, "--memory") != NULL, "%s", err.msg);
+}
+
+/* A value the kernel refuses at write() is BH_ERROR_LIMIT (create exits 1
+ * as runc); /dev/full stands in for a cgroup file refusing the write. */
+Test(cgroup_fake, kernel_refusal_is_a_limit_error)
+{
+    fake_v1(true);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/full", NULL, &live_cg, &err), 0, "%s", err.msg);
+    char f[600];
+    snprintf(f, sizeof(f), "%s/pids.max", bh_cgroup_dir(live_cg, "pids"));
+    unlink(f);
+    cr_assert_eq(symlink("/dev/full", f), 0);
+    struct bh_limits l = {.pids = 5};
+    cr_assert_eq(bh_cgroup_update(live_cg, &l, &err), -1);
+    cr_assert_eq(err.kind, BH_ERROR_LIMIT, "%s", err.msg);
+    cr_assert(strstr(err.msg, "pids limit") != NULL, "%s", err.msg);
+    unlink(f);
+    struct bh_limits bad = {.memory_bytes = 64 * MiB, .memory_swap_bytes = 32 * MiB};
+    cr_assert_eq(bh_cgroup_update(live_cg, &bad, &err), -1);
+    cr_assert_eq(err.kind, BH_ERROR_SETUP, "bulkhead's own refusal is not the kernel's");
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+}
+
+/* Statistics as runc reports them: v1's blkio lines (Total left out),
+ * cpuacct ticks, memsw as swap; v2's io.stat onto Read/Write entries. */
+Test(cgroup_fake, stats_read_blkio_cpu_and_swap_v1_and_v2)
+{
+    fake_v1_blkio(false);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_cgroup_create("bulkhead/st", NULL, &live_cg, &err), 0, "%s", err.msg);
+    const char *m = bh_cgroup_dir(live_cg, "memory");
+    put(m, "memory.usage_in_bytes", "4096");
+    put(m, "memory.limit_in_bytes", "8192");
+    put(m, "memory.max_usage_in_bytes", "6000");
+    put(m, "memory.failcnt", "3");
+    put(m, "memory.memsw.usage_in_bytes", "5000");
+    put(m, "memory.memsw.limit_in_bytes", "9223372036854771712");
+    put(m, "memory.stat", "cache 123\nrss 456\n");
+    const char *c = bh_cgroup_dir(live_cg, "cpuacct");
+    put(c, "cpuacct.usage", "999");
+    put(c, "cpuacct.stat", "user 2\nsystem 1\n");
+    put(bh_cgroup_dir(live_cg, "pids"), "pids.current", "2");
+    put(bh_cgroup_dir(live_cg, "pids"), "pids.max", "max");
+    put(bh_cgroup_dir(live_cg, "blkio"), "blkio.throttle.io_service_bytes_recursive",
+        "8:0 Read 4096\n8:0 Write 512\nTotal 4608\n");
+    put(bh_cgroup_dir(live_cg, "blkio"), "blkio.throttle.io_serviced_recursive",
+        "8:0 Read 2\n8:0 Write 1\nTotal 3\n");
+    struct bh_cgroup_stats st;
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_failcnt, 3);
+    cr_assert_eq(st.memory_cache, 123);
+    cr_assert_eq(st.swap_usage, 5000);
+    cr_assert_eq(st.swap_limit, UINT64_MAX);
+    long hz = sysconf(_SC_CLK_TCK);
+    cr_assert_eq(st.cpu_user_ns, 2ULL * 1000000000ULL / (uint64_t)hz);
+    cr_assert_eq(st.cpu_kernel_ns, 1ULL * 1000000000ULL / (uint64_t)hz);
+    cr_assert_eq(st.n_io_bytes, 2, "the Total line is not a device");
+    cr_assert_eq(st.io_bytes[0].major, 8);
+    cr_assert_str_eq(st.io_bytes[0].op, "Read");
+    cr_assert_eq(st.io_bytes[0].value, 4096);
+    cr_assert_eq(st.n_io_ops, 2);
+    cr_assert_eq(st.io_ops[1].value, 1);
+    cr_assert_eq(bh_cgroup_destroy(live_cg, &err), 0, "%s", err.msg);
+    live_cg = NULL;
+
+    fake_teardown();
+    fake_setup();
+    fake_v2("memory pids cpu io");
+    cr_assert_eq(bh_cgroup_create("bulkhead/st2", NULL, &live_cg, &err), 0, "%s", err.msg);
+    const char *d = bh_cgroup_dir(live_cg, NULL);
+    put(d, "memory.current", "100");
+    put(d, "memory.max", "max");
+    put(d, "memory.events", "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n");
+    put(d, "memory.swap.current", "10");
+    put(d, "memory.swap.max", "max");
+    put(d, "pids.current", "1");
+    put(d, "pids.max", "max");
+    put(d, "cpu.stat",
+        "usage_usec 5\nuser_usec 3\nsystem_usec 2\nnr_periods 4\n"
+        "nr_throttled 1\nthrottled_usec 9\n");
+    put(d, "io.stat", "8:16 rbytes=1024 wbytes=2048 rios=3 wios=4 dbytes=0 dios=0\n");
+    cr_assert_eq(bh_cgroup_stats(live_cg, &st, &err), 0, "%s", err.msg);
+    cr_assert_eq(st.memory_failcnt, 7);
+    cr_assert_eq(st.oom_kills, 1);
+    cr_assert_eq(st.swap_usage, 10);
+    cr_assert_eq(st.cpu_user_ns, 3000);
+    cr_assert_eq(st.cpu_throttled_ns, 9000);
+    cr_assert_eq(st.cpu_periods, 4);
+    cr_assert_eq(st.n_io_bytes, 2);
+    cr_assert_str_eq(st.io_bytes[1].op, "Write");
+    cr_assert_eq(st.io_bytes[1].value, 2048);
+    cr_assert_eq(st.io_bytes[1].minor, 16);
+    cr_assert_eq(st.n_io_ops, 2);
+    cr_assert_eq(st.io_ops[0].value, 3);
+}
