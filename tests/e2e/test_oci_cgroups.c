@@ -389,19 +389,29 @@ Test(oci_cgroups, delete_removes_sub_cgroups)
     live_id[0] = '\0';
 }
 
-static char *read_cg(const char *controller, const char *id, const char *file)
+/* A file of the container's cgroup at rel (malloc'd-free static buffer). */
+static char *read_rel(const char *controller, const char *rel, const char *file)
 {
-    char rel[200], p[800];
-    snprintf(rel, sizeof(rel), "bulkhead/%s/%s", id, file);
-    h_cgroup_dir(controller, rel, p, sizeof(p));
+    char r[300], p[800];
+    snprintf(r, sizeof(r), "%s/%s", rel, file);
+    h_cgroup_dir(controller, r, p, sizeof(p));
     FILE *f = fopen(p, "re");
     cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
-    static char buf[256];
+    static char buf[512];
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = '\0';
-    buf[strcspn(buf, "\n")] = '\0';
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = '\0';
     return buf;
+}
+
+/* A file of the cgroup bulkhead made for container id. */
+static char *read_cg(const char *controller, const char *id, const char *file)
+{
+    char rel[200];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    return read_rel(controller, rel, file);
 }
 
 /* v1 settings runc applies that bulkhead once accepted and dropped: the
@@ -454,23 +464,6 @@ Test(oci_cgroups, memory_reservation_and_cpuset_are_applied)
 }
 
 /* ---- runc's update.bats and cgroups.bats settings ---------------------- */
-
-/* A file of the container's cgroup at rel (malloc'd-free static buffer). */
-static char *read_rel(const char *controller, const char *rel, const char *file)
-{
-    char r[300], p[800];
-    snprintf(r, sizeof(r), "%s/%s", rel, file);
-    h_cgroup_dir(controller, r, p, sizeof(p));
-    FILE *f = fopen(p, "re");
-    cr_assert_not_null(f, "open %s: %s", p, strerror(errno));
-    static char buf[512];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    while (n > 0 && buf[n - 1] == '\n')
-        buf[--n] = '\0';
-    return buf;
-}
 
 static void need_v1_files(void)
 {

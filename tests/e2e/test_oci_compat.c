@@ -212,6 +212,24 @@ static void config(const char *args_json, bool terminal, const char *extra)
     h_write_file(tmp, "bundle/config.json", text);
 }
 
+/* The written config.json, to patch; config_save writes it back and frees it. */
+static json_t *config_load(void)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc, "%s is not JSON", p);
+    return doc;
+}
+
+static void config_save(json_t *doc)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+}
+
 /* Runs with stdout on /dev/null: for create and run -d, whose container
  * keeps the stdout it is given. */
 static int run_quiet(const char *const *args)
@@ -261,10 +279,7 @@ TestSuite(oci_compat_ns, .init = setup, .fini = teardown, .timeout = 120);
 static void ns_config(const char *args_json, bool cgroupns, const char *more_mounts)
 {
     config(args_json, false, NULL);
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
-    cr_assert_not_null(doc);
+    json_t *doc = config_load();
     json_t *lx = json_object_get(doc, "linux");
     if (cgroupns)
         json_array_append_new(json_object_get(lx, "namespaces"),
@@ -276,8 +291,7 @@ static void ns_config(const char *args_json, bool cgroupns, const char *more_mou
         json_array_extend(json_object_get(doc, "mounts"), add);
         json_decref(add);
     }
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
 }
 
 static const char cgroup_mount_ro[] =
@@ -1211,10 +1225,7 @@ static int run_in_linux(const char *tier, const char *devices, const char *rules
     snprintf(args, sizeof(args), "[\"sh\", \"-c\", \"exec 2>&1; %s\"]", script);
     snprintf(extra, sizeof(extra), "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier);
     config(args, false, extra);
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
-    cr_assert_not_null(doc);
+    json_t *doc = config_load();
     json_t *lx = json_object_get(doc, "linux");
     json_t *devs = json_loads(devices, 0, NULL);
     cr_assert_not_null(devs, "%s", devices);
@@ -1230,8 +1241,7 @@ static int run_in_linux(const char *tier, const char *devices, const char *rules
         cr_assert_eq(json_object_update(lx, more), 0);
         json_decref(more);
     }
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
     const char *id = new_id("dev");
     struct run_opts o = {.child_stdout = -1};
     return run_bh(out, outlen, &o, (const char *const[]){"run", id, NULL});
@@ -1436,13 +1446,10 @@ TestSuite(oci_compat_config, .init = setup, .fini = teardown, .timeout = 120);
 Test(oci_compat_config, unified_resources_never_ignored)
 {
     config("[\"true\"]", false, NULL);
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
+    json_t *doc = config_load();
     json_object_set_new(json_object_get(json_object_get(doc, "linux"), "resources"), "unified",
                         json_pack("{s:s}", "memory.min", "131072"));
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
     const char *id = new_id("uni");
     cr_expect_neq(run_quiet((const char *const[]){"run", "-d", id, NULL}), 0);
     struct statfs sf;
@@ -1616,14 +1623,11 @@ Test(oci_compat_config, rlimit_core_as_configured)
     config("[\"sh\", \"-c\", \"grep 'core file' /proc/self/limits; grep 'open files' "
            "/proc/self/limits\"]",
            false, NULL);
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
+    json_t *doc = config_load();
     json_object_set_new(
         json_object_get(doc, "process"), "rlimits",
         json_pack("[{s:s,s:i,s:i}]", "type", "RLIMIT_CORE", "soft", 1024, "hard", 2048));
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
     const char *id = new_id("rl");
     char out[1024];
     struct run_opts o = {.child_stdout = -1};
@@ -1679,13 +1683,10 @@ Test(oci_compat_cli, spec_follows_default_tier)
 Test(oci_compat_config, events_reports_oom)
 {
     config("[\"sleep\", \"1000\"]", false, NULL);
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
+    json_t *doc = config_load();
     json_object_set_new(json_object_get(json_object_get(doc, "linux"), "resources"), "memory",
                         json_pack("{s:i,s:i}", "limit", 33554432, "swap", 33554432));
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
     const char *id = new_id("oom");
     cr_assert_eq(run_quiet((const char *const[]){"run", "-d", id, NULL}), 0, "%s", err_text);
     char logp[512];
@@ -2177,13 +2178,9 @@ static void no_new_privileges_false(const char *tier)
              "/proc/self/status; sleep 30\"]");
     config(args, false, "\"annotations\": {}");
     /* process.noNewPrivileges goes inside process: patch the written config */
-    char p[512];
-    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
-    json_t *doc = json_load_file(p, 0, NULL);
-    cr_assert_not_null(doc);
+    json_t *doc = config_load();
     json_object_set_new(json_object_get(doc, "process"), "noNewPrivileges", json_false());
-    cr_assert_eq(json_dump_file(doc, p, 0), 0);
-    json_decref(doc);
+    config_save(doc);
     const char *id = new_id("nnp");
     char outp[256];
     snprintf(outp, sizeof(outp), "%s/out", tmp);
