@@ -14,6 +14,11 @@
 
 #define WAIT_MS 5000 /* bound on freeze, kill and rmdir waits */
 #define STEP_MS 5
+/* A freeze still incomplete after this long is thawed and tried again: a
+ * guest waiting (killable, so not freezable) for the sentry's answer to a
+ * brokered call stays unfrozen for as long as the broker thread that was
+ * answering it is frozen, and only a thaw lets the answer out. */
+#define REFREEZE_MS 20
 
 /* The first six are the ones limits, freezing and stats use; the rest are
  * joined like runc does, so per-container figures (blkio for docker stats)

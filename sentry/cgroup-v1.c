@@ -251,9 +251,10 @@ int cg_v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
                             cg_root());
     const char *want = frozen ? "FROZEN" : "THAWED";
     int64_t deadline = cg_now_ms() + WAIT_MS;
+    int64_t refreeze_at = cg_now_ms() + REFREEZE_MS;
     long wait_us = 0;
     /* FREEZING can stall while a task is in an uninterruptible sleep: write
-     * again until the state reads back. */
+     * again until the state reads back, thawing now and then (REFREEZE_MS). */
     for (;;) {
         if (cg_write(cg, d, "freezer.state", want, err) < 0)
             return -1;
@@ -267,6 +268,12 @@ int cg_v1_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
                 cg_write(cg, d, "freezer.state", "THAWED", NULL);
             return bh_error_set(err, ETIMEDOUT, "cgroup `%s` did not reach %s within %d ms", d,
                                 want, WAIT_MS);
+        }
+        if (frozen && cg_now_ms() > refreeze_at) {
+            if (cg_write(cg, d, "freezer.state", "THAWED", err) < 0)
+                return -1;
+            refreeze_at = cg_now_ms() + REFREEZE_MS;
+            wait_us = 0;
         }
         cg_backoff(&wait_us);
     }

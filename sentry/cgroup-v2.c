@@ -232,6 +232,7 @@ static int v2_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
     if (cg->fake)
         return 0;
     int64_t deadline = cg_now_ms() + WAIT_MS;
+    int64_t refreeze_at = cg_now_ms() + REFREEZE_MS;
     long wait_us = 0;
     for (;;) {
         uint64_t v = 0;
@@ -244,6 +245,16 @@ static int v2_freeze(struct bh_cgroup *cg, bool frozen, struct bh_error *err)
                 cg_write(cg, d, "cgroup.freeze", "0", NULL);
             return bh_error_set(err, ETIMEDOUT, "cgroup `%s` did not %s within %d ms", d,
                                 frozen ? "freeze" : "thaw", WAIT_MS);
+        }
+        if (frozen && cg_now_ms() > refreeze_at) {
+            /* Thawed for one backoff step, then frozen again (REFREEZE_MS). */
+            if (cg_write(cg, d, "cgroup.freeze", "0", err) < 0)
+                return -1;
+            wait_us = 0;
+            cg_backoff(&wait_us);
+            if (cg_write(cg, d, "cgroup.freeze", "1", err) < 0)
+                return -1;
+            refreeze_at = cg_now_ms() + REFREEZE_MS;
         }
         cg_backoff(&wait_us);
     }
