@@ -20,9 +20,11 @@
 #include "cgroup-internal.h"
 #include "cleanup.h"
 
-/* The largest rule takes 8 instructions; the prologue 5, the default 2. */
+/* The largest rule takes 8 instructions; the prologue 6 (two loads and the
+ * split of the first word, two more loads), the default 2. */
 #define INSNS_PER_RULE 8
-#define INSNS_FIXED 7
+#define INSNS_PROLOGUE 6
+#define INSNS_FIXED (INSNS_PROLOGUE + 2)
 
 static struct bpf_insn insn(uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm)
 {
@@ -64,6 +66,7 @@ ssize_t bh_cgroup_device_program(const struct bh_device_rule *rules, size_t n, s
     out[k++] = insn(BPF_ALU64 | BPF_RSH | BPF_K, BPF_REG_2, 0, 0, 16);
     out[k++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_4, BPF_REG_1, 4, 0);
     out[k++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_5, BPF_REG_1, 8, 0);
+    _Static_assert(INSNS_PROLOGUE == 6, "the prologue above is 6 instructions");
     /* Last rule first: the first match found is the last in the list. */
     for (size_t i = n; i-- > 0;) {
         const struct bh_device_rule *r = &rules[i];

@@ -941,6 +941,26 @@ Test(cgroup_devices, malformed_rules_and_short_buffers_are_refused)
 }
 
 /* The kernel's verifier takes the largest program the OCI front end makes. */
+/* The size bh_cgroup_device_program_max gives is enough for the largest
+ * rules (type, major and minor all named): a sentinel just past it stays. */
+Test(cgroup_devices, the_largest_rules_fit_the_size_given)
+{
+    struct bh_device_rule rules[BH_MAX_DEVICE_RULES];
+    for (size_t i = 0; i < BH_MAX_DEVICE_RULES; i++)
+        rules[i] = (struct bh_device_rule){i % 2 == 0, 'c', (int32_t)i, (int32_t)i, "rwm"};
+    for (size_t n = 0; n <= BH_MAX_DEVICE_RULES; n++) {
+        size_t max = bh_cgroup_device_program_max(n);
+        struct bpf_insn *buf = calloc(max + 1, sizeof(*buf));
+        cr_assert_not_null(buf);
+        buf[max].code = 0xee;
+        ssize_t len = bh_cgroup_device_program(rules, n, buf, max);
+        cr_expect_eq(len, (ssize_t)max, "%zu rules: %zd instructions for a size of %zu", n, len,
+                     max);
+        cr_expect_eq(buf[max].code, 0xee, "%zu rules: written past the size given", n);
+        free(buf);
+    }
+}
+
 Test(cgroup_devices, kernel_loads_the_largest_program)
 {
     cr_assert_eq(geteuid(), 0, "loading a BPF program needs root");
