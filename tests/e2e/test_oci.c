@@ -603,6 +603,18 @@ static const char *create_container(const char *base, int child_stdout)
     return id;
 }
 
+/* A created (not started) container of the bundle's rootfs running args_json,
+ * its id; *pid is its process's (we are its subreaper, to reap it). */
+static const char *create_with(const char *args_json, const char *base, int *pid)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    live_config(args_json, NULL);
+    const char *id = create_container(base, -1);
+    *pid = read_pid_file("pid");
+    return id;
+}
+
 static void assert_gone(const char *id, pid_t pid)
 {
     char p[512];
@@ -619,11 +631,8 @@ TestSuite(oci_lifecycle, .init = setup, .fini = teardown, .timeout = 60);
 
 Test(oci_lifecycle, create_start_kill_delete)
 {
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    make_rootfs();
-    live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    const char *id = create_container("life", -1);
-    int pid = read_pid_file("pid");
+    int pid;
+    const char *id = create_with("[\"/bin/sleep\", \"1000\"]", "life", &pid);
     int spid = 0;
     cr_assert_str_eq(status_of(id, &spid), "created");
     cr_expect_eq(spid, pid, "state pid %d != pid file %d", spid, pid);
@@ -687,11 +696,8 @@ Test(oci_lifecycle, exit_code_and_stdio)
 
 Test(oci_lifecycle, delete_created_kills_it)
 {
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    make_rootfs();
-    live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    const char *id = create_container("life", -1);
-    int pid = read_pid_file("pid");
+    int pid;
+    const char *id = create_with("[\"/bin/sleep\", \"1000\"]", "life", &pid);
     cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     reap(pid, 10);
     assert_gone(id, pid);
@@ -699,11 +705,8 @@ Test(oci_lifecycle, delete_created_kills_it)
 
 Test(oci_lifecycle, exec_detached_proxy)
 {
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    make_rootfs();
-    live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    const char *id = create_container("life", -1);
-    int pid = read_pid_file("pid");
+    int pid;
+    const char *id = create_with("[\"/bin/sleep\", \"1000\"]", "life", &pid);
     cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
     write_file("proc.json", "{\"args\": [\"/bin/sh\", \"-c\", \"exit 5\"], \"cwd\": \"/\", "
                             "\"user\": {\"uid\": 0, \"gid\": 0}, \"env\": [\"PATH=/bin\"]}");
@@ -1021,11 +1024,8 @@ static long read_long(const char *path)
 
 Test(oci_lifecycle, pause_update_events_ps_list)
 {
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    make_rootfs();
-    live_config("[\"/bin/sleep\", \"1000\"]", NULL);
-    const char *id = create_container("ops", -1);
-    int pid = read_pid_file("pid");
+    int pid;
+    const char *id = create_with("[\"/bin/sleep\", \"1000\"]", "ops", &pid);
     cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
     char out[16384];
 
@@ -1085,8 +1085,8 @@ Test(oci_lifecycle, pause_update_events_ps_list)
 Test(oci_lifecycle, pause_lands_while_the_guest_makes_brokered_calls)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    make_rootfs();
     /* test -e is the shell's own: one brokered stat per round, nothing else */
+    make_rootfs();
     live_config("[\"/bin/sh\", \"-c\", \"while :; do test -e /etc/hostname; done\"]", NULL);
     const char *id = create_container("busy", -1);
     int pid = read_pid_file("pid");
