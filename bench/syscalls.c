@@ -4,7 +4,9 @@
  * broker: a bare seccomp user-notification round trip (a thread blocked in
  * SECCOMP_IOCTL_NOTIF_RECV answers at once), with and without the
  * listener's synchronous wake-up, answered by a thread of the same process
- * and by another process (as the sentry answers its guests). Static, so it runs in any rootfs.
+ * and by another process (as the sentry answers its guests); with
+ * --placement also the cross-process one pinned to one CPU and split over
+ * two. Static, so it runs in any rootfs.
  * Prints one JSON object: nanoseconds per operation (null: not possible there, e.g. a sandbox that
  * refuses seccomp filters of its own). */
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/ioctl.h>
@@ -136,6 +139,21 @@ static int op_notified(void)
     return syscall(SYS_getppid, NOTIFY_MAGIC, 0, 0) == 0 ? 0 : -1;
 }
 
+/* CPU placement of the cross-process round trip (--placement): by default
+ * the scheduler places both; pinned, the notifier runs on CPU 0 and the
+ * receiver on CPU 0 too (every hand-over a switch on one CPU) or on CPU 1
+ * (every hand-over a wake-up of the other CPU: an IPI, costly on a PVM
+ * guest). */
+enum placement { PLACE_ANY, PLACE_SAME_CPU, PLACE_SPLIT_CPU };
+
+static int pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set);
+}
+
 /* In a child (the filter stays on one thread of a process that then ends):
  * the filtered thread's notified getppid, answered by a receiver blocked in
  * NOTIF_RECV: a thread of the same process, or (xproc) another process, as
@@ -143,9 +161,11 @@ static int op_notified(void)
  * address spaces. That receiver is forked after the filter (it inherits the
  * listener; it never makes the notified call). Writes the ns per round trip
  * to out. */
-static void roundtrip_child(bool sync, bool xproc, double budget_ns, int out)
+static void roundtrip_child(bool sync, bool xproc, enum placement place, double budget_ns, int out)
 {
     double ns = -1;
+    if (place != PLACE_ANY && pin_to(0) != 0)
+        goto done;
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 3),
@@ -165,6 +185,8 @@ static void roundtrip_child(bool sync, bool xproc, double budget_ns, int out)
         (xproc ? (rx = fork()) >= 0 : pthread_create(&t, NULL, receiver_main, NULL) == 0)) {
         if (rx == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (place == PLACE_SPLIT_CPU && pin_to(1) != 0)
+                _exit(1); /* the notifier's calls then fail: the row is null */
             receiver_main(NULL);
             _exit(0);
         }
@@ -175,12 +197,13 @@ static void roundtrip_child(bool sync, bool xproc, double budget_ns, int out)
             waitpid(rx, NULL, 0);
         }
     }
+done:;
     ssize_t w = write(out, &ns, sizeof(ns));
     (void)w;
     _exit(0);
 }
 
-static double roundtrip(bool sync, bool xproc, double budget_ns)
+static double roundtrip(bool sync, bool xproc, enum placement place, double budget_ns)
 {
     int p[2];
     double ns = -1;
@@ -188,7 +211,7 @@ static double roundtrip(bool sync, bool xproc, double budget_ns)
         return -1;
     pid_t pid = fork();
     if (pid == 0)
-        roundtrip_child(sync, xproc, budget_ns, p[1]);
+        roundtrip_child(sync, xproc, place, budget_ns, p[1]);
     close(p[1]);
     if (pid > 0) {
         if (read(p[0], &ns, sizeof(ns)) != (ssize_t)sizeof(ns))
@@ -202,11 +225,14 @@ static double roundtrip(bool sync, bool xproc, double budget_ns)
 int main(int argc, char **argv)
 {
     double budget_ms = 100;
+    bool placement = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--budget-ms") == 0 && i + 1 < argc)
             budget_ms = atof(argv[++i]);
         else if (strcmp(argv[i], "--path") == 0 && i + 1 < argc)
             open_path = argv[++i];
+        else if (strcmp(argv[i], "--placement") == 0)
+            placement = true;
     }
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
         perror("pipe2");
@@ -225,12 +251,25 @@ int main(int argc, char **argv)
             printf("%s\"%s\":%.1f", i ? "," : "", ops[i].name, ns);
     }
     double budget_ns = budget_ms * 1e6;
-    double rt[4] = {roundtrip(false, false, budget_ns), roundtrip(true, false, budget_ns),
-                    roundtrip(false, true, budget_ns), roundtrip(true, true, budget_ns)};
-    static const char *const rt_names[4] = {"notify_roundtrip", "notify_roundtrip_sync",
-                                            "notify_roundtrip_xproc",
-                                            "notify_roundtrip_xproc_sync"};
-    for (int i = 0; i < 4; i++) {
+    double rt[8] = {
+        roundtrip(false, false, PLACE_ANY, budget_ns), roundtrip(true, false, PLACE_ANY, budget_ns),
+        roundtrip(false, true, PLACE_ANY, budget_ns), roundtrip(true, true, PLACE_ANY, budget_ns)};
+    static const char *const rt_names[8] = {
+        "notify_roundtrip",       "notify_roundtrip_sync",
+        "notify_roundtrip_xproc", "notify_roundtrip_xproc_sync",
+        "xproc_same_cpu",         "xproc_sync_same_cpu",
+        "xproc_split_cpu",        "xproc_sync_split_cpu",
+    };
+    int n_rt = 4;
+    if (placement) {
+        /* Needs two CPUs the process may use; pinning fails otherwise. */
+        rt[4] = roundtrip(false, true, PLACE_SAME_CPU, budget_ns);
+        rt[5] = roundtrip(true, true, PLACE_SAME_CPU, budget_ns);
+        rt[6] = roundtrip(false, true, PLACE_SPLIT_CPU, budget_ns);
+        rt[7] = roundtrip(true, true, PLACE_SPLIT_CPU, budget_ns);
+        n_rt = 8;
+    }
+    for (int i = 0; i < n_rt; i++) {
         if (rt[i] < 0)
             printf(",\"%s\":null", rt_names[i]);
         else
