@@ -924,7 +924,8 @@ static long do_open(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t fl
         char dir[PATH_MAX * 2];
         if ((rc = guest_abs_path(r, dirfd, ".", dir, sizeof(dir))) < 0)
             return rc;
-        cleanup_close int dfd = bh_resolve_open(r, AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
+        cleanup_close_after_answer int dfd =
+            bh_resolve_open(r, AT_FDCWD, dir, O_PATH | O_DIRECTORY, 0);
         if (dfd < 0)
             return dfd;
         struct open_how how = {
@@ -1022,7 +1023,7 @@ long bh_sys_openat2(struct bh_req *r)
 /* ---- stat, access, readlink -------------------------------------------- */
 
 /* An O_PATH fd on what (dirfd, path, flags) names: the guest's own fd for
- * AT_EMPTY_PATH with an empty path. */
+ * AT_EMPTY_PATH with an empty path (see path_fd_is_copy). */
 static int path_fd(struct bh_req *r, int dirfd, const char *path, bool empty_ok, bool nofollow)
 {
     if (path[0] == '\0') {
@@ -1033,6 +1034,15 @@ static int path_fd(struct bh_req *r, int dirfd, const char *path, bool empty_ok,
         return bh_req_getfd(r, dirfd);
     }
     return bh_resolve_open(r, dirfd, path, O_PATH | (nofollow ? O_NOFOLLOW : 0), 0);
+}
+
+/* Whether path_fd gave a copy of the guest's own fd (pidfd_getfd) rather
+ * than a lookup of the broker's. A copy is closed before the answer: once
+ * the guest closes its fd, another process may wait for the last close
+ * (a pipe's EOF). A lookup waits until after it (bh_close_after_answer). */
+static bool path_fd_is_copy(int dirfd, const char *path)
+{
+    return path[0] == '\0' && dirfd != AT_FDCWD;
 }
 
 static long do_fstatat(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t buf_addr,
@@ -1049,12 +1059,14 @@ static long do_fstatat(struct bh_req *r, int dirfd, uint64_t path_addr, uint64_t
     if ((rc = validate_and_become(r, false)) < 0)
         return rc;
     struct stat st;
-    cleanup_close int fd = -1;
+    cleanup_close int copy = -1;
+    cleanup_close_after_answer int fd = -1;
     if (path[0] == '\0') {
-        fd = path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, false);
-        if (fd < 0)
-            return fd;
-        if (fstat(fd, &st) < 0)
+        int got = path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, false);
+        if (got < 0)
+            return got;
+        *(path_fd_is_copy(dirfd, path) ? &copy : &fd) = got;
+        if (fstat(got, &st) < 0)
             return -errno;
     } else {
         fd = resolve_st(r, dirfd, path, O_PATH | (flags & AT_SYMLINK_NOFOLLOW ? O_NOFOLLOW : 0), 0,
@@ -1095,10 +1107,12 @@ long bh_sys_statx(struct bh_req *r)
         return rc;
     if ((rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int fd =
-        path_fd(r, ARG_FD(0), path, flags & AT_EMPTY_PATH, flags & AT_SYMLINK_NOFOLLOW);
+    int fd = path_fd(r, ARG_FD(0), path, flags & AT_EMPTY_PATH, flags & AT_SYMLINK_NOFOLLOW);
     if (fd < 0)
         return fd;
+    bool copy = path_fd_is_copy(ARG_FD(0), path);
+    cleanup_close int copy_fd = copy ? fd : -1;
+    cleanup_close_after_answer int lookup_fd = copy ? -1 : fd;
     struct statx stx;
     if (statx(fd, "", AT_EMPTY_PATH | (flags & AT_STATX_SYNC_TYPE), (unsigned)ARG(3), &stx) < 0)
         return -errno;
@@ -1111,7 +1125,7 @@ long bh_sys_statfs(struct bh_req *r)
     long rc = read_path(r, ARG(0), path);
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0);
+    cleanup_close_after_answer int fd = bh_resolve_open(r, AT_FDCWD, path, O_PATH, 0);
     if (fd < 0)
         return fd;
     struct statfs sf;
@@ -1173,10 +1187,12 @@ static long do_access(struct bh_req *r, int dirfd, uint64_t path_addr, int mode,
     /* access(2) checks with the real ids unless AT_EACCESS. */
     if ((rc = validate_and_become(r, !(flags & AT_EACCESS))) < 0)
         return rc;
-    cleanup_close int fd =
-        path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, flags & AT_SYMLINK_NOFOLLOW);
+    int fd = path_fd(r, dirfd, path, flags & AT_EMPTY_PATH, flags & AT_SYMLINK_NOFOLLOW);
     if (fd < 0)
         return fd;
+    bool copy = path_fd_is_copy(dirfd, path);
+    cleanup_close int copy_fd = copy ? fd : -1;
+    cleanup_close_after_answer int lookup_fd = copy ? -1 : fd;
     /* AT_EACCESS: check with the fs ids this worker now carries. */
     if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) < 0)
         return -errno;
@@ -1248,7 +1264,7 @@ long bh_sys_mkdirat(struct bh_req *r)
         return rc;
     if ((rc = apply_guest_umask(r)) < 0)
         return rc;
-    cleanup_close int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
+    cleanup_close_after_answer int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
     if (pfd < 0)
         return pfd;
     return mkdirat(pfd, last, (mode_t)(ARG(2) & 07777)) < 0 ? -errno : 0;
@@ -1277,7 +1293,7 @@ long bh_sys_mknodat(struct bh_req *r)
         return rc;
     if ((rc = apply_guest_umask(r)) < 0)
         return rc;
-    cleanup_close int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
+    cleanup_close_after_answer int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
     if (pfd < 0)
         return pfd;
     return mknodat(pfd, last, mode & (S_IFMT | 07777), 0) < 0 ? -errno : 0;
@@ -1300,7 +1316,7 @@ static long do_unlinkat(struct bh_req *r, int dirfd, uint64_t path_addr, int fla
     long rc = read_path(r, path_addr, path);
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int pfd = bh_resolve_parent(r, dirfd, path, last);
+    cleanup_close_after_answer int pfd = bh_resolve_parent(r, dirfd, path, last);
     if (pfd < 0)
         return pfd;
     if (unlinkat(pfd, last, flags) == 0)
@@ -1339,10 +1355,10 @@ static long do_renameat2(struct bh_req *r, int odir, uint64_t oaddr, int ndir, u
     long rc = read_path(r, oaddr, opath);
     if (rc < 0 || (rc = read_path(r, naddr, npath)) < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int ofd = bh_resolve_parent(r, odir, opath, olast);
+    cleanup_close_after_answer int ofd = bh_resolve_parent(r, odir, opath, olast);
     if (ofd < 0)
         return ofd;
-    cleanup_close int nfd = bh_resolve_parent(r, ndir, npath, nlast);
+    cleanup_close_after_answer int nfd = bh_resolve_parent(r, ndir, npath, nlast);
     if (nfd < 0)
         return nfd;
     return renameat2(ofd, olast, nfd, nlast, flags) < 0 ? -errno : 0;
@@ -1371,7 +1387,7 @@ static long do_symlinkat(struct bh_req *r, uint64_t taddr, int ndir, uint64_t na
         return rc;
     if (target[0] == '\0')
         return -ENOENT;
-    cleanup_close int pfd = bh_resolve_parent(r, ndir, path, last);
+    cleanup_close_after_answer int pfd = bh_resolve_parent(r, ndir, path, last);
     if (pfd < 0)
         return pfd;
     /* The target is only text: it is resolved, confined, when used. */
@@ -1399,18 +1415,18 @@ static long do_linkat(struct bh_req *r, int odir, uint64_t oaddr, int ndir, uint
     long rc = read_path(r, oaddr, opath);
     if (rc < 0 || (rc = read_path(r, naddr, npath)) < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close int nfd = bh_resolve_parent(r, ndir, npath, nlast);
+    cleanup_close_after_answer int nfd = bh_resolve_parent(r, ndir, npath, nlast);
     if (nfd < 0)
         return nfd;
     if (flags & AT_SYMLINK_FOLLOW) {
-        cleanup_close int ofd = bh_resolve_open(r, odir, opath, O_PATH, 0);
+        cleanup_close_after_answer int ofd = bh_resolve_open(r, odir, opath, O_PATH, 0);
         if (ofd < 0)
             return ofd;
         char via[64];
         snprintf(via, sizeof(via), "/proc/self/fd/%d", ofd);
         return linkat(AT_FDCWD, via, nfd, nlast, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
     }
-    cleanup_close int ofd = bh_resolve_parent(r, odir, opath, olast);
+    cleanup_close_after_answer int ofd = bh_resolve_parent(r, odir, opath, olast);
     if (ofd < 0)
         return ofd;
     return linkat(ofd, olast, nfd, nlast, 0) < 0 ? -errno : 0;

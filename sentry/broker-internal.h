@@ -102,7 +102,7 @@ struct bh_broker {
     struct bh_guest *cache[256];
 
     atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
-    atomic_ulong n_id_checks, n_umask_reads;
+    atomic_ulong n_id_checks, n_umask_reads, n_closed_after;
     /* Bumped by every umask call of any guest (a umask is shared by every
      * task that shares its fs_struct, across threads and CLONE_FS
      * children) and again when it has taken effect; unsettled counts the
@@ -144,6 +144,13 @@ uint64_t bh_now_ns(void);
 int bh_req_become_guest(struct bh_req *r, bool real_ids);
 /* The guest's umask (read fresh: umask(2) is not brokered). */
 int bh_req_umask(struct bh_req *r, mode_t *mask);
+/* Closes *fd once the call is answered (the answer never depends on a
+ * close): the guest woken by SEND runs while this worker closes. For fds
+ * of the broker only (an O_PATH lookup, a parent directory); a cleanup
+ * attribute, like cleanup_close. Outside a call (no handler running on
+ * this thread) it closes at once. */
+void bh_close_after_answer(int *fd);
+#define cleanup_close_after_answer __attribute__((cleanup(bh_close_after_answer)))
 /* A copy of the guest's fd in the broker (pidfd_getfd), or -errno. */
 int bh_req_getfd(struct bh_req *r, int guest_fd);
 /* Installs fd in the guest and answers with its number (ADDFD + SEND). */

@@ -573,6 +573,38 @@ long bh_req_addfd(struct bh_req *r, int fd, bool cloexec)
     return -errno; /* EMFILE and friends: the guest sees them */
 }
 
+/* fds of the call being answered on this thread that wait for the answer
+ * to be sent (bh_close_after_answer). A handler holds at most two or three
+ * at once; beyond the room they are closed at once. */
+static __thread struct {
+    bool in_call;
+    unsigned n;
+    int fds[8];
+} after_answer;
+
+void bh_close_after_answer(int *fd)
+{
+    if (*fd < 0)
+        return;
+    if (after_answer.in_call && after_answer.n < BH_ARRAY_SIZE(after_answer.fds)) {
+        after_answer.fds[after_answer.n++] = *fd;
+    } else {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+    *fd = -1;
+}
+
+static void close_after_answer(struct bh_broker *b)
+{
+    for (unsigned i = 0; i < after_answer.n; i++)
+        close(after_answer.fds[i]);
+    atomic_fetch_add(&b->n_closed_after, after_answer.n);
+    after_answer.n = 0;
+    after_answer.in_call = false;
+}
+
 struct bh_worker;
 static __thread struct bh_worker *self_worker;
 static void set_req_tgid(struct bh_worker *w, pid_t tgid);
@@ -636,8 +668,10 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
     settle_umask(b, r.g);
     if (self_worker != NULL)
         set_req_tgid(self_worker, r.g->tgid);
+    after_answer.in_call = true;
     long ret = handlers[nr].fn(&r);
     reply(&r, ret);
+    close_after_answer(b);
     guest_put(r.g);
 }
 
@@ -1311,6 +1345,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->rechecked = atomic_load(&b->n_rechecked);
     out->id_checks = atomic_load(&b->n_id_checks);
     out->umask_reads = atomic_load(&b->n_umask_reads);
+    out->closed_after_answer = atomic_load(&b->n_closed_after);
 }
 
 void bh_broker_free(struct bh_broker *b)

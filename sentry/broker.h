@@ -75,6 +75,10 @@ struct bh_broker_stats {
     /* Reads of a guest thread's umask from /proc/TID/status (creating
      * calls whose thread has no valid cached umask). */
     unsigned long umask_reads;
+    /* fds the broker closed after answering instead of before (an O_PATH
+     * lookup of a stat, the parent directory of an unlink, ...): work the
+     * woken guest no longer waits for. */
+    unsigned long closed_after_answer;
 };
 
 struct bh_broker;

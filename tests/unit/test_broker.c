@@ -1245,6 +1245,101 @@ Test(broker, without_an_alive_window_every_call_makes_its_id_check)
     cr_expect_geq(st.id_checks, 20, "only %lu NOTIF_ID_VALID for 20 calls", st.id_checks);
 }
 
+/* ---- closes after the answer ---- */
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert(d != NULL);
+    int n = 0;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+static void g_lookups(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    for (int i = 0; i < 10; i++) {
+        GCHECK(stat("/inside.txt", &st) == 0 && st.st_size == 6);
+        GCHECK(stat("/no-such-file", &st) < 0 && errno == ENOENT);
+    }
+    for (int i = 0; i < 5; i++) {
+        GCHECK(mkdir("/lookup-dir", 0700) == 0);
+        GCHECK(rmdir("/lookup-dir") == 0);
+    }
+}
+
+/* The O_PATH fd of a stat and the parent directory of a mkdir or rmdir
+ * are closed after the answer (the guest woken by SEND need not wait for
+ * them), one each: 10 stats and 10 parents; a failed lookup has none.
+ * Every one of them is closed in the end: the broker's process holds the
+ * same fds after the broker is gone as before. */
+Test(broker, lookups_are_closed_after_the_answer_and_none_leaks)
+{
+    static const int calls[] = {SCMP_SYS(stat),    SCMP_SYS(newfstatat), SCMP_SYS(mkdir),
+                                SCMP_SYS(mkdirat), SCMP_SYS(rmdir),      SCMP_SYS(unlinkat)};
+    struct guest_opts o = {calls, sizeof(calls) / sizeof(calls[0]), false};
+    int before = count_fds();
+    struct guest g = spawn_guest(&o, g_lookups, NULL);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker *b = NULL;
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_start(b, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
+    finish_guest(&g);
+    /* The last closes follow the last answer: wait for them. */
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    for (int i = 0; i < 500 && st.closed_after_answer < 20; i++) {
+        usleep(2000);
+        bh_broker_get_stats(b, &st);
+    }
+    bh_broker_free(b);
+    cr_expect_eq(st.handled, 30, "handled %lu of 30 calls", st.handled);
+    cr_expect_eq(st.closed_after_answer, 20, "%lu fds closed after the answer, expected 20",
+                 st.closed_after_answer);
+    int after = count_fds();
+    cr_expect_eq(after, before, "the test process held %d fds before the broker, %d after", before,
+                 after);
+}
+
+static void g_copy_closed(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        int p[2];
+        GCHECK(pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0);
+        struct stat st;
+        GCHECK(syscall(SYS_newfstatat, p[1], "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISFIFO(st.st_mode));
+        close(p[1]);
+        char c;
+        /* EOF at once: the broker's copy of the write end is gone too.
+         * EAGAIN would mean a writer is still open somewhere. */
+        GCHECK(read(p[0], &c, 1) == 0);
+        close(p[0]);
+    }
+}
+
+/* A copy of the guest's own fd (pidfd_getfd, for an empty path with
+ * AT_EMPTY_PATH) is closed before the answer: once the guest closes its
+ * fd, its reader sees EOF at once, as without a broker. */
+Test(broker, a_copy_of_the_guests_fd_is_closed_before_the_answer)
+{
+    static const int calls[] = {SCMP_SYS(newfstatat)};
+    struct guest_opts o = {calls, 1, false};
+    struct guest g = spawn_guest(&o, g_copy_closed, NULL);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker_stats st = serve_guest(&cfg, NULL, &g, 20);
+    cr_expect_eq(st.handled, 20, "handled %lu of 20 calls", st.handled);
+    cr_expect_eq(st.closed_after_answer, 0, "%lu copies closed after the answer",
+                 st.closed_after_answer);
+}
+
 /* ---- the umask cache ---- */
 
 static void *t_umask_077(void *arg)
