@@ -38,8 +38,9 @@
  * execve/execveat (Landlock's execute right decides what may run).
  *
  * Threads: one receiver per listener, blocked in SECCOMP_IOCTL_NOTIF_RECV
- * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, when config.sync_wake_up
- * asks for it, hands the guest thread's CPU straight to the receiver),
+ * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, on unless
+ * config.plain_wake_up, hands the guest thread's CPU straight to the
+ * receiver),
  * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
  * watchdog thread looks at those once a tick (50 ms, 5 ms while a detached
@@ -1301,16 +1302,18 @@ int bh_broker_add_listener(struct bh_broker *b, int listener_fd, struct bh_error
     cleanup_close int fd = listener_fd;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         return bh_error_errno(err, errno, "broker: listener fd %d", listener_fd);
-    /* Synchronous wake-ups (the guest thread hands its CPU straight to the
-     * receiver) only when asked: measured here they gained nothing on a
-     * loaded machine, and under a fork bomb in a bulkheadd session they made
-     * the session's agent miss its deadline more often than the ordinary
-     * wake-up (tests/e2e/test_supervisor_load.c, abuse). Older kernels lack
-     * the flag, which only costs speed. */
-    if (b->cfg.sync_wake_up) {
+    /* Synchronous wake-ups: the notifying guest thread wakes the receiver
+     * on its own CPU, and SEND wakes the guest on the receiver's, so the
+     * pair shares one CPU. The scheduler's own choice sometimes puts them
+     * on two, where every hand-over wakes the other CPU (an IPI; from idle
+     * a host-side wake-up on this PVM guest): 150-360 us a round trip
+     * against 13 us on one CPU (bench/syscalls --placement). Older
+     * kernels lack the flag, which only costs speed. */
+    if (!b->cfg.plain_wake_up) {
         unsigned long flags = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP; /* by value */
-        if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0 && errno != EINVAL &&
-            errno != ENOTTY)
+        if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) == 0)
+            atomic_fetch_add(&b->n_sync_listeners, 1);
+        else if (errno != EINVAL && errno != ENOTTY)
             return bh_error_errno(err, errno, "broker: set SYNC_WAKE_UP on listener fd %d",
                                   listener_fd);
     }
@@ -1346,6 +1349,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->id_checks = atomic_load(&b->n_id_checks);
     out->umask_reads = atomic_load(&b->n_umask_reads);
     out->closed_after_answer = atomic_load(&b->n_closed_after);
+    out->sync_listeners = atomic_load(&b->n_sync_listeners);
 }
 
 void bh_broker_free(struct bh_broker *b)

@@ -49,10 +49,12 @@ struct bh_broker_config {
      * quarter of them (at least one); a call beyond its share is interrupted
      * (EINTR), as a signal would. Receiving is never blocked by them. */
     unsigned max_workers;
-    /* Sets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP on every listener. Off by
-     * default: no gain measured on a loaded machine, and more missed agent
-     * deadlines under a fork bomb (sentry/README.md). */
-    bool sync_wake_up;
+    /* Leaves SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP off. By default every
+     * listener has it: each hand-over then wakes the other side on the CPU
+     * that hands over, so a guest and its receiver never end up on two
+     * CPUs, where a round trip costs 10-25 times as much on this VM
+     * (sentry/README.md, "CPU placement"). */
+    bool plain_wake_up;
 };
 
 /* Counters since bh_broker_new, for tests and the sentry's debug output. */
@@ -79,6 +81,9 @@ struct bh_broker_stats {
      * lookup of a stat, the parent directory of an unlink, ...): work the
      * woken guest no longer waits for. */
     unsigned long closed_after_answer;
+    /* Listeners given SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (all unless
+     * config.plain_wake_up, or the kernel lacks the flag). */
+    unsigned long sync_listeners;
 };
 
 struct bh_broker;

@@ -1340,6 +1340,31 @@ Test(broker, a_copy_of_the_guests_fd_is_closed_before_the_answer)
                  st.closed_after_answer);
 }
 
+/* ---- synchronous wake-ups ---- */
+
+static unsigned long sync_listeners(bool plain)
+{
+    static const int calls[] = {SCMP_SYS(stat), SCMP_SYS(newfstatat)};
+    struct guest_opts o = {calls, 2, false};
+    int n = 3;
+    struct guest g = spawn_guest(&o, g_stats, &n);
+    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1, .plain_wake_up = plain};
+    struct bh_broker_stats st = serve_guest(&cfg, NULL, &g, (unsigned long)n);
+    cr_expect_eq(st.handled, (unsigned long)n, "handled %lu of %d", st.handled, n);
+    return st.sync_listeners;
+}
+
+/* Every listener gets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (the kernels this
+ * runs on have it: 6.6 and later), so a guest and its receiver share a CPU
+ * (sentry/README.md, "CPU placement"); plain_wake_up leaves it off. */
+Test(broker, listeners_wake_their_receiver_on_the_callers_cpu)
+{
+    unsigned long n = sync_listeners(false);
+    cr_expect_eq(n, 1, "%lu of 1 listener with SYNC_WAKE_UP", n);
+    n = sync_listeners(true);
+    cr_expect_eq(n, 0, "%lu listeners with SYNC_WAKE_UP under plain_wake_up", n);
+}
+
 /* ---- the umask cache ---- */
 
 static void *t_umask_077(void *arg)
