@@ -206,10 +206,8 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
     /* Credentials changed, which clears the death signal: set it now. */
     if (a->owned && syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         CHILD_FAIL("set the sentry's death signal: %s", strerror(errno));
-    /* Joined the cgroup already (the parent did): now the namespace shows it as "/". */
-    if (a->ns_fds[BH_NS_CGROUP] < 0 && !a->spec->inherit_cgroup_ns &&
-        syscall(SYS_unshare, CLONE_NEWCGROUP) < 0)
-        CHILD_FAIL("new cgroup namespace: %s", strerror(errno));
+    /* The cgroup namespace is the sentry's to unshare: the parent joins the
+     * cgroup while this child execs it, and sends the spec only after. */
     if (a->ns_fds[BH_NS_TIME] < 0 && syscall(SYS_unshare, CLONE_NEWTIME) < 0)
         CHILD_FAIL("new time namespace for the guests: %s", strerror(errno));
     /* Guest stdio on 0..2 (moved high first so no dup clobbers another),
@@ -1211,7 +1209,8 @@ static int create_child_args(struct create_ctx *c, struct child_args *a, unsigne
                 return -1;
             }
         } else if (i != BH_NS_CGROUP && i != BH_NS_TIME && !(i == BH_NS_USER && c->in_pod)) {
-            /* cgroup and time are unshared by the child, after the cgroup join */
+            /* time is unshared by the child, cgroup by the sentry once the
+             * spec (sent after the cgroup join) has come */
             *flags |= (unsigned long)ns_clone_flag[i];
         }
     }
@@ -1285,14 +1284,27 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
-/* Parent half: ids and cgroup before the child takes one step, then the
- * trees idmapped with its user namespace. */
+/* Parent half: the id maps before the child takes one step; then "go", and
+ * while the child execs the sentry, the cgroup is made and joined and the
+ * trees idmapped with its user namespace. The sentry can run no guest
+ * before the spec, sent only after all of these (create_handover): the
+ * first guest starts in the cgroup, under its limits, as before. Only the
+ * sentry's own exec is charged to the creator's cgroup. */
 static int create_parent_half(struct create_ctx *c, struct bh_error *err)
 {
     struct bh_sandbox *sb = c->sb;
     if (c->own_userns && !c->in_pod &&
         bh_idmaps_write(sb->pid, c->uid_maps, c->n_uid, c->gid_maps, c->n_gid, err) < 0)
         return -1;
+    bh_startup_mark("fe: id maps written");
+    json_t *go = json_pack("{s:s}", "op", "go");
+    int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);
+    json_decref(go);
+    if (r < 0)
+        return bh_error_prefix(err, "wake the sandbox's first process");
+    if (create_cgroup(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: cgroup made");
     if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0)
         return bh_error_prefix(err, "join the sandbox's cgroup");
     if (c->own_userns && want_idmap(c->spec)) {
@@ -1308,19 +1320,15 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
-/* "go", the spec and its fds, then the sentry's first event: "ready", or the
+/* The spec and its fds, then the sentry's first event: "ready", or the
  * error that ended its setup. */
 static int create_handover(struct create_ctx *c, struct bh_error *err)
 {
     struct bh_sandbox *sb = c->sb;
     int msg_fds[BH_SPEC_FDS_MAX];
     size_t n = bh_spec_fds_pack(&c->fds, msg_fds);
-    json_t *go = json_pack("{s:s}", "op", "go");
-    int r = bh_msg_send(sb->conn.fd, go, NULL, 0, err);
-    json_decref(go);
     json_t *spec_msg = json_pack("{s:s}", "op", "spec");
-    if (r == 0)
-        r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, n, err);
+    int r = bh_msg_send(sb->conn.fd, spec_msg, msg_fds, n, err);
     json_decref(spec_msg);
     if (r < 0)
         return bh_error_prefix(err, "hand the spec to the sentry");
@@ -1386,9 +1394,6 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     if (create_ids(&c, err) < 0)
         goto fail;
     bh_startup_mark("fe: ids");
-    if (create_cgroup(&c, err) < 0)
-        goto fail;
-    bh_startup_mark("fe: cgroup made");
     if (create_handover_fds(&c, err) < 0)
         goto fail;
     bh_startup_mark("fe: programs, spec, device tree");
@@ -1397,7 +1402,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     bh_startup_mark("fe: cloned");
     if (create_parent_half(&c, err) < 0)
         goto fail_kill;
-    bh_startup_mark("fe: id maps, cgroup joined");
+    bh_startup_mark("fe: cgroup joined, trees idmapped");
     if (create_handover(&c, err) < 0)
         goto fail_kill;
     bh_startup_mark("fe: ready");
@@ -1446,6 +1451,7 @@ int bh_sandbox_wait(struct bh_sandbox *sb, int *status, struct bh_error *err)
         if (r <= 0)
             break;
     }
+    bh_startup_mark("fe: exit event");
     int st = 0;
     if (!sb->detached) {
         while (waitpid(sb->pid, &st, 0) < 0) {
