@@ -749,6 +749,12 @@ TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
         "fe: destroyed",
     };
     assert_marks_in_order(r.err, kernel, order, sizeof(order) / sizeof(order[0]));
+    /* `bulkhead do` clones the child in place and shares its memory with
+     * it until the exec (clone_sentry_vm), instead of copying it. */
+    double cloned = trace_at(r.err, "fe: cloned");
+    double shared = trace_at(r.err, "fe: the child shares the front end's memory");
+    cr_assert(shared >= 0 && shared <= cloned, "[%s] the child copied the front end's memory:\n%s",
+              tier_name(kernel), r.err);
     /* The child's branch, which runs beside the cgroup's creation. */
     static const char *const child[] = {"fe: id maps written", "child: go",
                                         "child: execveat the sentry", "sentry: exec'd, in main",
