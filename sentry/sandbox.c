@@ -1183,18 +1183,24 @@ static int64_t root_of(const struct bh_idmap *m, size_t n)
     return -1;
 }
 
-/* Everything the sentry is handed with the spec: the sync socket, the
- * compiled programs, a detached sandbox's control socket and the caller's
- * console (both made here, as host root), the device nodes and the spec. */
-static int create_handover_fds(struct create_ctx *c, struct bh_error *err)
+/* The socket the child waits on for "go" and the sentry then talks over. */
+static int create_sync_socket(struct create_ctx *c, struct bh_error *err)
 {
-    const struct bh_sandbox_spec *spec = c->spec;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return bh_error_errno(err, errno, "sync socket");
     c->sb->conn.fd = sv[0];
     c->child_sync = sv[1];
+    return 0;
+}
 
+/* Everything else the sentry is handed with the spec: the compiled
+ * programs, a detached sandbox's control socket and the caller's console
+ * (both made here, as host root), the device nodes and the spec. Made after
+ * "go", while the child execs the sentry: none of it is the child's. */
+static int create_handover_fds(struct create_ctx *c, struct bh_error *err)
+{
+    const struct bh_sandbox_spec *spec = c->spec;
     int pol[3];
     if (policy_fds(spec, c->guest_policy, c->sentry_policy, pol, err) < 0)
         return -1;
@@ -1349,8 +1355,9 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
 }
 
 /* Parent half: the id maps before the child takes one step; then "go", and
- * while the child execs the sentry, the cgroup is made and joined and the
- * trees idmapped with its user namespace. The sentry can run no guest
+ * while the child execs the sentry, the programs, the device nodes and the
+ * spec are made, the cgroup is made and joined and the trees idmapped with
+ * its user namespace. The sentry can run no guest
  * before the spec, sent only after all of these (create_handover): the
  * first guest starts in the cgroup, under its limits, as before. Only the
  * sentry's own exec is charged to the creator's cgroup. */
@@ -1366,6 +1373,9 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     json_decref(go);
     if (r < 0)
         return bh_error_prefix(err, "wake the sandbox's first process");
+    if (create_handover_fds(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: programs, spec, device tree");
     if (create_cgroup(c, err) < 0)
         return -1;
     bh_startup_mark("fe: cgroup made");
@@ -1458,9 +1468,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
     if (create_ids(&c, err) < 0)
         goto fail;
     bh_startup_mark("fe: ids");
-    if (create_handover_fds(&c, err) < 0)
+    if (create_sync_socket(&c, err) < 0)
         goto fail;
-    bh_startup_mark("fe: programs, spec, device tree");
     if (create_clone(&c, err) < 0)
         goto fail;
     bh_startup_mark("fe: cloned");
