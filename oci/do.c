@@ -444,8 +444,6 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     }
     bh_startup_trace_on = trace;
     bh_startup_mark("fe: tier gate");
-    remove_stale_cgroups();
-    bh_startup_mark("fe: stale cgroups");
     struct bh_sandbox_spec spec;
     if (build_spec(&a, &spec, &err) < 0) {
         bh_sandbox_spec_free(&spec);
@@ -494,6 +492,10 @@ int cmd_do(const struct cli_globals *g, int argc, char **argv)
     }
     bh_startup_mark("fe: started");
     sigprocmask(SIG_SETMASK, &old, NULL);
+    /* Leftovers of killed runs go while the command runs, not before it:
+     * off the start-up path. */
+    remove_stale_cgroups();
+    bh_startup_mark("fe: stale cgroups");
     int status = 0;
     if (bh_sandbox_wait(sb, &status, &err) < 0) {
         /* after --timeout the sentry was killed on purpose: said below */

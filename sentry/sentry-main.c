@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,6 +434,7 @@ static void kill_descendants(void)
 
 static __attribute__((noreturn)) void finish(int status)
 {
+    bh_startup_mark("sentry: first guest reaped");
     if (S.params.joined_pidns) {
         kill_descendants();
     } else {
@@ -441,6 +443,7 @@ static __attribute__((noreturn)) void finish(int status)
         while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
             ;
     }
+    bh_startup_mark("sentry: the rest killed and reaped");
     if (S.sync_fd >= 0) {
         json_t *m = json_pack("{s:s,s:i}", "ev", "exit", "status", status);
         bh_msg_send(S.sync_fd, m, NULL, 0, NULL);
@@ -803,6 +806,7 @@ static __attribute__((noreturn)) void serve(void)
 
 int main(int argc, char **argv)
 {
+    long long entered = bh_startup_now();
     struct bh_error err = {0};
     int slot_fd = -1;
     for (int i = 1; i < argc; i++) {
@@ -830,7 +834,16 @@ int main(int argc, char **argv)
     }
     if (read_spec(&err) < 0)
         die(&err);
+    bh_startup_mark_at("sentry: exec'd, in main", entered);
     bh_startup_mark("sentry: spec read");
+    /* The front end sends the spec once this process is in the sandbox's
+     * cgroup: the namespace made now shows that cgroup as "/". A failure
+     * ends the sandbox before any guest exists. */
+    if (S.spec.ns_paths[BH_NS_CGROUP] == NULL && !S.spec.inherit_cgroup_ns &&
+        unshare(CLONE_NEWCGROUP) < 0) {
+        bh_error_errno(&err, errno, "new cgroup namespace");
+        die(&err);
+    }
     /* pid 1, whose death kills every guest; or, in a pod's pid namespace,
      * the subreaper of its guests, which die with it by PDEATHSIG. */
     if (getpid() != 1 && !S.params.joined_pidns) {
@@ -917,6 +930,10 @@ int main(int argc, char **argv)
             die(&err);
         bh_startup_mark("sentry: guest started");
     }
+    /* Tracing keeps a copy of the front end's stderr for the marks of the
+     * tear-down; never without BULKHEAD_STARTUP_TRACE=1. */
+    if (bh_startup_trace_on)
+        bh_startup_trace_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     /* The guest has its own copies: the sentry holds no one's stdio. */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++) {

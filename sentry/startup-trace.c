@@ -9,6 +9,7 @@
 #include "startup-trace.h"
 
 bool bh_startup_trace_on;
+int bh_startup_trace_fd = 2;
 
 void bh_startup_trace_init(void)
 {
@@ -16,15 +17,27 @@ void bh_startup_trace_init(void)
     bh_startup_trace_on = v != NULL && strcmp(v, "1") == 0;
 }
 
+long long bh_startup_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 void bh_startup_mark(const char *step)
+{
+    if (bh_startup_trace_on)
+        bh_startup_mark_at(step, bh_startup_now());
+}
+
+void bh_startup_mark_at(const char *step, long long us)
 {
     if (!bh_startup_trace_on)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     char line[160];
     int n = snprintf(line, sizeof(line), "bulkhead-trace %ld %lld %s\n", (long)syscall(SYS_getpid),
-                     (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, step);
+                     us, step);
     if (n > 0)
-        (void)!write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        (void)!write(bh_startup_trace_fd, line,
+                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
