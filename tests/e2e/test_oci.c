@@ -935,7 +935,7 @@ Test(oci_lifecycle, console_socket_gets_the_pty_master)
 /* An allowlist profile as docker sends one: every x86_64 syscall allowed
  * except mkdir/mkdirat, which fail with errnoRet (EMLINK, so it cannot be
  * mistaken for a refusal of the tier's own policy). */
-static void profile_config(const char *tier)
+static void profile_config(const char *tier, const char *args_json)
 {
     json_t *names = json_array();
     for (int nr = 0; nr < 512; nr++) {
@@ -955,7 +955,7 @@ static void profile_config(const char *tier)
     json_decref(sc);
     char *extra = NULL;
     cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
-    live_config("[\"/bin/sh\", \"-c\", \"mkdir /tmp/d 2>&1; test -d /tmp/d && echo made\"]", extra);
+    live_config(args_json, extra);
     free(extra);
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
@@ -971,7 +971,8 @@ static void profile_is_honoured(const char *tier)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     make_rootfs();
-    profile_config(tier);
+    profile_config(tier,
+                   "[\"/bin/sh\", \"-c\", \"mkdir /tmp/d 2>&1; test -d /tmp/d && echo made\"]");
     int p[2];
     cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     const char *id = create_container("seccomp", p[1]);
@@ -1006,6 +1007,63 @@ Test(oci_lifecycle, seccomp_profile_container_tier)
 Test(oci_lifecycle, seccomp_profile_kernel_tier)
 {
     profile_is_honoured("kernel");
+}
+
+/* runc's -ENOSYS rule: a syscall number above every one the profile's
+ * architecture knows fails with ENOSYS, not the profile's default errno, so
+ * libc and language runtimes fall back from a syscall newer than the
+ * profile; without a profile the tier's own filter answers the same. A
+ * known syscall the profile refuses keeps its errno (mkdir: EMLINK). */
+#define ENOSYS_PROBE                                                                               \
+    "[\"/usr/bin/python3\", \"-c\", \"import ctypes, os\\n"                                        \
+    "l = ctypes.CDLL(None, use_errno=True)\\n"                                                     \
+    "for nr in (1000, 4095, 0x3fffffff, 83):\\n"                                                   \
+    "    r = l.syscall(nr, 0, 0, 0)\\n"                                                            \
+    "    print(nr, r, ctypes.get_errno())\\n\"]"
+
+static char *run_to_end(const char *base, int *status);
+
+static void unknown_syscalls_fail_with_enosys(const char *tier, bool profile)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    if (profile) {
+        profile_config(tier, ENOSYS_PROBE);
+    } else {
+        char *extra = NULL;
+        cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier),
+                      0);
+        live_config(ENOSYS_PROBE, extra);
+        free(extra);
+    }
+    int status = 0;
+    char *out = run_to_end(profile ? "enosys-p" : "enosys", &status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "[%s] status %#x: %s", tier, status,
+              out);
+    char want[128];
+    snprintf(want, sizeof(want), "1000 -1 %d\n4095 -1 %d\n1073741823 -1 %d\n", ENOSYS, ENOSYS,
+             ENOSYS);
+    cr_assert(strncmp(out, want, strlen(want)) == 0,
+              "[%s, %s] numbers no kernel knows did not fail with ENOSYS:\n%s", tier,
+              profile ? "profile" : "no profile", out);
+    /* mkdir(NULL): the profile's EMLINK; without one, the call runs (EFAULT). */
+    snprintf(want, sizeof(want), "83 -1 %d\n", profile ? EMLINK : EFAULT);
+    cr_assert(strstr(out, want) != NULL, "[%s] mkdir: %s", tier, out);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_under_a_profile_container_tier)
+{
+    unknown_syscalls_fail_with_enosys("container", true);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_without_a_profile_container_tier)
+{
+    unknown_syscalls_fail_with_enosys("container", false);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_under_a_profile_kernel_tier)
+{
+    unknown_syscalls_fail_with_enosys("kernel", true);
 }
 
 /* ---- the tasks cap when config.json sets no pids limit --------------------- */
