@@ -1126,7 +1126,9 @@ void oci_config_free(struct oci_config *cfg)
  * (usable in daemon.json runtimeArgs; cli.c hands them over in the
  * environment, as --default-tier) replace the values, never remove the
  * floor. Each one applied is listed in annotation dev.bulkhead.default-limits,
- * which `bulkhead state` shows. */
+ * which `bulkhead state` shows: memory=BYTES, tasks=N (the pids default, held
+ * by the user namespace's RLIMIT_NPROC ceiling with pids.max left at "max"),
+ * nofile=SOFT:HARD, file-size=BYTES. */
 #define OCI_DEFAULT_MEMORY (2LL << 30)
 #define OCI_DEFAULT_PIDS 1024
 #define OCI_DEFAULT_NOFILE 4096 /* hard; soft stays 1024, as select() needs */
@@ -1201,8 +1203,14 @@ static int apply_default_limits(struct oci_config *cfg, struct bh_error *err)
         used += (size_t)snprintf(applied + used, sizeof(applied) - used, "memory=%lld", mem);
     }
     if (spec->limits.pids <= 0) {
-        spec->limits.pids = pids;
-        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "%spids=%lld",
+        /* runc leaves pids.max at "max" (callers such as runc's own tests
+         * read it back), so the floor is the user namespace's RLIMIT_NPROC
+         * ceiling instead, which caps every task of the sandbox together
+         * (sentry/README.md, "Per-user counters"). The pids cgroup is still
+         * made, at "max", so that `update --pids-limit` finds it. */
+        spec->limits.pids = -1;
+        spec->limits.tasks = pids;
+        used += (size_t)snprintf(applied + used, sizeof(applied) - used, "%stasks=%lld",
                                  used ? "," : "", pids);
     }
     struct bh_process *p = &spec->process;
@@ -1243,8 +1251,12 @@ void oci_limits_as_created(json_t *annotations, struct bh_limits *l)
         long long v = 0;
         if (sscanf(p, "memory=%lld", &v) == 1 && v > 0)
             l->memory_bytes = l->memory_swap_bytes = v;
-        else if (sscanf(p, "pids=%lld", &v) == 1 && v > 0)
+        else if (sscanf(p, "pids=%lld", &v) == 1 && v > 0) /* made before tasks= existed */
             l->pids = v;
+        else if (sscanf(p, "tasks=%lld", &v) == 1 && v > 0) {
+            l->pids = -1;
+            l->tasks = v;
+        }
     }
 }
 

@@ -72,7 +72,8 @@ static void usage(FILE *out)
                  "--default-*: limits for containers whose config.json sets none (defaults:\n"
                  "memory 2g without swap, pids 1024, nofile 1024/4096, file size 2g); usable\n"
                  "in daemon.json runtimeArgs, and listed in the state's annotation\n"
-                 "dev.bulkhead.default-limits\n\ncommands:\n");
+                 "dev.bulkhead.default-limits (the pids default as tasks=N: a ceiling on the\n"
+                 "container's user namespace, with pids.max left at max)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n`bulkhead COMMAND --help` describes one command.\n");

@@ -22,9 +22,11 @@
 #include "probe.h"
 #include "oci-report.h"
 
-json_t *oci_report_build(const char *id, pid_t pid, enum bh_tier requested, uint64_t caps)
+json_t *oci_report_build(const char *id, pid_t pid, enum bh_tier requested, uint64_t caps,
+                         const struct bh_limits *limits)
 {
-    struct bh_live_target target = {.sentry_pid = pid, .tier = requested, .caps = caps};
+    struct bh_live_target target = {
+        .sentry_pid = pid, .tier = requested, .caps = caps, .limits = limits};
     struct bh_tier_report *rep = bh_tier_report_new(id, requested);
     struct bh_error err = {0};
     json_t *out = NULL;

@@ -281,7 +281,7 @@ static int create_verify_tier(const struct cli_globals *g, const char *id, struc
     st->caps = spec->process.cap_bounding | spec->process.cap_effective |
                spec->process.cap_permitted | spec->process.cap_inheritable |
                spec->process.cap_ambient;
-    st->tier_report = oci_report_build(id, st->pid, st->tier, st->caps);
+    st->tier_report = oci_report_build(id, st->pid, st->tier, st->caps, &spec->limits);
     enum bh_tier proven = BH_TIER_NONE;
     bh_tier_parse(json_string_value(json_object_get(st->tier_report, "tier")), &proven, NULL);
     if (proven < st->tier) {
@@ -526,7 +526,9 @@ int oci_do_start(const struct cli_globals *g, const char *id)
     const char *rs =
         json_string_value(json_object_get(st.annotations, OCI_ANNOTATION_REPORT_SOCKET));
     if (rs != NULL) {
-        json_t *report = oci_report_build(id, st.pid, st.tier, st.caps);
+        struct bh_limits created = {0};
+        oci_limits_as_created(st.annotations, &created);
+        json_t *report = oci_report_build(id, st.pid, st.tier, st.caps, &created);
         if (st.tier_report)
             json_decref(st.tier_report);
         st.tier_report = report;

@@ -159,6 +159,11 @@ int oci_seccomp_to_policy(json_t *sc, char **text, bool *notifies, struct bh_err
     bool restricts = !default_allows;
     fprintf(f, "# from the container's OCI seccomp profile (loaded as one more filter)\n");
     fprintf(f, "@default %s\n", def);
+    /* runc's -ENOSYS rule: numbers above every syscall the profile's
+     * architectures know fail with ENOSYS, not the default errno, so libc
+     * falls back from a syscall newer than the profile. Newest filter wins
+     * among equal actions, and the tier's filter says ENOSYS there too. */
+    fprintf(f, "@beyond errno ENOSYS\n");
     size_t i;
     json_t *r;
     int rc = 0;

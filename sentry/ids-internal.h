@@ -70,11 +70,13 @@ uint32_t bh_idmaps_owner(const struct bh_idmap *maps, size_t n);
  * namespace, they become the namespace's ceiling for its whole tree at the
  * host level (create_user_ns copies the creator's rlimits), and the sentry
  * and guests inherit them as their own per-uid limits. A spec asking for
- * more (OCI process.rlimits) raises the ceiling to what it asks. */
+ * more (OCI process.rlimits) raises the ceiling to what it asks, except
+ * RLIMIT_NPROC's soft limit under limits.tasks: that one is the cap on the
+ * sandbox's tasks, so only its hard limit (the guests' own) is raised. */
 #define BH_USERNS_SIGPENDING 1024ULL
 #define BH_USERNS_MSGQUEUE 819200ULL /* bytes; the kernel's own default */
 #define BH_USERNS_MEMLOCK (8ULL << 20)
-#define BH_USERNS_N_RLIMITS 3
+#define BH_USERNS_N_RLIMITS 4 /* and RLIMIT_NPROC: the spec's limits.tasks, else ours */
 struct bh_userns_rlimit {
     int resource;
     uint64_t soft, hard;

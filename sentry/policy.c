@@ -17,6 +17,7 @@
 #include <seccomp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@
 #include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -93,6 +96,11 @@ struct rule {
 struct bh_policy {
     uint32_t default_action;
     bool has_default;
+    /* @beyond: what syscall numbers above every name this compiler knows get
+     * (runc's rule: ENOSYS, so libc and language runtimes fall back from a
+     * syscall newer than the policy, where @default would say EPERM). */
+    uint32_t beyond_action;
+    bool has_beyond;
     /* A caller's profile stacked on a tier's policy (bh_policy_parse_stacked). */
     bool stacked;
     bool has_notify;
@@ -533,6 +541,31 @@ static int resolve_syscall(const char *name)
     if (lookup(new_syscalls_x86_64, BH_ARRAY_SIZE(new_syscalls_x86_64), name, &v) == 0)
         return (int)v;
     return -1;
+}
+
+/* The highest x86_64 syscall number a name resolves to (libseccomp's table
+ * or new_syscalls_x86_64): @beyond applies above it. */
+static int highest_named_syscall(void)
+{
+    static int highest = -1;
+    if (highest >= 0)
+        return highest;
+    int h = 0;
+    for (size_t i = 0; i < BH_ARRAY_SIZE(new_syscalls_x86_64); i++)
+        if ((int)new_syscalls_x86_64[i].value > h)
+            h = (int)new_syscalls_x86_64[i].value;
+    /* Downwards from well above any table: the first number libseccomp
+     * names is its highest. */
+    for (int nr = 1023; nr > h; nr--) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        free(name);
+        if (name != NULL) {
+            h = nr;
+            break;
+        }
+    }
+    highest = h;
+    return h;
 }
 
 /* ---- conditions in disjunctive normal form ----------------------------- */
@@ -1159,29 +1192,37 @@ static int parse_line(struct parser *ps, const char **include)
         *include = ps->toks[1].text;
         return 1;
     }
-    if (strcmp(first->text, "@default") == 0) {
+    if (strcmp(first->text, "@default") == 0 || strcmp(first->text, "@beyond") == 0) {
+        bool beyond = first->text[1] == 'b';
         ps->at = 1;
         uint32_t action;
         if (parse_action(ps, &action) < 0)
             return -1;
         if (ps->at != ps->n)
-            return fail(ps, "unexpected `%s` after the default action", ps->toks[ps->at].text);
-        if (p->has_default)
-            return fail(ps, "a second `@default`: a policy has exactly one");
+            return fail(ps, "unexpected `%s` after the action of `%s`", ps->toks[ps->at].text,
+                        first->text);
+        if (beyond ? p->has_beyond : p->has_default)
+            return fail(ps, "a second `%s`: a policy has %s one", first->text,
+                        beyond ? "at most" : "exactly");
+        bool allows = action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG;
+        if (beyond && (allows || action == SCMP_ACT_NOTIFY))
+            return fail(ps, "`@beyond` must refuse (errno, kill or trap): numbers no name "
+                            "resolves to are syscalls no one reviewed");
         /* A stacked profile may allow by default: the tier's own filter still
          * decides every call it lets through (filters intersect). */
-        if ((action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG) && !p->stacked)
+        if (allows && !p->stacked)
             return fail(ps, "`@default` must refuse (errno, kill or trap): a policy is an "
                             "allowlist");
         if (action == SCMP_ACT_NOTIFY)
             return fail(ps, "`@default notify` would send every unknown syscall to the "
                             "sentry; name them instead");
-        p->default_action = action;
-        p->has_default = true;
+        *(beyond ? &p->beyond_action : &p->default_action) = action;
+        *(beyond ? &p->has_beyond : &p->has_default) = true;
         return 0;
     }
     if (first->text[0] == '@')
-        return fail(ps, "unknown directive `%s` (expected @default or @include)", first->text);
+        return fail(ps, "unknown directive `%s` (expected @default, @beyond or @include)",
+                    first->text);
 
     bool optional = false;
     ps->at = 1;
@@ -1675,18 +1716,34 @@ int bh_policy_compile(const struct bh_policy *policy, struct sock_fprog *prog, s
     size_t size = (size_t)st.st_size;
     if (size == 0 || size % sizeof(struct sock_filter) != 0)
         return bh_error_set(err, EINVAL, "compile policy: exported BPF has odd size %zu", size);
-    size_t insns = size / sizeof(struct sock_filter);
+    /* @beyond: a prologue ahead of libseccomp's program, for the x86_64
+     * entry only (other architectures and x32 numbers, at or above bit 30,
+     * go on to the program, which kills them). */
+    const unsigned beyond = policy->has_beyond ? 6 : 0;
+    size_t insns = size / sizeof(struct sock_filter) + beyond;
     if (insns > MAX_BPF_INSNS)
         return bh_error_set(err, E2BIG,
                             "compile policy: filter has %zu instructions, the kernel takes at "
                             "most %d; simplify the policy",
                             insns, MAX_BPF_INSNS);
-    struct sock_filter *filter = malloc(size);
+    struct sock_filter *filter = malloc(insns * sizeof(struct sock_filter));
     if (filter == NULL)
         return bh_error_errno(err, ENOMEM, "compile policy");
+    if (beyond) {
+        const struct sock_filter pro[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000 /* __X32_SYSCALL_BIT */, 2, 0),
+            BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, (uint32_t)highest_named_syscall(), 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, policy->beyond_action),
+        };
+        _Static_assert(sizeof(pro) / sizeof(pro[0]) == 6, "the prologue's length");
+        memcpy(filter, pro, sizeof(pro));
+    }
     size_t got = 0;
     while (got < size) {
-        ssize_t n = pread(fd, (char *)filter + got, size - got, (off_t)got);
+        ssize_t n = pread(fd, (char *)(filter + beyond) + got, size - got, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {

@@ -711,7 +711,26 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
         used += (size_t)snprintf(detail + used, sizeof(detail) - used,
                                  "; no memory limit: one sandbox could take the host's memory");
     }
-    if (pids < 0) {
+    int64_t nproc = -1;
+    if (pids == -1 && want != NULL && want->tasks > 0) {
+        /* pids.max "max" with the tasks cap held by the user namespace's
+         * RLIMIT_NPROC ceiling. That ceiling cannot be read from outside;
+         * the guest's own soft limit, copied from the same value, stands in
+         * for it and fails if it is above the cap. */
+        char lp[64], lim[4096];
+        snprintf(lp, sizeof(lp), "/proc/%d/limits", (int)guest);
+        const char *line =
+            read_file(lp, lim, sizeof(lim)) > 0 ? strstr(lim, "Max processes") : NULL;
+        char soft[32] = "";
+        if (line != NULL && sscanf(line + strlen("Max processes"), "%31s", soft) == 1 &&
+            strcmp(soft, "unlimited") != 0)
+            nproc = strtoll(soft, NULL, 10);
+        used += (size_t)snprintf(detail + used, sizeof(detail) - used,
+                                 "; tasks capped at %lld by the user namespace's RLIMIT_NPROC "
+                                 "ceiling (guest's Max processes %s)",
+                                 (long long)want->tasks, soft[0] ? soft : "unreadable");
+    }
+    if (pids < 0 && !(nproc > 0 && nproc <= want->tasks)) {
         ok = false;
         used += (size_t)snprintf(detail + used, sizeof(detail) - used,
                                  "; no pids limit: one sandbox could take every pid");

@@ -109,7 +109,12 @@ struct bh_limits {
     int64_t memory_bytes;      /* memory.max / memory.limit_in_bytes */
     int64_t memory_swap_bytes; /* total memory+swap; 0: same as memory (no swap) */
     int64_t pids;              /* pids.max */
-    int64_t cpu_quota_us;      /* with cpu_period_us: --cpus 1.5 is 150000/100000 */
+    /* Every task of the sandbox together (threads and every guest uid),
+     * through the RLIMIT_NPROC ceiling its user namespace copies from its
+     * creator (sentry/README.md, "Per-user counters"); 0: no ceiling. Used
+     * where pids.max is left at "max", as runc leaves it. */
+    int64_t tasks;
+    int64_t cpu_quota_us; /* with cpu_period_us: --cpus 1.5 is 150000/100000 */
     int64_t cpu_period_us;
     int64_t cpu_shares;               /* v1 shares; mapped to cpu.weight on v2 */
     int64_t tmpfs_bytes;              /* size of /tmp and of the working directory tmpfs */

@@ -1308,6 +1308,10 @@ static bool clone_in_place(const struct create_ctx *c, const struct child_args *
 {
     if (!a->as_owner || c->detached || a->pod_userns_fd >= 0)
         return false;
+    /* In place the real uid stays root, and the kernel copies no
+     * RLIMIT_NPROC ceiling from a creator whose real uid is root. */
+    if (c->spec->limits.tasks > 0)
+        return false;
     /* Ceilings above our own hard limits would need a raise we could not
      * take back: the helper, which keeps them, sets those. */
     for (int i = 0; i < BH_USERNS_N_RLIMITS; i++) {

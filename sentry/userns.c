@@ -390,12 +390,26 @@ uint32_t bh_idmaps_owner(const struct bh_idmap *m, size_t n)
 void bh_userns_rlimits(const struct bh_sandbox_spec *spec,
                        struct bh_userns_rlimit out[BH_USERNS_N_RLIMITS])
 {
-    static const struct bh_userns_rlimit defaults[BH_USERNS_N_RLIMITS] = {
+    static const struct bh_userns_rlimit defaults[BH_USERNS_N_RLIMITS - 1] = {
         {RLIMIT_SIGPENDING, BH_USERNS_SIGPENDING, BH_USERNS_SIGPENDING},
         {RLIMIT_MSGQUEUE, BH_USERNS_MSGQUEUE, BH_USERNS_MSGQUEUE},
         {RLIMIT_MEMLOCK, BH_USERNS_MEMLOCK, BH_USERNS_MEMLOCK},
     };
     memcpy(out, defaults, sizeof(defaults));
+    /* RLIMIT_NPROC starts as ours, so a spec without limits.tasks changes
+     * nothing (raising a hard limit needs CAP_SYS_RESOURCE, which this host's
+     * root may lack). With limits.tasks the soft limit is the cap: the
+     * namespace copies it as the ceiling of all its tasks at the host level,
+     * which no guest can raise later (it holds no capability in the initial
+     * namespace), while its own per-uid limit may go up to the hard one. */
+    struct bh_userns_rlimit *nproc = &out[BH_USERNS_N_RLIMITS - 1];
+    struct rlimit cur = {RLIM_INFINITY, RLIM_INFINITY};
+    getrlimit(RLIMIT_NPROC, &cur);
+    *nproc = (struct bh_userns_rlimit){RLIMIT_NPROC, cur.rlim_cur, cur.rlim_max};
+    bool capped = spec->limits.tasks > 0;
+    if (capped)
+        nproc->soft = (uint64_t)spec->limits.tasks < cur.rlim_max ? (uint64_t)spec->limits.tasks
+                                                                  : cur.rlim_max;
     /* The caller's explicit rlimits are set by the sentry inside the user
      * namespace, which cannot raise a hard limit: lift the ceiling to them. */
     for (size_t i = 0; i < spec->process.n_rlimits; i++)
@@ -403,7 +417,8 @@ void bh_userns_rlimits(const struct bh_sandbox_spec *spec,
             if (spec->process.rlimits[i].resource == out[j].resource) {
                 if (spec->process.rlimits[i].hard > out[j].hard)
                     out[j].hard = spec->process.rlimits[i].hard;
-                if (spec->process.rlimits[i].soft > out[j].soft)
+                if (spec->process.rlimits[i].soft > out[j].soft &&
+                    !(capped && out[j].resource == RLIMIT_NPROC))
                     out[j].soft = spec->process.rlimits[i].soft;
             }
 }

@@ -935,7 +935,7 @@ Test(oci_lifecycle, console_socket_gets_the_pty_master)
 /* An allowlist profile as docker sends one: every x86_64 syscall allowed
  * except mkdir/mkdirat, which fail with errnoRet (EMLINK, so it cannot be
  * mistaken for a refusal of the tier's own policy). */
-static void profile_config(const char *tier)
+static void profile_config(const char *tier, const char *args_json)
 {
     json_t *names = json_array();
     for (int nr = 0; nr < 512; nr++) {
@@ -955,7 +955,7 @@ static void profile_config(const char *tier)
     json_decref(sc);
     char *extra = NULL;
     cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
-    live_config("[\"/bin/sh\", \"-c\", \"mkdir /tmp/d 2>&1; test -d /tmp/d && echo made\"]", extra);
+    live_config(args_json, extra);
     free(extra);
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
@@ -971,7 +971,8 @@ static void profile_is_honoured(const char *tier)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     make_rootfs();
-    profile_config(tier);
+    profile_config(tier,
+                   "[\"/bin/sh\", \"-c\", \"mkdir /tmp/d 2>&1; test -d /tmp/d && echo made\"]");
     int p[2];
     cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     const char *id = create_container("seccomp", p[1]);
@@ -1006,6 +1007,226 @@ Test(oci_lifecycle, seccomp_profile_container_tier)
 Test(oci_lifecycle, seccomp_profile_kernel_tier)
 {
     profile_is_honoured("kernel");
+}
+
+/* runc's -ENOSYS rule: a syscall number above every one the profile's
+ * architecture knows fails with ENOSYS, not the profile's default errno, so
+ * libc and language runtimes fall back from a syscall newer than the
+ * profile; without a profile the tier's own filter answers the same. A
+ * known syscall the profile refuses keeps its errno (mkdir: EMLINK). */
+#define ENOSYS_PROBE                                                                               \
+    "[\"/usr/bin/python3\", \"-c\", \"import ctypes, os\\n"                                        \
+    "l = ctypes.CDLL(None, use_errno=True)\\n"                                                     \
+    "for nr in (1000, 4095, 0x3fffffff, 83):\\n"                                                   \
+    "    r = l.syscall(nr, 0, 0, 0)\\n"                                                            \
+    "    print(nr, r, ctypes.get_errno())\\n\"]"
+
+static char *run_to_end(const char *base, int *status);
+
+static void unknown_syscalls_fail_with_enosys(const char *tier, bool profile)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    if (profile) {
+        profile_config(tier, ENOSYS_PROBE);
+    } else {
+        char *extra = NULL;
+        cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier),
+                      0);
+        live_config(ENOSYS_PROBE, extra);
+        free(extra);
+    }
+    int status = 0;
+    char *out = run_to_end(profile ? "enosys-p" : "enosys", &status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "[%s] status %#x: %s", tier, status,
+              out);
+    char want[128];
+    snprintf(want, sizeof(want), "1000 -1 %d\n4095 -1 %d\n1073741823 -1 %d\n", ENOSYS, ENOSYS,
+             ENOSYS);
+    cr_assert(strncmp(out, want, strlen(want)) == 0,
+              "[%s, %s] numbers no kernel knows did not fail with ENOSYS:\n%s", tier,
+              profile ? "profile" : "no profile", out);
+    /* mkdir(NULL): the profile's EMLINK; without one, the call runs (EFAULT). */
+    snprintf(want, sizeof(want), "83 -1 %d\n", profile ? EMLINK : EFAULT);
+    cr_assert(strstr(out, want) != NULL, "[%s] mkdir: %s", tier, out);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_under_a_profile_container_tier)
+{
+    unknown_syscalls_fail_with_enosys("container", true);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_without_a_profile_container_tier)
+{
+    unknown_syscalls_fail_with_enosys("container", false);
+}
+
+Test(oci_lifecycle, unknown_syscalls_fail_with_enosys_under_a_profile_kernel_tier)
+{
+    unknown_syscalls_fail_with_enosys("kernel", true);
+}
+
+/* ---- the tasks cap when config.json sets no pids limit --------------------- */
+
+/* Four guest uids, each raising its own RLIMIT_NPROC to the hard limit (so
+ * what stops them is not the per-process limit), fork and then start
+ * threads, 300 tasks each at most, and print the total they made. They
+ * start together, on a pipe closing, and keep their tasks until killed. */
+#define TASKS_BOMB                                                                                 \
+    "import os, sys, time, threading, resource\n"                                                  \
+    "go_r, go_w = os.pipe()\n"                                                                     \
+    "r, w = os.pipe()\n"                                                                           \
+    "for uid in (0, 1000, 1001, 1002):\n"                                                          \
+    "    if os.fork() == 0:\n"                                                                     \
+    "        os.close(go_w); os.close(r)\n"                                                        \
+    "        if uid:\n"                                                                            \
+    "            os.setgroups([]); os.setgid(uid); os.setuid(uid)\n"                               \
+    "        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]\n"                                \
+    "        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))\n"                            \
+    "        os.read(go_r, 1)\n"                                                                   \
+    "        n = 0\n"                                                                              \
+    "        for i in range(150):\n"                                                               \
+    "            try:\n"                                                                           \
+    "                if os.fork() == 0:\n"                                                         \
+    "                    os.close(1); os.close(2); time.sleep(120); os._exit(0)\n"                 \
+    "                n += 1\n"                                                                     \
+    "            except OSError:\n"                                                                \
+    "                break\n"                                                                      \
+    "        ev = threading.Event()\n"                                                             \
+    "        for i in range(150):\n"                                                               \
+    "            try:\n"                                                                           \
+    "                threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"              \
+    "            except RuntimeError:\n"                                                           \
+    "                break\n"                                                                      \
+    "        os.write(w, b'%d\\n' % n)\n"                                                          \
+    "        time.sleep(120); os._exit(0)\n"                                                       \
+    "os.close(w); os.close(go_r); os.close(go_w)\n"                                                \
+    "f = os.fdopen(r)\n"                                                                           \
+    "print(sum(int(f.readline()) for _ in range(4)), flush=True)\n"                                \
+    "time.sleep(120)\n"
+
+/* The pids cgroup file of process pid, into out. */
+static void pids_max_of(pid_t pid, char *out, size_t size)
+{
+    char path[64], buf[4096], root[512];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cr_assert_eq(bh_cgroup_hierarchy("pids", root, sizeof(root), NULL), 0,
+                 "this host has no pids hierarchy");
+    bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+    const char *rel = NULL;
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = '\0';
+        if ((v2 && c2 == c1 + 1) || (!v2 && strstr(c1 + 1, "pids") != NULL))
+            rel = c2 + 1;
+    }
+    cr_assert_not_null(rel, "process %d is in no pids cgroup", (int)pid);
+    char file[1024];
+    snprintf(file, sizeof(file), "%s%s/pids.max", root, rel);
+    f = fopen(file, "re");
+    cr_assert_not_null(f, "%s: %s", file, strerror(errno));
+    cr_assert_not_null(fgets(out, (int)size, f));
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* runc leaves pids.max at "max" when config.json sets no pids limit (runc's
+ * `run --keep (check cgroup exists)` reads it); bulkhead's floor (invariant
+ * 5) is then the user namespace's RLIMIT_NPROC ceiling, which caps every
+ * task of the sandbox, threads and every guest uid together. Without that
+ * ceiling the bomb makes its 1200 tasks. */
+static void tasks_capped(const char *tier)
+{
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    json_t *args = json_pack("[sss]", "/usr/bin/python3", "-c", TASKS_BOMB);
+    char *aj = json_dumps(args, JSON_COMPACT);
+    json_decref(args);
+    char *extra = NULL;
+    cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
+    live_config(aj, extra);
+    free(aj);
+    free(extra);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    cr_assert_not_null(cfg);
+    json_object_del(json_object_get(cfg, "linux"), "resources");
+    json_object_set_new(json_object_get(cfg, "process"), "capabilities",
+                        json_pack("{s:[ss], s:[ss], s:[ss]}", "bounding", "CAP_SETUID",
+                                  "CAP_SETGID", "effective", "CAP_SETUID", "CAP_SETGID",
+                                  "permitted", "CAP_SETUID", "CAP_SETGID"));
+    cr_assert_eq(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+
+    int out[2];
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    snprintf(ids[n_ids], sizeof(ids[0]), "tasks-%d", (int)getpid());
+    const char *id = ids[n_ids++];
+    char pidfile[512];
+    snprintf(pidfile, sizeof(pidfile), "%s/pid", tmp);
+    int rc = run_bh_fd(NULL, 0, out[1],
+                       (const char *const[]){"--default-pids", "200", "create", "--bundle", ".",
+                                             "--pid-file", pidfile, id, NULL});
+    close(out[1]);
+    cr_assert_eq(rc, 0, "create failed (exit %d): %s", rc, last_error());
+    pid_t pid = read_pid_file("pid");
+    char max[64];
+    pids_max_of(pid, max, sizeof(max));
+    cr_assert_str_eq(max, "max", "pids.max is not left at max as runc leaves it");
+    char st[16384];
+    cr_assert_eq(RUN(st, "state", id), 0);
+    cr_assert(strstr(st, "tasks=200") != NULL, "the cap is not in the state's annotations: %s", st);
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+
+    char buf[256] = "";
+    size_t got = 0;
+    while (strchr(buf, '\n') == NULL && got < sizeof(buf) - 1) {
+        struct pollfd pfd = {out[0], POLLIN, 0};
+        cr_assert_gt(poll(&pfd, 1, 60000), 0, "[%s] the bomb printed nothing in 60 s", tier);
+        ssize_t r = read(out[0], buf + got, sizeof(buf) - 1 - got);
+        cr_assert_gt(r, 0, "[%s] the bomb ended without a count: %s", tier, buf);
+        got += (size_t)r;
+        buf[got] = '\0';
+    }
+    close(out[0]);
+    long made = atol(buf);
+    cr_assert_gt(made, 20, "[%s] the guests made almost no task (%ld): the cap is too tight", tier,
+                 made);
+    cr_assert_lt(made, 200, "[%s] four guest uids made %ld tasks with a cap of 200", tier, made);
+
+    /* The host still forks while the sandbox holds its cap. */
+    pid_t child = fork();
+    cr_assert_geq(child, 0, "the host cannot fork: %s", strerror(errno));
+    if (child == 0)
+        _exit(7);
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+    pids_max_of(pid, max, sizeof(max));
+    cr_assert_str_eq(max, "max");
+
+    cr_assert_eq(RUN0("delete", "--force", id), 0, "delete: %s", last_error());
+    reap(pid, 20);
+    assert_gone(id, pid);
+}
+
+Test(oci_lifecycle, tasks_capped_without_a_pids_limit_container_tier, .timeout = 120)
+{
+    tasks_capped("container");
+}
+
+Test(oci_lifecycle, tasks_capped_without_a_pids_limit_kernel_tier, .timeout = 120)
+{
+    tasks_capped("kernel");
 }
 
 /* ---- pause, update, events, ps, list, kill --all ---------------------------- */

@@ -979,6 +979,8 @@ static int container_checks(struct child_ctx *ctx)
     EXPECT_ERRNO(syscall(SYS_setns, 0, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_open_by_handle_at, AT_FDCWD, NULL, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_clone3, NULL, 0), ENOSYS);
+    /* A number no name resolves to: ENOSYS (@beyond), as runc answers. */
+    EXPECT_ERRNO(syscall(1000, 0, 0, 0), ENOSYS);
     EXPECT_ERRNO(syscall(SYS_personality, 0x0400000 /* READ_IMPLIES_EXEC */), EPERM);
     EXPECT_ERRNO(socket(AF_PACKET, SOCK_RAW, 0), EPERM);
     EXPECT_ERRNO(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP), EPERM);
@@ -1257,6 +1259,34 @@ static void feed(const char *text)
         cr_assert_eq(r, -1);
         cr_assert_neq(err.msg[0], '\0', "an error without a message");
     }
+}
+
+/* runc's -ENOSYS rule: numbers above every name get @beyond's answer;
+ * named ones keep theirs, even the newest (bulkhead's own table), and x32
+ * numbers and other architectures still die. */
+Test(policy, beyond_answers_numbers_above_every_name)
+{
+    struct sock_fprog prog;
+    compile_text("@default errno EPERM\n@beyond errno ENOSYS\ngetpid allow\n"
+                 "setxattrat? errno EACCES\n",
+                 &prog);
+    cr_assert_eq(eval(&prog, 1000, 0, 0, 0, 0), SECCOMP_RET_ERRNO | ENOSYS);
+    cr_assert_eq(eval(&prog, 0x3fffffff, 0, 0, 0, 0), SECCOMP_RET_ERRNO | ENOSYS);
+    cr_assert_eq(eval(&prog, SYS_getpid, 0, 0, 0, 0), SECCOMP_RET_ALLOW);
+    cr_assert_eq(eval(&prog, SYS_mkdir, 0, 0, 0, 0), SECCOMP_RET_ERRNO | EPERM);
+    cr_assert_eq(eval(&prog, 463 /* setxattrat, newer than libseccomp 2.5.4 */, 0, 0, 0, 0),
+                 SECCOMP_RET_ERRNO | EACCES);
+    cr_assert_eq(eval(&prog, 0x40000000 | SYS_getpid, 0, 0, 0, 0), SECCOMP_RET_KILL_PROCESS);
+    struct seccomp_data i386 = {.nr = 1000, .arch = AUDIT_ARCH_I386};
+    cr_assert_eq(run_bpf(&prog, &i386), SECCOMP_RET_KILL_PROCESS);
+    bh_policy_prog_free(&prog);
+    /* Without @beyond such numbers get @default. */
+    compile_text("@default errno EPERM\ngetpid allow\n", &prog);
+    cr_assert_eq(eval(&prog, 1000, 0, 0, 0, 0), SECCOMP_RET_ERRNO | EPERM);
+    bh_policy_prog_free(&prog);
+    expect_error("@default errno EPERM\n@beyond allow\n", "`@beyond` must refuse");
+    expect_error("@default errno EPERM\n@beyond errno ENOSYS\n@beyond errno EPERM\n",
+                 "a second `@beyond`");
 }
 
 Test(policy, fuzz_random_bytes_and_mutated_lines, .timeout = 120)

@@ -304,3 +304,39 @@ Test(ids, userns_rlimit_ceilings_default_and_rise_to_what_the_spec_asks)
     s.process.n_rlimits = 0;
     bh_sandbox_spec_free(&s);
 }
+
+Test(ids, userns_nproc_ceiling_is_the_tasks_cap_and_only_its_hard_limit_rises)
+{
+    struct bh_sandbox_spec s;
+    bh_sandbox_spec_init(&s);
+    struct rlimit ours;
+    cr_assert_eq(getrlimit(RLIMIT_NPROC, &ours), 0);
+    struct bh_userns_rlimit rl[BH_USERNS_N_RLIMITS];
+    const struct bh_userns_rlimit *nproc = NULL;
+    bh_userns_rlimits(&s, rl);
+    for (int i = 0; i < BH_USERNS_N_RLIMITS; i++)
+        if (rl[i].resource == RLIMIT_NPROC)
+            nproc = &rl[i];
+    cr_assert_not_null(nproc, "no RLIMIT_NPROC ceiling");
+    /* No cap asked: ours, so nothing needs CAP_SYS_RESOURCE. */
+    cr_assert(nproc->soft == ours.rlim_cur && nproc->hard == ours.rlim_max);
+    cr_assert_gt(ours.rlim_max, 100, "this test needs an RLIMIT_NPROC hard limit above 100");
+    s.limits.tasks = 100;
+    bh_userns_rlimits(&s, rl);
+    cr_assert(nproc->soft == 100 && nproc->hard == ours.rlim_max, "%llu/%llu",
+              (unsigned long long)nproc->soft, (unsigned long long)nproc->hard);
+    /* A config's own RLIMIT_NPROC raises the guests' limit, never the cap
+     * (the soft limit the namespace copies). */
+    struct bh_rlimit asked[] = {{RLIMIT_NPROC, RLIM_INFINITY, RLIM_INFINITY}};
+    s.process.rlimits = asked;
+    s.process.n_rlimits = 1;
+    bh_userns_rlimits(&s, rl);
+    cr_assert(nproc->soft == 100 && nproc->hard == RLIM_INFINITY);
+    /* A cap above our hard limit is cut to it: no raise is needed. */
+    s.process.n_rlimits = 0;
+    s.limits.tasks = INT64_MAX;
+    bh_userns_rlimits(&s, rl);
+    cr_assert_eq(nproc->soft, ours.rlim_max);
+    s.process.rlimits = NULL;
+    bh_sandbox_spec_free(&s);
+}
