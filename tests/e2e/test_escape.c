@@ -9,6 +9,7 @@
  * them into its private /tmp and execs them, as any guest could. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <sys/random.h>
 
 #include "attacks/harness.h"
@@ -505,6 +506,91 @@ Test(escape, aio_contexts_are_capped_per_container)
     struct run_result r = run_attack_in("container", "aio", NULL);
     static const char *const names[] = {"aio_flood", "aio_exit",   "aio_exec",
                                         "aio_vfork", "aio_thread", "aio_unmap"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* An OCI bundle in tmpdir whose rootfs holds only attack NAME (static), run
+ * as container root with Docker's default capabilities plus extra_cap. */
+static struct run_result run_oci_attack(const char *tier, const char *name, const char *extra_cap)
+{
+    h_bundle_skeleton(tmpdir);
+    char rootfs[160], bundle[128], tier_flag[64], id[64];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmpdir);
+    snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
+    free(h_compile_attack(rootfs, name));
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"spec", "--bundle", bundle, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "bulkhead spec: %s", r.err);
+    h_free(&r);
+    char config[160], arg0[64];
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    snprintf(arg0, sizeof(arg0), "/%s", name);
+    json_error_t je;
+    json_t *c = json_load_file(config, 0, &je);
+    cr_assert_not_null(c, "config.json: %s", je.text);
+    json_t *proc = json_object_get(c, "process");
+    json_object_set_new(proc, "args", json_pack("[s]", arg0));
+    json_object_set_new(proc, "terminal", json_false());
+    static const char *const docker_caps[] = {
+        "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+        "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+        "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+        "CAP_KILL",    "CAP_AUDIT_WRITE"};
+    json_t *caps = json_array();
+    for (size_t i = 0; i < BH_ARRAY_SIZE(docker_caps); i++)
+        json_array_append_new(caps, json_string(docker_caps[i]));
+    if (extra_cap != NULL)
+        json_array_append_new(caps, json_string(extra_cap));
+    json_t *set = json_object();
+    json_object_set(set, "bounding", caps);
+    json_object_set(set, "effective", caps);
+    json_object_set(set, "permitted", caps);
+    json_object_set_new(proc, "capabilities", set);
+    json_decref(caps);
+    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+    json_decref(c);
+    snprintf(tier_flag, sizeof(tier_flag), "--default-tier=%s", tier);
+    snprintf(id, sizeof(id), "escape-%s-%d", name, (int)getpid());
+    h_bulkhead_in(tmpdir, (const char *const[]){tier_flag, "run", "--bundle", bundle, id, NULL},
+                  120, &r);
+    return r;
+}
+
+static void remove_oci_tmpdir(void)
+{
+    if (tmpdir[0] != '\0') {
+        char p[128];
+        snprintf(p, sizeof(p), "%s/bundle", tmpdir);
+        h_remove_tree(p);
+        snprintf(p, sizeof(p), "%s/root", tmpdir);
+        h_remove_tree(p);
+    }
+    remove_tmpdir();
+}
+
+/* pid 1 of a container is the sentry, outside the guest's Landlock domain and
+ * under a uid (65536) a guest holding Docker's CAP_SETUID can take. Neither
+ * CAP_SYS_PTRACE (its memory, fds, binary) nor that uid (its limits,
+ * niceness, CPUs, I/O and scheduling class, a pidfd) reaches it; the second
+ * is refused by container.policy as kernel.policy refuses it. */
+Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_tmpdir)
+{
+    struct run_result r = run_oci_attack("container", "sentry_pid1", "CAP_SYS_PTRACE");
+    if (strstr(r.out, "done") == NULL) {
+        /* The container did not run: fails under BULKHEAD_REQUIRE_KERNEL. */
+        char why[320];
+        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
+        h_free(&r);
+        remove_oci_tmpdir();
+        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
+    }
+    static const char *const names[] = {
+        "ptrace_cap_mem_write", "ptrace_cap_mem_read",  "ptrace_cap_exe_open",
+        "ptrace_cap_environ",   "ptrace_cap_root_link", "ptrace_cap_fd_open",
+        "ptrace_cap_attach",    "sentry_uid_prlimit",   "sentry_uid_setpriority",
+        "sentry_uid_affinity",  "sentry_uid_scheduler", "sentry_uid_ioprio",
+        "sentry_uid_pidfd_open"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }

@@ -23,6 +23,7 @@
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -986,6 +987,14 @@ static int container_checks(struct child_ctx *ctx)
     EXPECT_ERRNO(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP), EPERM);
     EXPECT_ERRNO(socket(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */), EPERM);
     EXPECT_ERRNO(syscall(SYS_settimeofday, NULL, NULL), EPERM);
+    /* pid 1 is the sentry in a sandbox; here (as root, where the kernel
+     * would allow each) only the filter refuses. */
+    struct rlimit lim;
+    EXPECT_ERRNO(syscall(SYS_prlimit64, 1, RLIMIT_NOFILE, NULL, &lim), EPERM);
+    EXPECT_ERRNO(syscall(SYS_pidfd_open, 1, 0), EPERM);
+    EXPECT_ERRNO(syscall(SYS_setpriority, PRIO_PROCESS, 1, 0), EPERM);
+    EXPECT_ERRNO(syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 1, 0), EPERM);
+    EXPECT_OK(syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &lim));
     EXPECT_OK(syscall(SYS_personality, 0xffffffffUL));
     EXPECT_OK(getpid());
     cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
