@@ -17,6 +17,7 @@ struct bh_guest_ctx {
     struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
     bool want_listener;            /* kernel tier: hand the listener to the sentry */
     bool want_user_listener;       /* container tier: extra_prog's, for the caller's agent */
+    bool notify_unserved;          /* prog notifies, but the agent's filter takes the listener */
     /* > 0: the sentry is not pid 1 (a pod's shared pid namespace), so the
      * guest dies with this parent by PDEATHSIG instead. */
     pid_t death_parent;

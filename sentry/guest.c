@@ -445,7 +445,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "caller's extra seccomp filter");
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    int listener = install(ctx->prog, ctx->want_listener, &err);
+    int listener = ctx->notify_unserved ? bh_policy_install_unserved(ctx->prog, new_privs, &err)
+                                        : install(ctx->prog, ctx->want_listener, &err);
     if (listener < 0) {
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, BH_EXIT_REFUSED);

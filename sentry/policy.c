@@ -1802,6 +1802,17 @@ int bh_policy_install_privileged(const struct sock_fprog *prog, bool want_listen
     return install(prog, want_listener, err);
 }
 
+int bh_policy_install_unserved(const struct sock_fprog *prog, bool privileged, struct bh_error *err)
+{
+    if (prog == NULL || prog->filter == NULL || prog->len == 0)
+        return bh_error_set(err, EINVAL, "install seccomp filter: no compiled filter");
+    if (!privileged && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+        return bh_error_set(err, EPERM, "install seccomp filter: no_new_privs is not set");
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+        return bh_error_errno(err, errno, "install seccomp filter");
+    return 0;
+}
+
 static int install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err)
 {
     if (prog_notifies(prog) && !want_listener)

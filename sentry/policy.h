@@ -50,5 +50,10 @@ size_t bh_policy_rule_count(const struct bh_policy *policy);
 int bh_policy_install_privileged(const struct sock_fprog *prog, bool want_listener,
                                  struct bh_error *err);
 int bh_policy_install(const struct sock_fprog *prog, bool want_listener, struct bh_error *err);
+/* The same for a program whose notified syscalls nobody serves (a caller's
+ * seccomp agent holds the one listener a process may have): they fail with
+ * ENOSYS. privileged: without no_new_privs, as above. */
+int bh_policy_install_unserved(const struct sock_fprog *prog, bool privileged,
+                               struct bh_error *err);
 
 #endif

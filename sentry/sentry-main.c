@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "aio-cap-internal.h"
 #include "broker.h"
 #include "cleanup.h"
 #include "control.h"
@@ -68,6 +69,8 @@ struct pending {
     struct bh_guest g;
 };
 #define MAX_PENDING 16
+/* one per guest still on its filter: the first and each exec'd one */
+#define MAX_AIO_LISTENERS 1025
 
 static struct {
     int sync_fd;
@@ -96,7 +99,18 @@ static struct {
     size_t n_pending;
     int console_fd; /* connected by the front end to the OCI console socket */
     int dev_tree;   /* the front end's tmpfs of device nodes (mounts.h) */
-} S = {.sync_fd = -1, .listen_fd = -1, .epfd = -1, .sigfd = -1, .console_fd = -1, .dev_tree = -1};
+    bool notify;    /* the guest's program notifies (kernel tier; io_setup below it) */
+    /* Below the kernel tier: the guests' listeners, served by aio-cap.c. */
+    struct bh_aio_cap aio;
+    int aio_listeners[MAX_AIO_LISTENERS];
+    size_t n_aio_listeners;
+} S = {.sync_fd = -1,
+       .listen_fd = -1,
+       .epfd = -1,
+       .sigfd = -1,
+       .console_fd = -1,
+       .dev_tree = -1,
+       .aio = {.proc_fd = -1}};
 
 static __attribute__((noreturn)) void die(const struct bh_error *err)
 {
@@ -192,7 +206,11 @@ static int read_spec(struct bh_error *err)
     if (console)
         S.console_fd = sf.slot[BH_SPEC_FD_CONSOLE];
     S.have_extra = extra;
-    if (notify != (S.spec.tier == BH_TIER_KERNEL) || sentry_notify ||
+    /* The kernel tier's program brokers; the container tier's notifies only
+     * io_setup, counted by aio-cap.c; none below. */
+    S.notify = notify;
+    if ((notify != (S.spec.tier == BH_TIER_KERNEL) && S.spec.tier != BH_TIER_CONTAINER) ||
+        sentry_notify ||
         (extra_notify && (!S.spec.extra_policy_listener || S.spec.tier >= BH_TIER_KERNEL))) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the seccomp programs do not fit the %s tier",
@@ -370,6 +388,42 @@ static void add_conn(int fd, bool is_sync)
         return;
     }
     S.conns[S.n_conns++] = (struct conn){fd, is_sync};
+}
+
+/* A container-tier guest's listener: its io_setup calls come to aio-cap.c.
+ * Without it they would fail with ENOSYS, so a failure here is the exec's. */
+static int aio_listener_add(int fd, struct bh_error *err)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (S.n_aio_listeners >= MAX_AIO_LISTENERS) {
+        close(fd);
+        return bh_error_set(err, EAGAIN, "too many guests in this sandbox to count AIO for");
+    }
+    if (epoll_ctl(S.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int e = errno;
+        close(fd);
+        return bh_error_errno(err, e, "watch a guest's seccomp listener");
+    }
+    S.aio_listeners[S.n_aio_listeners++] = fd;
+    return 0;
+}
+
+/* false: fd is not a guest's listener. A listener whose guests are all gone
+ * hangs up and is dropped. */
+static bool on_aio_listener(int fd, uint32_t events)
+{
+    size_t i = 0;
+    while (i < S.n_aio_listeners && S.aio_listeners[i] != fd)
+        i++;
+    if (i == S.n_aio_listeners)
+        return false;
+    bool gone = (events & (EPOLLHUP | EPOLLERR)) && !(events & EPOLLIN);
+    if (gone || bh_aio_cap_serve(&S.aio, fd) < 0) {
+        epoll_ctl(S.epfd, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        S.aio_listeners[i] = S.aio_listeners[--S.n_aio_listeners];
+    }
+    return true;
 }
 
 static void drop_conn(int fd)
@@ -587,7 +641,8 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         close(g.user_listener);
     g.user_listener = -1;
     if (g.listener >= 0) {
-        if (bh_broker_add_listener(S.broker, g.listener, &err) < 0) {
+        if ((S.broker ? bh_broker_add_listener(S.broker, g.listener, &err)
+                      : aio_listener_add(g.listener, &err)) < 0) {
             kill(g.pid, SIGKILL);
             close(g.pidfd);
             close(g.setup_fd);
@@ -798,7 +853,7 @@ static __attribute__((noreturn)) void serve(void)
                 on_signal();
             else if (fd == S.listen_fd)
                 on_accept();
-            else
+            else if (!on_aio_listener(fd, evs[i].events))
                 on_request(fd);
         }
     }
@@ -863,6 +918,10 @@ int main(int argc, char **argv)
         die(&err);
     }
     bh_closep(&S.dev_tree);
+    /* Opened before any guest runs; aio-cap.c checks it is the sandbox's. */
+    if (S.spec.tier == BH_TIER_CONTAINER && S.notify)
+        bh_aio_cap_init(&S.aio, open("/proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+                        BH_AIO_CAP_EVENTS, BH_AIO_CAP_CONTEXTS);
     bh_startup_mark("sentry: mounts, pivot_root");
     if (S.params.made_netns && bh_netns_loopback_up(&err) < 0) {
         bh_error_prefix(&err, "network namespace");
@@ -878,13 +937,19 @@ int main(int argc, char **argv)
         die(&err);
     bh_startup_mark("sentry: confined");
 
-    S.ctx =
-        (struct bh_guest_ctx){.spec = &S.spec,
-                              .prog = &S.prog,
-                              .extra_prog = S.have_extra ? &S.extra_prog : NULL,
-                              .want_listener = S.spec.tier == BH_TIER_KERNEL,
-                              .want_user_listener = S.have_extra && S.spec.extra_policy_listener,
-                              .death_parent = S.params.joined_pidns ? getpid() : 0};
+    S.ctx = (struct bh_guest_ctx){
+        .spec = &S.spec,
+        .prog = &S.prog,
+        .extra_prog = S.have_extra ? &S.extra_prog : NULL,
+        /* A caller's agent takes the one listener a
+         * process may have: io_setup then fails with
+         * ENOSYS (container tier, aio-cap.c). */
+        .want_listener = S.notify && (S.spec.tier == BH_TIER_KERNEL ||
+                                      !(S.have_extra && S.spec.extra_policy_listener)),
+        .want_user_listener = S.have_extra && S.spec.extra_policy_listener,
+        .notify_unserved = S.notify && S.spec.tier < BH_TIER_KERNEL && S.have_extra &&
+                           S.spec.extra_policy_listener,
+        .death_parent = S.params.joined_pidns ? getpid() : 0};
     /* The guest sets itself up while the broker's threads are made; it
      * execs only once the broker holds its listener (below). */
     int stdio[3] = {0, 1, 2};
@@ -916,7 +981,7 @@ int main(int argc, char **argv)
      * pid 1 is the sentry: it wears its first guest's. It creates no file
      * from here on, and the broker's workers set each caller's own. */
     umask(S.spec.process.umask >= 0 ? (mode_t)S.spec.process.umask : 022);
-    if (S.first.listener >= 0) {
+    if (S.first.listener >= 0 && S.broker) {
         if (bh_broker_add_listener(S.broker, S.first.listener, &err) < 0)
             die(&err);
         S.first.listener = -1;
@@ -954,6 +1019,11 @@ int main(int argc, char **argv)
     if (S.listen_fd >= 0) {
         ev.data.fd = S.listen_fd;
         epoll_ctl(S.epfd, EPOLL_CTL_ADD, S.listen_fd, &ev);
+    }
+    if (S.first.listener >= 0) {
+        if (aio_listener_add(S.first.listener, &err) < 0)
+            die(&err);
+        S.first.listener = -1;
     }
     add_conn(S.sync_fd, true);
     json_t *ready = json_pack("{s:s}", "ev", "ready");
