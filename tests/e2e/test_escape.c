@@ -515,7 +515,7 @@ Test(escape, aio_contexts_are_capped_per_container)
 static struct run_result run_oci_attack(const char *tier, const char *name, const char *extra_cap)
 {
     h_bundle_skeleton(tmpdir);
-    char rootfs[160], bundle[128], tier_flag[64], id[64];
+    char rootfs[160], bundle[128], id[64];
     snprintf(bundle, sizeof(bundle), "%s/bundle", tmpdir);
     snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
     free(h_compile_attack(rootfs, name));
@@ -532,6 +532,12 @@ static struct run_result run_oci_attack(const char *tier, const char *name, cons
     json_t *proc = json_object_get(c, "process");
     json_object_set_new(proc, "args", json_pack("[s]", arg0));
     json_object_set_new(proc, "terminal", json_false());
+    /* `bulkhead spec` names the kernel tier in the config; the annotation
+     * wins over --default-tier. */
+    json_t *ann = json_object_get(c, "annotations");
+    if (!json_is_object(ann))
+        json_object_set_new(c, "annotations", ann = json_object());
+    json_object_set_new(ann, "dev.bulkhead.tier", json_string(tier));
     static const char *const docker_caps[] = {
         "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
         "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
@@ -550,10 +556,8 @@ static struct run_result run_oci_attack(const char *tier, const char *name, cons
     json_decref(caps);
     cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
     json_decref(c);
-    snprintf(tier_flag, sizeof(tier_flag), "--default-tier=%s", tier);
     snprintf(id, sizeof(id), "escape-%s-%d", name, (int)getpid());
-    h_bulkhead_in(tmpdir, (const char *const[]){tier_flag, "run", "--bundle", bundle, id, NULL},
-                  120, &r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
     return r;
 }
 
