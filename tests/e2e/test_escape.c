@@ -510,28 +510,37 @@ Test(escape, aio_contexts_are_capped_per_container)
     h_free(&r);
 }
 
-/* An OCI bundle in tmpdir whose rootfs holds only attack NAME (static), run
- * as container root with Docker's default capabilities plus extra_cap. */
-static struct run_result run_oci_attack(const char *tier, const char *name, const char *extra_cap)
+/* An OCI bundle in tmpdir whose rootfs holds only attack NAME (static),
+ * running args_json as container root with Docker's default capabilities
+ * plus extra_cap; its directory in bundle. */
+static void oci_attack_bundle(const char *tier, const char *name, const char *args_json,
+                              const char *extra_cap, char bundle[128])
 {
     h_bundle_skeleton(tmpdir);
-    char rootfs[160], bundle[128], tier_flag[64], id[64];
-    snprintf(bundle, sizeof(bundle), "%s/bundle", tmpdir);
+    char rootfs[160];
+    snprintf(bundle, 128, "%s/bundle", tmpdir);
     snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bundle);
     free(h_compile_attack(rootfs, name));
     struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"spec", "--bundle", bundle, NULL}, 30, &r);
     cr_assert_eq(r.status, 0, "bulkhead spec: %s", r.err);
     h_free(&r);
-    char config[160], arg0[64];
+    char config[160];
     snprintf(config, sizeof(config), "%s/config.json", bundle);
-    snprintf(arg0, sizeof(arg0), "/%s", name);
     json_error_t je;
     json_t *c = json_load_file(config, 0, &je);
     cr_assert_not_null(c, "config.json: %s", je.text);
     json_t *proc = json_object_get(c, "process");
-    json_object_set_new(proc, "args", json_pack("[s]", arg0));
+    json_t *args = json_loads(args_json, 0, &je);
+    cr_assert(json_is_array(args), "args %s", args_json);
+    json_object_set_new(proc, "args", args);
     json_object_set_new(proc, "terminal", json_false());
+    /* `bulkhead spec` names the kernel tier in the config; the annotation
+     * wins over --default-tier. */
+    json_t *ann = json_object_get(c, "annotations");
+    if (!json_is_object(ann))
+        json_object_set_new(c, "annotations", ann = json_object());
+    json_object_set_new(ann, "dev.bulkhead.tier", json_string(tier));
     static const char *const docker_caps[] = {
         "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
         "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
@@ -550,10 +559,17 @@ static struct run_result run_oci_attack(const char *tier, const char *name, cons
     json_decref(caps);
     cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
     json_decref(c);
-    snprintf(tier_flag, sizeof(tier_flag), "--default-tier=%s", tier);
+}
+
+/* Runs attack NAME as the container's process (bulkhead run). */
+static struct run_result run_oci_attack(const char *tier, const char *name, const char *extra_cap)
+{
+    char bundle[128], args[96], id[64];
+    snprintf(args, sizeof(args), "[\"/%s\"]", name);
+    oci_attack_bundle(tier, name, args, extra_cap, bundle);
     snprintf(id, sizeof(id), "escape-%s-%d", name, (int)getpid());
-    h_bulkhead_in(tmpdir, (const char *const[]){tier_flag, "run", "--bundle", bundle, id, NULL},
-                  120, &r);
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
     return r;
 }
 
@@ -591,6 +607,52 @@ Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_t
         "ptrace_cap_attach",    "sentry_uid_prlimit",   "sentry_uid_setpriority",
         "sentry_uid_affinity",  "sentry_uid_scheduler", "sentry_uid_ioprio",
         "sentry_uid_pidfd_open"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+static char exec_id[64];
+
+static void delete_exec_container(void)
+{
+    if (exec_id[0] != '\0') {
+        struct run_result r;
+        h_bulkhead_in(tmpdir, (const char *const[]){"delete", "--force", exec_id, NULL}, 60, &r);
+        h_free(&r);
+        exec_id[0] = '\0';
+    }
+    remove_oci_tmpdir();
+}
+
+/* The same AIO attacks from a process `bulkhead exec` started in a running
+ * container-tier container: each exec'd process brings its own seccomp
+ * listener, which the sentry must serve (and count) like the first's. */
+Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
+{
+    char bundle[128];
+    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", NULL, bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-aio-exec-%d", (int)getpid());
+    /* create keeps the container's stdio: /dev/null, not our capture pipe */
+    char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
+    snprintf(root, sizeof(root), "%s/root", tmpdir);
+    snprintf(log, sizeof(log), "%s/log.json", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+             "exec '%s' --root '%s' --log '%s' create --bundle '%s' '%s' </dev/null >/dev/null "
+             "2>'%s/create.err'",
+             bh, root, log, bundle, exec_id, tmpdir);
+    free(bh);
+    struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
+    if (r.status != 0) {
+        h_free(&r);
+        h_skip_kernel("bulkhead create of a container-tier container failed (exit %d)", r.status);
+    }
+    h_free(&r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"exec", exec_id, "/aio", NULL}, 120, &r);
+    static const char *const names[] = {"aio_flood", "aio_exit",   "aio_exec",
+                                        "aio_vfork", "aio_thread", "aio_unmap"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }

@@ -1086,6 +1086,33 @@ Test(shipped_policies, kernel_refuses_and_allows)
     run_confined("kernel.policy", true, kernel_checks);
 }
 
+/* A caller's seccomp agent holds the one listener a process may have: the
+ * container tier's filter then goes in without one, and io_setup (which the
+ * sentry would count, sentry/aio-cap.c) fails with ENOSYS, as on a kernel
+ * without AIO, instead of reaching the host's pool uncounted. */
+Test(shipped_policies, container_io_setup_without_the_sentry_is_enosys)
+{
+    struct sock_fprog prog;
+    compile_shipped("container.policy", &prog);
+    struct bh_error err = {0};
+    cr_assert_eq(bh_policy_install(&prog, false, &err), -1, "a notifying policy needs a listener");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if (bh_policy_install_unserved(&prog, false, &err) < 0)
+            _exit(2);
+        unsigned long ctx = 0;
+        errno = 0;
+        long r = syscall(SYS_io_setup, 1, &ctx);
+        _exit(r == -1 && errno == ENOSYS ? 0 : 3);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    bh_policy_prog_free(&prog);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+}
+
 static void expect_killed_by_sigsys(void (*fn)(void))
 {
     struct sock_fprog prog;

@@ -13,7 +13,8 @@
  *   aio_thread     the same with a thread that exits
  *   aio_unmap      contexts whose rings were unmapped, then io_destroy of a
  *                  bogus id: still counted
- * Run with argument "exec-child" only by aio_exec itself. */
+ * Run with argument "exec-child" only by aio_exec itself; "wait" only waits
+ * (a container's first process). */
 #include <linux/aio_abi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -78,6 +79,11 @@ static void *thread_fill(void *arg)
 int main(int argc, char **argv)
 {
     int err;
+    /* An OCI container's first process, for the attack to run by exec. */
+    if (argc > 1 && strcmp(argv[1], "wait") == 0) {
+        pause();
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "exec-child") == 0) {
         int got = grab(ASK, 1000, &err);
         judge_full("aio_exec", got, MOST, err);
