@@ -649,7 +649,8 @@ static int read_limit(const char *dir, const char *file, int64_t *value, char *s
 
 /* From the guest's /proc/PID/cgroup, not from the config: this proves the
  * limits hold for the process that runs, wherever it was put. */
-static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const struct bh_limits *want)
+static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, pid_t sentry,
+                               const struct bh_limits *want)
 {
     char path[64], buf[4096];
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)guest);
@@ -715,10 +716,12 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
     if (pids == -1 && want != NULL && want->tasks > 0) {
         /* pids.max "max" with the tasks cap held by the user namespace's
          * RLIMIT_NPROC ceiling. That ceiling cannot be read from outside;
-         * the guest's own soft limit, copied from the same value, stands in
-         * for it and fails if it is above the cap. */
+         * the sentry's own soft limit, which it was cloned with and never
+         * raises, stands in for it and fails if it is above the cap. Not a
+         * guest's: a config's RLIMIT_NPROC (docker --ulimit nproc) sets
+         * those, and it raises only their per-uid limit. */
         char lp[64], lim[4096];
-        snprintf(lp, sizeof(lp), "/proc/%d/limits", (int)guest);
+        snprintf(lp, sizeof(lp), "/proc/%d/limits", (int)sentry);
         const char *line =
             read_file(lp, lim, sizeof(lim)) > 0 ? strstr(lim, "Max processes") : NULL;
         char soft[32] = "";
@@ -727,7 +730,7 @@ static void check_guest_cgroup(struct bh_tier_report *r, pid_t guest, const stru
             nproc = strtoll(soft, NULL, 10);
         used += (size_t)snprintf(detail + used, sizeof(detail) - used,
                                  "; tasks capped at %lld by the user namespace's RLIMIT_NPROC "
-                                 "ceiling (guest's Max processes %s)",
+                                 "ceiling (sentry's Max processes %s)",
                                  (long long)want->tasks, soft[0] ? soft : "unreadable");
     }
     if (pids < 0 && !(nproc > 0 && nproc <= want->tasks)) {
@@ -881,7 +884,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
     for (size_t i = 0; i < n; i++) {
         check_guest_status(rep, guests[i], target->caps);
         check_guest_ns(rep, guests[i], target->sentry_pid);
-        check_guest_cgroup(rep, guests[i], target->limits);
+        check_guest_cgroup(rep, guests[i], target->sentry_pid, target->limits);
         check_guest_rlimits(rep, guests[i]);
     }
     bh_tier_report_compute(rep);

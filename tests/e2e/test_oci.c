@@ -1141,8 +1141,9 @@ static void pids_max_of(pid_t pid, char *out, size_t size)
 /* runc leaves pids.max at "max" when config.json sets no pids limit (runc's
  * `run --keep (check cgroup exists)` reads it); bulkhead's floor (invariant
  * 5) is then the user namespace's RLIMIT_NPROC ceiling, which caps every
- * task of the sandbox, threads and every guest uid together. Without that
- * ceiling the bomb makes its 1200 tasks. */
+ * task of the sandbox, threads and every guest uid together, whatever the
+ * config's own RLIMIT_NPROC. Without that ceiling the bomb makes its 1200
+ * tasks. */
 static void tasks_capped(const char *tier)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -1164,6 +1165,11 @@ static void tasks_capped(const char *tier)
                         json_pack("{s:[ss], s:[ss], s:[ss]}", "bounding", "CAP_SETUID",
                                   "CAP_SETGID", "effective", "CAP_SETUID", "CAP_SETGID",
                                   "permitted", "CAP_SETUID", "CAP_SETGID"));
+    /* docker --ulimit nproc: the guests' own limit, above the cap, which it
+     * must not lift. */
+    json_object_set_new(
+        json_object_get(cfg, "process"), "rlimits",
+        json_pack("[{s:s, s:i, s:i}]", "type", "RLIMIT_NPROC", "hard", 4000, "soft", 4000));
     cr_assert_eq(json_dump_file(cfg, p, 0), 0);
     json_decref(cfg);
 

@@ -504,29 +504,29 @@ static const char *check_of(json_t *doc, const char *name, const char **detail)
     return "absent";
 }
 
-/* Raises guest's RLIMIT_NPROC soft limit to its hard one, as the guest itself
- * may: from a child in the guest's user namespace, since host root here may
- * lack CAP_SYS_RESOURCE, which prlimit on another namespace's process needs. */
-static void lift_nproc(pid_t guest)
+/* Raises pid's RLIMIT_NPROC soft limit to its hard one: from a child in
+ * pid's user namespace, since host root here may lack CAP_SYS_RESOURCE,
+ * which prlimit on another namespace's process needs. */
+static void lift_nproc(pid_t pid)
 {
     char ns[64];
-    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)guest);
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
     int fd = open(ns, O_RDONLY | O_CLOEXEC);
     cr_assert_geq(fd, 0, "%s: %s", ns, strerror(errno));
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
         struct rlimit rl;
-        if (setns(fd, CLONE_NEWUSER) < 0 || prlimit(guest, RLIMIT_NPROC, NULL, &rl) < 0)
+        if (setns(fd, CLONE_NEWUSER) < 0 || prlimit(pid, RLIMIT_NPROC, NULL, &rl) < 0)
             _exit(1);
         rl.rlim_cur = rl.rlim_max;
-        _exit(prlimit(guest, RLIMIT_NPROC, &rl, NULL) < 0 ? 2 : 0);
+        _exit(prlimit(pid, RLIMIT_NPROC, &rl, NULL) < 0 ? 2 : 0);
     }
     close(fd);
     int status = 0;
     cr_assert_eq(waitpid(child, &status, 0), child);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "could not raise the guest's RLIMIT_NPROC (step %d)", WEXITSTATUS(status));
+              "could not raise process %d's RLIMIT_NPROC (step %d)", (int)pid, WEXITSTATUS(status));
 }
 
 Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_check_fails_on_max,
@@ -628,9 +628,9 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     char mem[512];
     cr_assert(cgroup_dir_of(guest, "memory", mem, sizeof(mem)));
     bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
-    /* The guest's own limit stands in for the namespace's ceiling, which
+    /* The sentry's own limit stands in for the namespace's ceiling, which
      * cannot be read from outside: one above the cap fails the check. */
-    lift_nproc(guest);
+    lift_nproc(sentry);
     doc = tier_json(tier, 1);
     cr_assert_str_eq(check_of(doc, "cgroup_limits", &detail), "fail",
                      "a guest above the tasks cap passed: %s", detail);
