@@ -12,7 +12,10 @@
  * - container tier: every guest runs in a Landlock domain (part of the
  *   tier, see the README's table). The kernel offers no way to read a
  *   process's Landlock rules, so CRIU cannot restore them, and a restored
- *   guest would silently run without that layer. A restore that loses a
+ *   guest would silently run without that layer. Its filter also sends
+ *   io_setup to the sentry (the per-sandbox AIO cap, sentry/aio-cap.c)
+ *   through a notification listener, which CRIU cannot dump either, so a
+ *   restored guest would lose that cap too. A restore that loses a
  *   layer is a restore to a lower tier, which bulkhead never does without
  *   saying so; it refuses instead (fail closed).
  * The CRIU in Debian bookworm (3.17.1) does not start on kernels whose vDSO
@@ -33,7 +36,9 @@
 static const char *const lost_layer[] = {
     [BH_TIER_CONTAINER] = "its guests' Landlock domains (the kernel cannot report a process's "
                           "Landlock rules, so CRIU cannot restore them and the restored guests "
-                          "would run without that layer of the container tier)",
+                          "would run without that layer of the container tier), and the "
+                          "sentry's notification listener that caps the sandbox's Linux AIO "
+                          "contexts (CRIU can neither dump nor re-create it)",
     [BH_TIER_KERNEL] = "the sentry's seccomp notification listeners (CRIU can neither dump nor "
                        "re-create them, so the restored guests would have no syscall broker)",
 };

@@ -143,6 +143,13 @@ Test(checkpoint, container_tier_refused_process_keeps_state)
     refused_and_untouched("container", "Landlock");
 }
 
+/* The container tier's filter notifies io_setup to the sentry (the AIO cap):
+ * a checkpoint would lose that listener too, and the refusal says so. */
+Test(checkpoint, container_tier_refusal_names_the_aio_listener)
+{
+    refused_and_untouched("container", "caps the sandbox's Linux AIO contexts");
+}
+
 Test(checkpoint, kernel_tier_refused_process_keeps_state)
 {
     h_require_kernel_tier();
