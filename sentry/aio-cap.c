@@ -152,7 +152,7 @@ static int open_mem(const struct bh_aio_cap *cap, pid_t tid)
     return fd;
 }
 
-static int answer(const struct seccomp_notif *req, const struct bh_aio_cap *cap, int listener)
+static int answer(const struct seccomp_notif *req, struct bh_aio_cap *cap, int listener)
 {
     if (req->data.nr != __NR_io_setup || req->data.arch != AIO_NATIVE_ARCH)
         return -ENOSYS;
@@ -171,7 +171,7 @@ static int answer(const struct seccomp_notif *req, const struct bh_aio_cap *cap,
         close(mem_fd);
         return -ENOSYS;
     }
-    return bh_aio_cap_hold((struct bh_aio_cap *)cap, mem_fd, (unsigned)req->data.args[0]);
+    return bh_aio_cap_hold(cap, mem_fd, (unsigned)req->data.args[0]);
 }
 
 int bh_aio_cap_serve(struct bh_aio_cap *cap, int listener)
