@@ -537,6 +537,16 @@ static void live_config(const char *args_json, const char *extra)
     write_config("1.0.2", "{\"path\": \"rootfs\", \"readonly\": true}", proc, ex);
 }
 
+/* live_config at a tier, named by the config's annotation (which wins over
+ * --default-tier). */
+static void live_config_tier(const char *args_json, const char *tier)
+{
+    char *extra = NULL;
+    cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
+    live_config(args_json, extra);
+    free(extra);
+}
+
 static const char *status_of(const char *id, int *pid)
 {
     static char st[32];
@@ -953,10 +963,7 @@ static void profile_config(const char *tier, const char *args_json)
     cr_assert_not_null(sc);
     char *sct = json_dumps(sc, JSON_COMPACT);
     json_decref(sc);
-    char *extra = NULL;
-    cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
-    live_config(args_json, extra);
-    free(extra);
+    live_config_tier(args_json, tier);
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
     json_t *cfg = json_load_file(p, 0, NULL);
@@ -1030,11 +1037,7 @@ static void unknown_syscalls_fail_with_enosys(const char *tier, bool profile)
     if (profile) {
         profile_config(tier, ENOSYS_PROBE);
     } else {
-        char *extra = NULL;
-        cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier),
-                      0);
-        live_config(ENOSYS_PROBE, extra);
-        free(extra);
+        live_config_tier(ENOSYS_PROBE, tier);
     }
     int status = 0;
     char *out = run_to_end(profile ? "enosys-p" : "enosys", &status);
@@ -1151,11 +1154,8 @@ static void tasks_capped(const char *tier)
     json_t *args = json_pack("[sss]", "/usr/bin/python3", "-c", TASKS_BOMB);
     char *aj = json_dumps(args, JSON_COMPACT);
     json_decref(args);
-    char *extra = NULL;
-    cr_assert_geq(asprintf(&extra, "\"annotations\": {\"dev.bulkhead.tier\": \"%s\"}", tier), 0);
-    live_config(aj, extra);
+    live_config_tier(aj, tier);
     free(aj);
-    free(extra);
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
     json_t *cfg = json_load_file(p, 0, NULL);
