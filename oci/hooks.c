@@ -1,8 +1,14 @@
 /* Owns running OCI hooks: each hook gets the container's state JSON on its
  * stdin, its own args and env, and is killed at its timeout. Hooks of the
  * container namespace kind (createContainer, startContainer) join the
- * sandbox's user and mount namespaces first. Output is captured so a failed
- * hook's error names what it said. */
+ * sandbox's network, ipc, uts, user, mount and pid namespaces first, as
+ * its root. Output is captured so a failed hook's error names what it said.
+ *
+ * When (runc's order, sentry/README.md "OCI hooks"): prestart, createRuntime
+ * and createContainer while the sentry waits between its mounts and
+ * pivot_root (bh_create_opts.mounted), createContainer with the root's
+ * pre-pivot path as its cwd; startContainer at start, before the process
+ * execs; poststart after start; poststop at delete. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -99,8 +105,27 @@ static void signal_text(int sig, char *buf, size_t len)
         buf[0] = (char)(buf[0] - 'A' + 'a');
 }
 
+/* Namespaces a container-kind hook joins, in order: those host root must
+ * join (a pod's host-owned netns) before the container's user namespace,
+ * then user, mount (its cwd and root reset) and pid (the hook forks into it). */
+static const struct {
+    const char *name;
+    int type;
+} hook_ns[] = {
+    {"net", CLONE_NEWNET},   {"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS},
+    {"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},  {"pid", CLONE_NEWPID},
+};
+#define HOOK_NS_N (sizeof(hook_ns) / sizeof(hook_ns[0]))
+
+static void close_fds(int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        bh_closep(&fds[i]);
+}
+
 static int run_one(json_t *hook, const char *what, const char *state_json, pid_t ns_pid,
-                   const struct sock_fprog *filter, bool filter_notifies, struct bh_error *err)
+                   const char *cwd, const struct sock_fprog *filter, bool filter_notifies,
+                   struct bh_error *err)
 {
     const char *path = json_string_value(json_object_get(hook, "path"));
     json_int_t timeout = json_integer_value(json_object_get(hook, "timeout"));
@@ -116,23 +141,20 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         close(in[1]);
         return bh_error_errno(err, errno, "%s hook `%s`: pipe", what, path);
     }
-    int nsfds[3] = {-1, -1, -1};
-    if (ns_pid > 0) {
+    int nsfds[HOOK_NS_N];
+    for (size_t i = 0; i < HOOK_NS_N; i++) {
+        nsfds[i] = -1;
+        if (ns_pid <= 0)
+            continue;
         char p[64];
-        snprintf(p, sizeof(p), "/proc/%d/ns/user", ns_pid);
-        nsfds[0] = open(p, O_RDONLY | O_CLOEXEC);
-        snprintf(p, sizeof(p), "/proc/%d/ns/mnt", ns_pid);
-        nsfds[1] = open(p, O_RDONLY | O_CLOEXEC);
-        snprintf(p, sizeof(p), "/proc/%d/ns/pid", ns_pid);
-        nsfds[2] = open(p, O_RDONLY | O_CLOEXEC);
-        if (nsfds[0] < 0 || nsfds[1] < 0 || nsfds[2] < 0) {
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", ns_pid, hook_ns[i].name);
+        nsfds[i] = open(p, O_RDONLY | O_CLOEXEC);
+        if (nsfds[i] < 0) {
             int e = errno;
-            for (int i = 0; i < 3; i++)
-                if (nsfds[i] >= 0)
-                    close(nsfds[i]);
+            close_fds(nsfds, HOOK_NS_N);
             close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-            return bh_error_errno(err, e, "%s hook `%s`: open the container's namespaces", what,
-                                  path);
+            return bh_error_errno(err, e, "%s hook `%s`: open the container's %s namespace", what,
+                                  path, hook_ns[i].name);
         }
     }
     pid_t pid = fork();
@@ -146,12 +168,13 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(out[1], 2);
-        if (nsfds[0] >= 0) {
-            if (setns(nsfds[0], CLONE_NEWUSER) < 0 || setns(nsfds[1], CLONE_NEWNS) < 0 ||
-                setns(nsfds[2], CLONE_NEWPID) < 0) {
-                dprintf(2, "join the container's namespaces: %s", strerror(errno));
-                _exit(BH_EXIT_REFUSED);
-            }
+        if (ns_pid > 0) {
+            for (size_t i = 0; i < HOOK_NS_N; i++)
+                if (setns(nsfds[i], hook_ns[i].type) < 0) {
+                    dprintf(2, "join the container's %s namespace: %s", hook_ns[i].name,
+                            strerror(errno));
+                    _exit(BH_EXIT_REFUSED);
+                }
             /* The container's root, not host root (unmapped in the container's
              * user namespace, so every file it made failed with EOVERFLOW).
              * A config that maps no root keeps the ids it had. */
@@ -163,8 +186,13 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
                 dprintf(2, "become the container's root: %s", strerror(errno));
                 _exit(BH_EXIT_REFUSED);
             }
-            if (chdir("/") < 0)
+            /* createContainer: the root before pivot_root, as runc's init
+             * chdirs into config.Rootfs before it runs them. */
+            if (chdir(cwd ? cwd : "/") < 0) {
+                dprintf(2, "enter `%s` in the container's mount namespace: %s", cwd ? cwd : "/",
+                        strerror(errno));
                 _exit(BH_EXIT_REFUSED);
+            }
             /* The pid namespace is a child's: the hook runs in the container's,
              * where its /proc (the container's) shows it, as under runc. */
             pid_t h = fork();
@@ -213,9 +241,7 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         dprintf(2, "exec: %s", strerror(errno));
         _exit(BH_EXIT_NOT_FOUND);
     }
-    for (int i = 0; i < 3; i++)
-        if (nsfds[i] >= 0)
-            close(nsfds[i]);
+    close_fds(nsfds, HOOK_NS_N);
     close(in[0]);
     close(out[1]);
     /* The state is small (a few KiB): the pipe buffer holds it, so a hook that
@@ -293,8 +319,8 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
     return 0;
 }
 
-int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
-                  const char *state_json, pid_t ns_pid, struct bh_error *err)
+static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
+                    const char *state_json, pid_t ns_pid, const char *cwd, struct bh_error *err)
 {
     if (hooks == NULL)
         return 0;
@@ -313,7 +339,7 @@ int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind
         struct bh_error herr = {0};
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu]", kind_names[kind], i);
-        if (run_one(h, what, state_json, ns_pid, &filter, notifies, &herr) < 0) {
+        if (run_one(h, what, state_json, ns_pid, cwd, &filter, notifies, &herr) < 0) {
             if (fatal) {
                 *err = herr;
                 bh_policy_prog_free(&filter);
@@ -323,5 +349,31 @@ int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind
         }
     }
     bh_policy_prog_free(&filter);
+    return 0;
+}
+
+int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
+                  const char *state_json, pid_t ns_pid, struct bh_error *err)
+{
+    return run_kind(g, hooks, kind, state_json, ns_pid, NULL, err);
+}
+
+bool oci_hooks_at_create(json_t *hooks)
+{
+    static const enum oci_hook_kind kinds[] = {OCI_HOOK_PRESTART, OCI_HOOK_CREATE_RUNTIME,
+                                               OCI_HOOK_CREATE_CONTAINER};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (json_array_size(json_object_get(hooks, kind_names[kinds[i]])) > 0)
+            return true;
+    return false;
+}
+
+int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const char *state_json,
+                            pid_t ns_pid, const char *root, struct bh_error *err)
+{
+    if (run_kind(g, hooks, OCI_HOOK_PRESTART, state_json, 0, NULL, err) < 0 ||
+        run_kind(g, hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, NULL, err) < 0 ||
+        run_kind(g, hooks, OCI_HOOK_CREATE_CONTAINER, state_json, ns_pid, root, err) < 0)
+        return -1;
     return 0;
 }

@@ -254,8 +254,9 @@ static int create_check_seccomp_agent(const struct cli_globals *g, const struct 
     return -1;
 }
 
-/* Before any hook: the agent holds the listener before the process can make
- * a notified syscall (it waits for start), as under runc. */
+/* Before the startContainer hooks: the agent holds the listener before the
+ * process can make a notified syscall (it waits for start), as under runc,
+ * where it comes after the createContainer hooks too. */
 static int create_seccomp_agent(const struct cli_globals *g, const struct oci_config *cfg,
                                 struct bh_sandbox *sb, const struct oci_state *st,
                                 struct bh_error *err)
@@ -305,16 +306,43 @@ static int create_write_pid_file(const struct cli_globals *g, const char *pid_fi
     return 0;
 }
 
+/* What a create's hooks need: the state they get (its rootfs: the host path). */
+struct create_hooks {
+    const struct cli_globals *g;
+    struct oci_state *st;
+};
+
+/* The sentry waits between its mounts and pivot_root: runc's procHooks
+ * point (sentry/README.md, "OCI hooks"). */
+static int create_run_hooks(void *arg, pid_t sentry_pid, const char *root, struct bh_error *err)
+{
+    struct create_hooks *h = arg;
+    h->st->pid = sentry_pid;
+    if (h->st->rootfs != NULL && strcmp(root, h->st->rootfs) != 0)
+        cli_log(h->g, "warning",
+                "create: the sandbox's ids cannot reach the rootfs `%s`, so before pivot_root it "
+                "is at `%s` in the container's mount namespace: hooks that mount by the "
+                "rootfs's host path will not find it",
+                h->st->rootfs, root);
+    cleanup_free char *state = oci_state_text(h->st, "created");
+    if (state == NULL)
+        return bh_error_set(err, ENOMEM, "the state for the hooks");
+    return oci_hooks_run_at_create(h->g, h->st->hooks, state, sentry_pid, root, err);
+}
+
 /* Makes the sandbox of a config: its mount points and bind trees first, the
- * oom_score_adj the shim asked for after (see below). */
+ * oom_score_adj the shim asked for after (see below). With hooks (not
+ * NULL) the sentry pauses for them before pivot_root. */
 static int create_sandbox(const struct cli_globals *g, const char *id, struct bh_sandbox_spec *spec,
-                          const char *state_dir, const char *cgroup_path, struct bh_sandbox **sb,
-                          struct bh_error *err)
+                          const char *state_dir, const char *cgroup_path,
+                          struct create_hooks *hooks, struct bh_sandbox **sb, struct bh_error *err)
 {
     struct bh_create_opts opts = {.flags = BH_CREATE_DETACHED,
                                   .state_dir = state_dir,
                                   .warn = create_warning,
-                                  .warn_arg = (void *)g};
+                                  .warn_arg = (void *)g,
+                                  .mounted = hooks ? create_run_hooks : NULL,
+                                  .mounted_arg = hooks};
     /* The sandbox's ids may not lower oom_score_adj below what the shim set for
      * itself (-999 under containerd), so host root writes it after create. */
     bool set_oom = spec->process.has_oom_score_adj;
@@ -405,14 +433,15 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     struct oci_state st = {0};
     create_state_init(&st, id, &cfg, cgroup_path);
     struct bh_sandbox *sb = NULL;
-    cleanup_free char *state_json = NULL;
     int rc = CLI_EXIT_REFUSED;
     if (oci_cgroup_precheck(g, cgroup_path, &err) < 0) {
         cli_report_error(g, "create: %s", err.msg);
         rc = 1; /* runc's status for it */
         goto fail_nosb;
     }
-    int made = create_sandbox(g, id, spec, state_dir, cgroup_path, &sb, &err);
+    struct create_hooks hooks = {.g = g, .st = &st};
+    int made = create_sandbox(g, id, spec, state_dir, cgroup_path,
+                              oci_hooks_at_create(st.hooks) ? &hooks : NULL, &sb, &err);
     if (made < 0) {
         if (err.kind == BH_ERROR_LIMIT)
             rc = 1; /* the kernel refused a value of the config: runc's status */
@@ -428,13 +457,6 @@ int oci_do_create(const struct cli_globals *g, const char *id, const struct oci_
     }
     if (create_seccomp_agent(g, &cfg, sb, &st, &err) < 0)
         goto fail;
-    state_json = oci_state_text(&st, "created");
-    if (oci_hooks_run(g, st.hooks, OCI_HOOK_PRESTART, state_json, 0, &err) < 0 ||
-        oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, &err) < 0 ||
-        oci_hooks_run(g, st.hooks, OCI_HOOK_CREATE_CONTAINER, state_json, st.pid, &err) < 0) {
-        cli_report_error(g, "create: %s", err.msg);
-        goto fail;
-    }
     if (a->pid_file && create_write_pid_file(g, a->pid_file, st.pid, &err) < 0)
         goto fail;
     if (pid_out)

@@ -150,8 +150,12 @@ struct setup {
     bool embedded;
     const char *workdir;
     long long tmpfs_bytes;
-    int root_fd;   /* the new root, attached at MOUNTS_STAGING */
-    int rootfs_fd; /* O_PATH of spec->rootfs or the prepared tree, or -1 */
+    int root_fd; /* the new root, attached at stage */
+    /* Where the root is attached: MOUNTS_STAGING, or with a pause the
+     * rootfs's own host path, where hooks look for it (mounts.h). */
+    const char *stage;
+    const struct bh_mounts_pause *pause; /* or NULL */
+    int rootfs_fd;                       /* O_PATH of spec->rootfs or the prepared tree, or -1 */
     bool rootfs_fd_borrowed;
     int devnull_fd;  /* O_PATH of the host's /dev/null, for masking files */
     int *source_fds; /* per spec mount: O_PATH of a bind source, else -1 */
@@ -753,19 +757,18 @@ static int attach_root(struct setup *s, struct bh_error *err)
             return bh_error_errno(err, errno, "open the overlay root");
         return 0;
     } else if (spec->has_rootfs_tree_fd) {
-        if (move_mount(s->rootfs_fd, "", AT_FDCWD, MOUNTS_STAGING, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        if (move_mount(s->rootfs_fd, "", AT_FDCWD, s->stage, MOVE_MOUNT_F_EMPTY_PATH) < 0)
             return bh_error_errno(err, errno, "attach the prepared rootfs `%s` on %s",
-                                  spec->rootfs ? spec->rootfs : "", MOUNTS_STAGING);
+                                  spec->rootfs ? spec->rootfs : "", s->stage);
     } else {
         cleanup_close int tree = open_tree(
             s->rootfs_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (tree < 0)
             return bh_error_errno(err, errno, "bind rootfs `%s`", spec->rootfs);
-        if (move_mount(tree, "", AT_FDCWD, MOUNTS_STAGING, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-            return bh_error_errno(err, errno, "attach rootfs `%s` on %s", spec->rootfs,
-                                  MOUNTS_STAGING);
+        if (move_mount(tree, "", AT_FDCWD, s->stage, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            return bh_error_errno(err, errno, "attach rootfs `%s` on %s", spec->rootfs, s->stage);
     }
-    s->root_fd = open_host(MOUNTS_STAGING, O_DIRECTORY);
+    s->root_fd = open_host(s->stage, O_DIRECTORY);
     if (s->root_fd < 0)
         return bh_error_errno(err, errno, "open the staging root");
     return 0;
@@ -1360,10 +1363,10 @@ static int prepare_cwd(struct setup *s, const char *cwd, struct bh_error *err)
  * let a nested user namespace mount a bare one (runc's CVE-2016-9962 class):
  * each is detached, or, where the kernel keeps it locked, covered with an
  * empty read-only tmpfs, which is locked in turn in any nested namespace.
- * Those under MOUNTS_STAGING go first (below_staging), before the staging
+ * Those under the stage go first (below_staging), before the staging
  * root covers them and no path reaches them; the rest (/proc, /sys) last,
  * once /proc/self is needed no more. */
-static int hide_host_kernel_fs(bool below_staging, struct bh_error *err)
+static int hide_host_kernel_fs(const char *stage, bool below_staging, struct bh_error *err)
 {
     char points[64][PATH_MAX / 4];
     size_t n = 0;
@@ -1380,9 +1383,9 @@ static int hide_host_kernel_fs(bool below_staging, struct bh_error *err)
                 continue;
             if (strcmp(fstype, "proc") != 0 && strcmp(fstype, "sysfs") != 0)
                 continue;
-            size_t sl = strlen(MOUNTS_STAGING);
-            if ((strncmp(point, MOUNTS_STAGING, sl) == 0 &&
-                 (point[sl] == '/' || point[sl] == '\0')) != below_staging)
+            size_t sl = strlen(stage);
+            if ((strncmp(point, stage, sl) == 0 && (point[sl] == '/' || point[sl] == '\0')) !=
+                below_staging)
                 continue;
             if (strchr(point, '\\') != NULL || strlen(point) >= sizeof(points[0]))
                 return bh_error_set(err, ENAMETOOLONG,
@@ -1410,7 +1413,7 @@ static int enter_root(struct setup *s, struct bh_error *err)
     if (s->spec->no_pivot) {
         /* As runc's --no-pivot, for a host root pivot_root refuses
          * (initramfs): the new root is moved over / and chrooted into. */
-        if (hide_host_kernel_fs(false, err) < 0)
+        if (hide_host_kernel_fs(s->stage, false, err) < 0)
             return -1;
         if (fchdir(s->root_fd) < 0)
             return bh_error_errno(err, errno, "enter the new root");
@@ -1433,6 +1436,170 @@ static int enter_root(struct setup *s, struct bh_error *err)
         s->spec->rootfs_propagation & (MS_SHARED | MS_SLAVE | MS_UNBINDABLE | MS_PRIVATE);
     if (prop != 0 && prop != MS_PRIVATE && mount(NULL, "/", NULL, MS_REC | prop, NULL) < 0)
         return bh_error_errno(err, errno, "set rootfs propagation");
+    return 0;
+}
+
+/* ---- the pause for hooks ------------------------------------------------- */
+
+/* What a kernel-tier sandbox had mounted before its hooks ran: every mount
+ * id, and the devices of its own procfs, sysfs and cgroupfs mounts. */
+struct mount_snapshot {
+    unsigned long *ids;
+    size_t n_ids;
+    unsigned long *devs; /* makedev-like (major << 20 | minor) */
+    size_t n_devs;
+};
+
+struct mount_line {
+    unsigned long id, dev;
+    char point[PATH_MAX];
+    char fstype[32];
+    bool propagates;
+};
+
+/* One line of mountinfo; false for a line we cannot read as a whole. */
+static bool parse_mount_line(char *line, struct mount_line *m)
+{
+    unsigned maj = 0, min = 0;
+    int off = 0;
+    if (sscanf(line, "%lu %*u %u:%u %*s %4095s %*s%n", &m->id, &maj, &min, m->point, &off) != 4)
+        return false;
+    m->dev = ((unsigned long)maj << 20) | min;
+    char *dash = strstr(line + off, " - ");
+    if (dash == NULL || sscanf(dash, " - %31s", m->fstype) != 1)
+        return false;
+    *dash = '\0';
+    m->propagates =
+        strstr(line + off, " shared:") != NULL || strstr(line + off, " master:") != NULL;
+    return true;
+}
+
+static bool is_kernel_fs(const char *fstype)
+{
+    return strcmp(fstype, "proc") == 0 || strcmp(fstype, "sysfs") == 0 ||
+           strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0;
+}
+
+/* The mount point as the guest will see it, or NULL when it is not in root. */
+static const char *view_in(const char *root, const char *point)
+{
+    size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
+    if (strncmp(point, root, rl) != 0 || (point[rl] != '/' && point[rl] != '\0'))
+        return NULL;
+    return point[rl] ? point + rl : "/";
+}
+
+static bool under(const char *view, const char *dir)
+{
+    size_t l = strlen(dir);
+    return strncmp(view, dir, l) == 0 && (view[l] == '/' || view[l] == '\0');
+}
+
+static void snapshot_free(struct mount_snapshot *sn)
+{
+    free(sn->ids);
+    free(sn->devs);
+}
+
+static bool has(const unsigned long *v, size_t n, unsigned long x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
+}
+
+/* Without snap->ids: takes the snapshot. With it: checks what was added
+ * since under root against the broker's rules (broker.c,
+ * special_mounts_only_at_proc_and_sys), failing closed on any line it
+ * cannot read. */
+static int scan_mounts(const char *root, struct mount_snapshot *sn, bool check,
+                       struct bh_error *err)
+{
+    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+        return bh_error_errno(err, errno, "read /proc/self/mountinfo");
+    char line[2 * PATH_MAX];
+    size_t cap_ids = 0, cap_devs = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        struct mount_line m;
+        if (strchr(line, '\n') == NULL || !parse_mount_line(line, &m))
+            return bh_error_set(err, EPROTO, "a line of /proc/self/mountinfo cannot be read");
+        if (!check) {
+            if (sn->n_ids == cap_ids) {
+                cap_ids = cap_ids ? 2 * cap_ids : 64;
+                unsigned long *v = realloc(sn->ids, cap_ids * sizeof(*v));
+                if (v == NULL)
+                    return bh_error_errno(err, ENOMEM, "mount snapshot");
+                sn->ids = v;
+            }
+            sn->ids[sn->n_ids++] = m.id;
+            if (!is_kernel_fs(m.fstype) || view_in(root, m.point) == NULL)
+                continue;
+            if (sn->n_devs == cap_devs) {
+                cap_devs = cap_devs ? 2 * cap_devs : 8;
+                unsigned long *v = realloc(sn->devs, cap_devs * sizeof(*v));
+                if (v == NULL)
+                    return bh_error_errno(err, ENOMEM, "mount snapshot");
+                sn->devs = v;
+            }
+            sn->devs[sn->n_devs++] = m.dev;
+            continue;
+        }
+        if (has(sn->ids, sn->n_ids, m.id))
+            continue;
+        const char *view = view_in(root, m.point);
+        if (view == NULL)
+            continue; /* in the old root, detached at pivot_root */
+        if (strchr(m.point, '\\') != NULL)
+            return bh_error_set(err, EPERM,
+                                "a hook mounted on `%s` in the container's root, a path this "
+                                "check cannot read (escaped characters): refused at the kernel "
+                                "tier",
+                                m.point);
+        if (m.propagates)
+            return bh_error_set(err, EPERM,
+                                "a hook's mount on `%s` (%s) takes part in mount propagation "
+                                "(shared or slave): at the kernel tier nothing may be mounted in "
+                                "the container's root after the broker starts; make it private",
+                                view, m.fstype);
+        if (!is_kernel_fs(m.fstype))
+            continue;
+        if (!under(view, "/proc") && !under(view, "/sys"))
+            return bh_error_set(err, EPERM,
+                                "a hook mounted a %s on `%s`: at the kernel tier procfs, sysfs "
+                                "and cgroupfs may be only under /proc and /sys (the broker's "
+                                "path checks rely on it); refused",
+                                m.fstype, view);
+        if (!has(sn->devs, sn->n_devs, m.dev))
+            return bh_error_set(err, EPERM,
+                                "a hook mounted a %s on `%s` that is not the sandbox's own (not "
+                                "one of the kernel filesystems bulkhead mounted for it, e.g. the "
+                                "host's): refused at the kernel tier",
+                                m.fstype, view);
+    }
+    return ferror(f) ? bh_error_errno(err, EIO, "read /proc/self/mountinfo") : 0;
+}
+
+/* runc's procHooks point: the mounts are in place, pivot_root is next. */
+static int pause_for_hooks(struct setup *s, struct bh_error *err)
+{
+    if (s->pause == NULL)
+        return 0;
+    char link[32], root[PATH_MAX];
+    fd_path(link, s->root_fd);
+    ssize_t n = readlink(link, root, sizeof(root) - 1);
+    if (n <= 0)
+        return bh_error_errno(err, n < 0 ? errno : EINVAL, "find the path of the new root");
+    root[n] = '\0';
+    bool check = s->spec->tier >= BH_TIER_KERNEL;
+    __attribute__((cleanup(snapshot_free))) struct mount_snapshot sn = {0};
+    if (check && scan_mounts(root, &sn, false, err) < 0)
+        return bh_error_prefix(err, "before the hooks");
+    if (s->pause->fn(s->pause->arg, root, err) < 0)
+        return -1;
+    if (check && scan_mounts(root, &sn, true, err) < 0)
+        return bh_error_prefix(err, "after the hooks");
     return 0;
 }
 
@@ -1468,10 +1635,18 @@ static int setup_run(struct setup *s, struct bh_error *err)
 
     if (open_sources(s, err) < 0)
         return -1;
+    if (s->pause != NULL && !s->embedded && !spec->rootfs_overlay && spec->rootfs != NULL &&
+        spec->rootfs[0] == '/') {
+        /* The root where runc has it: hooks mount by its host path. A path
+         * the sandbox's ids cannot reach keeps the staging place. */
+        cleanup_close int at = open_host(spec->rootfs, O_DIRECTORY);
+        if (at >= 0)
+            s->stage = spec->rootfs;
+    }
     /* Nothing below may propagate out of this namespace. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return bh_error_errno(err, errno, "make the mount tree private");
-    if (spec->no_pivot && hide_host_kernel_fs(true, err) < 0)
+    if (spec->no_pivot && hide_host_kernel_fs(s->stage, true, err) < 0)
         return -1;
     if (attach_root(s, err) < 0)
         return -1;
@@ -1485,6 +1660,8 @@ static int setup_run(struct setup *s, struct bh_error *err)
             return bh_error_prefix(err, "mount %zu of the spec", i);
     if (populate_dev(s, err) < 0)
         return bh_error_prefix(err, "populate /dev");
+    if (pause_for_hooks(s, err) < 0)
+        return -1;
     if (protect_paths(s, err) < 0)
         return -1;
     if (prepare_cwd(s, cwd, err) < 0)
@@ -1548,6 +1725,12 @@ int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err)
 
 int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree, struct bh_error *err)
 {
+    return bh_mounts_setup_paused(spec, dev_tree, NULL, err);
+}
+
+int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
+                           const struct bh_mounts_pause *pause, struct bh_error *err)
+{
     struct setup s = {
         .spec = spec,
         .embedded = spec->rootfs == NULL && !spec->has_rootfs_tree_fd,
@@ -1559,6 +1742,8 @@ int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree, s
         .devnull_fd = -1,
         .empty_fd = -1,
         .dev_tree = dev_tree,
+        .stage = MOUNTS_STAGING,
+        .pause = pause,
     };
     for (size_t i = 0; i < BH_ARRAY_SIZE(s.dev_fds); i++)
         s.dev_fds[i] = -1;

@@ -20,6 +20,22 @@ int bh_mounts_setup(const struct bh_sandbox_spec *spec, struct bh_error *err);
 int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree,
                              struct bh_error *err);
 
+/* A pause between the mounts and pivot_root, where an OCI runtime runs its
+ * prestart, createRuntime and createContainer hooks (runc's order). fn gets
+ * the root's path in this mount namespace (the rootfs's own host path when
+ * the sandbox's ids reach it, so hooks that mount by that path land in the
+ * root) and returns 0 to go on. */
+struct bh_mounts_pause {
+    int (*fn)(void *arg, const char *root, struct bh_error *err);
+    void *arg;
+};
+/* bh_mounts_setup_with_dev with a pause (NULL: none). At the kernel tier
+ * the mounts the pause added are checked against the broker's rules:
+ * procfs, sysfs and cgroupfs only under /proc and /sys, and no mount that
+ * takes part in propagation; a breach fails the setup. */
+int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
+                           const struct bh_mounts_pause *pause, struct bh_error *err);
+
 /* Front end, as host root in the initial user namespace: a detached tmpfs
  * holding the sandbox's own device nodes (null, zero, full, random, urandom,
  * tty, with the host's modes and numbers). Its inodes are the sandbox's

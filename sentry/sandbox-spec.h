@@ -271,6 +271,13 @@ struct bh_create_opts {
      * filesystem cannot be idmapped). */
     void (*warn)(void *arg, const char *msg);
     void *warn_arg;
+    /* Optional: the sentry stops once the root and the spec's mounts are in
+     * place, before pivot_root, and this runs (OCI's prestart, createRuntime
+     * and createContainer hooks); sentry_pid is the sentry's host pid, root
+     * the root's path in its mount namespace. Nonzero fails the create.
+     * NULL: no pause and no extra round trip. */
+    int (*mounted)(void *arg, pid_t sentry_pid, const char *root, struct bh_error *err);
+    void *mounted_arg;
 };
 
 #endif

@@ -710,6 +710,8 @@ static int make_spec_memfd(const struct bh_sandbox_spec *spec, const struct bh_s
                   "extra_policy", p->has_extra_policy, "console", p->has_console, "sentry_uid",
                   (json_int_t)p->sentry_uid, "sentry_gid", (json_int_t)p->sentry_gid, "made_netns",
                   p->made_netns, "made_utsns", p->made_utsns, "joined_pidns", p->joined_pidns));
+    if (p->pause_mounted)
+        json_object_set_new(json_object_get(o, "params"), "pause_mounted", json_true());
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text == NULL)
@@ -1399,8 +1401,26 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
-/* The spec and its fds, then the sentry's first event: "ready", or the
- * error that ended its setup. */
+/* The sentry waits before pivot_root (params.pause_mounted): the caller's
+ * hooks run now, with no deadline of ours (each hook has its own timeout),
+ * then the sentry goes on. */
+static int create_pause(struct create_ctx *c, json_t *ev, struct bh_error *err)
+{
+    struct bh_sandbox *sb = c->sb;
+    const char *root = json_string_value(json_object_get(ev, "root"));
+    if (root == NULL)
+        return bh_error_set(err, EPROTO, "the sentry paused without naming its root");
+    if (c->opts->mounted(c->opts->mounted_arg, sb->pid, root, err) < 0)
+        return -1;
+    bh_startup_mark("fe: hooks ran");
+    json_t *resume = json_pack("{s:s}", "op", "resume");
+    int r = bh_msg_send(sb->conn.fd, resume, NULL, 0, err);
+    json_decref(resume);
+    return r < 0 ? bh_error_prefix(err, "let the sentry go on after the hooks") : 0;
+}
+
+/* The spec and its fds, then the sentry's first event: "ready" (after
+ * "mounted" when the caller pauses it), or the error that ended its setup. */
 static int create_handover(struct create_ctx *c, struct bh_error *err)
 {
     struct bh_sandbox *sb = c->sb;
@@ -1411,24 +1431,35 @@ static int create_handover(struct create_ctx *c, struct bh_error *err)
     json_decref(spec_msg);
     if (r < 0)
         return bh_error_prefix(err, "hand the spec to the sentry");
-    json_t *ev = NULL;
-    r = bh_conn_next_event(&sb->conn, bh_now_ms() + CREATE_TIMEOUT_MS, &ev, err);
-    if (r <= 0)
-        return r == 0
-                   ? bh_error_set(err, EPROTO, "the sentry ended during setup without saying why")
-                   : -1;
-    const char *kind = json_string_value(json_object_get(ev, "ev"));
-    if (kind == NULL || strcmp(kind, "ready") != 0) {
-        if (sb->conn.have_error)
-            bh_error_copy(err, &sb->conn.error);
-        else
-            bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
-                         kind ? kind : "?");
+    bool paused = !c->params.pause_mounted;
+    for (;;) {
+        json_t *ev = NULL;
+        r = bh_conn_next_event(&sb->conn, bh_now_ms() + CREATE_TIMEOUT_MS, &ev, err);
+        if (r <= 0)
+            return r == 0 ? bh_error_set(err, EPROTO,
+                                         "the sentry ended during setup without saying why")
+                          : -1;
+        const char *kind = json_string_value(json_object_get(ev, "ev"));
+        if (!paused && kind != NULL && strcmp(kind, "mounted") == 0) {
+            paused = true;
+            r = create_pause(c, ev, err);
+            json_decref(ev);
+            if (r < 0)
+                return -1;
+            continue;
+        }
+        if (kind == NULL || strcmp(kind, "ready") != 0) {
+            if (sb->conn.have_error)
+                bh_error_copy(err, &sb->conn.error);
+            else
+                bh_error_set(err, EPROTO, "the sentry sent `%s` before it was ready",
+                             kind ? kind : "?");
+            json_decref(ev);
+            return -1;
+        }
         json_decref(ev);
-        return -1;
+        return 0;
     }
-    json_decref(ev);
-    return 0;
 }
 
 int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
@@ -1452,7 +1483,8 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
                    .state_dir = (char *)opts->state_dir,
                    .made_netns = spec->ns_paths[BH_NS_NET] == NULL,
                    .made_utsns = spec->ns_paths[BH_NS_UTS] == NULL,
-                   .joined_pidns = spec->ns_paths[BH_NS_PID] != NULL},
+                   .joined_pidns = spec->ns_paths[BH_NS_PID] != NULL,
+                   .pause_mounted = opts->mounted != NULL},
         .exe_fd = -1,
         .pod = {.userns_fd = -1, .slot = {.lock_fd = -1}},
         .sysfs_fd = -1,

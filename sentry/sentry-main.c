@@ -166,11 +166,11 @@ static int read_spec(struct bh_error *err)
     json_t *p = json_object_get(o, "params");
     const char *state_dir = NULL;
     json_int_t su = 0, sg = 0;
-    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0, trace = 0, start = 0;
-    if (json_unpack(p, "{s?b,s?b,s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b}", "trace", &trace, "start",
-                    &start, "detached", &det, "state_dir", &state_dir, "extra_policy", &extra,
-                    "console", &console, "sentry_uid", &su, "sentry_gid", &sg, "made_netns", &mn,
-                    "made_utsns", &mu, "joined_pidns", &jp) < 0) {
+    int det = 0, mn = 0, mu = 0, extra = 0, console = 0, jp = 0, trace = 0, start = 0, pm = 0;
+    if (json_unpack(p, "{s?b,s?b,s:b,s?s,s:b,s:b,s:I,s:I,s:b,s:b,s?b,s?b}", "trace", &trace,
+                    "start", &start, "detached", &det, "state_dir", &state_dir, "extra_policy",
+                    &extra, "console", &console, "sentry_uid", &su, "sentry_gid", &sg, "made_netns",
+                    &mn, "made_utsns", &mu, "joined_pidns", &jp, "pause_mounted", &pm) < 0) {
         json_decref(o);
         return bh_error_set(err, EPROTO, "the spec's sentry parameters are malformed");
     }
@@ -268,8 +268,34 @@ static int read_spec(struct bh_error *err)
     S.params.made_netns = mn;
     S.params.made_utsns = mu;
     S.params.joined_pidns = jp;
+    S.params.pause_mounted = pm;
     json_decref(o);
     S.detached = det;
+    return 0;
+}
+
+/* The pause before pivot_root (mounts.h): "mounted" with the root's path
+ * to the front end, which runs its hooks and answers "resume". Anything
+ * else, or the front end gone, ends the setup. */
+static int pause_mounted(void *arg, const char *root, struct bh_error *err)
+{
+    (void)arg;
+    json_t *ev = json_pack("{s:s,s:s}", "ev", "mounted", "root", root);
+    int r = bh_msg_send(S.sync_fd, ev, NULL, 0, err);
+    json_decref(ev);
+    if (r < 0)
+        return bh_error_prefix(err, "tell the front end the mounts are in place");
+    bh_startup_mark("sentry: paused for hooks");
+    json_t *msg = NULL;
+    r = bh_msg_recv(S.sync_fd, -1, &msg, NULL, 0, NULL, err);
+    if (r <= 0)
+        return r == 0 ? bh_error_set(err, EPIPE, "the front end left while its hooks ran") : -1;
+    const char *op = json_string_value(json_object_get(msg, "op"));
+    bool resume = op != NULL && strcmp(op, "resume") == 0;
+    json_decref(msg);
+    if (!resume)
+        return bh_error_set(err, EPROTO, "expected \"resume\" after the hooks, got `%s`",
+                            op ? op : "?");
     return 0;
 }
 
@@ -913,7 +939,9 @@ int main(int argc, char **argv)
     if (write_default_caps(&err) < 0 || write_sysctls(&err) < 0)
         die(&err);
     bh_startup_mark("sentry: per-userns caps, sysctls");
-    if (bh_mounts_setup_with_dev(&S.spec, S.dev_tree, &err) < 0) {
+    struct bh_mounts_pause pause = {.fn = pause_mounted};
+    if (bh_mounts_setup_paused(&S.spec, S.dev_tree, S.params.pause_mounted ? &pause : NULL, &err) <
+        0) {
         bh_error_prefix(&err, "filesystem");
         die(&err);
     }

@@ -20,6 +20,8 @@ struct bh_sentry_params {
     bool made_netns, made_utsns;
     /* The pid namespace is a pod's, joined: the sentry is not pid 1 there. */
     bool joined_pidns;
+    /* Stop before pivot_root for the front end's hooks (bh_create_opts.mounted). */
+    bool pause_mounted;
 };
 void bh_sentry_params_free(struct bh_sentry_params *p);
 
