@@ -168,6 +168,11 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(out[1], 2);
+        /* Not only at exec: the copy that waits in the container's pid
+         * namespace must not hold the state's pipe open (a hook reading
+         * its stdin to the end would wait forever). */
+        close(in[1]);
+        close(out[0]);
         if (ns_pid > 0) {
             for (size_t i = 0; i < HOOK_NS_N; i++)
                 if (setns(nsfds[i], hook_ns[i].type) < 0) {

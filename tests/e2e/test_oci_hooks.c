@@ -1,0 +1,394 @@
+/* OCI hooks at the moment runc runs them (issue 14; runc's bats
+ * `runc run (hooks library tests)`): prestart, createRuntime and
+ * createContainer while the sentry waits between its mounts and pivot_root,
+ * with the rootfs at its host path in the container's mount namespace;
+ * createContainer in the container's namespaces with the root as its cwd;
+ * startContainer at start; poststart after it; poststop at delete. A
+ * failing hook leaves nothing behind, and at the kernel tier a hook's mount
+ * that breaks the broker's rules fails the create. The real binary runs on
+ * bundles over the host's /usr (read-only), at both tiers; nothing skips. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char tmp[128];    /* the test's temp dir: bundle, root, log */
+static char rootfs[256]; /* TMP/bundle/rootfs */
+static char ids[4][64];  /* containers to delete --force at the end */
+static int n_ids;
+
+static void setup(void)
+{
+    snprintf(tmp, sizeof(tmp), "/tmp/bh-hooks-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    /* The container's root (an unprivileged host uid) reaches the bundle,
+     * as bats' bundles allow (chmod a+x). */
+    chmod(tmp, 0711);
+    h_bundle_skeleton(tmp);
+    snprintf(rootfs, sizeof(rootfs), "%s/bundle/rootfs", tmp);
+    n_ids = 0;
+}
+
+static void run_in(const char *const *args, int timeout_s, struct run_result *r)
+{
+    h_bulkhead_in(tmp, args, timeout_s, r);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < n_ids; i++) {
+        struct run_result r;
+        run_in((const char *const[]){"delete", "--force", ids[i], NULL}, 30, &r);
+        h_free(&r);
+    }
+    if (tmp[0])
+        h_remove_tree(tmp);
+    tmp[0] = '\0';
+}
+
+TestSuite(oci_hooks, .init = setup, .fini = teardown, .timeout = 120);
+
+static const char *new_id(const char *base)
+{
+    snprintf(ids[n_ids], sizeof(ids[0]), "%s-%d", base, (int)getpid());
+    return ids[n_ids++];
+}
+
+/* {"path": "/bin/sh", "args": ["sh", "-c", script]} */
+static json_t *sh_hook(const char *script)
+{
+    return json_pack("{s:s,s:[s,s,s]}", "path", "/bin/sh", "args", "sh", "-c", script);
+}
+
+/* config.json at tier with the process args and hooks (stolen). */
+static void write_config(const char *tier, json_t *args, json_t *hooks)
+{
+    json_t *cfg = json_pack(
+        "{s:s,s:{s:s,s:b},s:s,s:{s:b,s:o,s:s,s:{s:i,s:i},s:[s]},s:[{s:s,s:s,s:s,s:[s,s]},"
+        "{s:s,s:s,s:s},{s:s,s:s,s:s}],s:{s:[{s:s},{s:s},{s:s},{s:s},{s:s}]},s:{s:s},s:o}",
+        "ociVersion", "1.0.2", "root", "path", "rootfs", "readonly", 0, "hostname", "hooks",
+        "process", "terminal", 0, "args", args, "cwd", "/", "user", "uid", 0, "gid", 0, "env",
+        "PATH=/usr/bin:/bin", "mounts", "destination", "/usr", "type", "bind", "source", "/usr",
+        "options", "rbind", "ro", "destination", "/proc", "type", "proc", "source", "proc",
+        "destination", "/tmp", "type", "tmpfs", "source", "tmpfs", "linux", "namespaces", "type",
+        "pid", "type", "mount", "type", "network", "type", "ipc", "type", "uts", "annotations",
+        "dev.bulkhead.tier", tier, "hooks", hooks);
+    cr_assert_not_null(cfg);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    cr_assert_eq(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+}
+
+static void need_tier(const char *tier)
+{
+    if (strcmp(tier, "kernel") == 0)
+        h_require_kernel_tier();
+}
+
+/* The host's own mount table mentions nothing of the test's directory:
+ * the hooks' mounts lived in the container's mount namespace only. */
+static void expect_no_host_mount_under_tmp(void)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    cr_assert_not_null(f);
+    char line[4096];
+    while (fgets(line, sizeof(line), f) != NULL)
+        cr_expect(strstr(line, tmp) == NULL, "a mount of the test is left on the host: %s", line);
+    fclose(f);
+}
+
+/* No state, no cgroup, no sentry: what a failed create must leave. */
+static void expect_nothing_left(const char *id, pid_t sentry)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/root/%s", tmp, id);
+    cr_expect(access(p, F_OK) < 0, "the failed create left its state directory %s", p);
+    char rel[128], cg[4096];
+    snprintf(rel, sizeof(rel), "bulkhead/%s", id);
+    h_cgroup_dir("pids", rel, cg, sizeof(cg));
+    cr_expect(access(cg, F_OK) < 0, "the failed create left its cgroup %s", cg);
+    if (sentry > 0) {
+        /* Killed before create returned; a detached sentry's reaper (the
+         * host's init here) may take a moment to reap it. */
+        bool gone = false;
+        for (int i = 0; i < 100 && !gone; i++) {
+            gone = kill(sentry, 0) < 0 && errno == ESRCH;
+            if (!gone)
+                usleep(50000);
+        }
+        cr_expect(gone, "the sentry %d still exists", sentry);
+    }
+    expect_no_host_mount_under_tmp();
+}
+
+/* A pid a hook wrote into REL of the rootfs, or -1. */
+static pid_t pid_from(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", rootfs, rel);
+    FILE *f = fopen(p, "re");
+    if (f == NULL)
+        return -1;
+    int pid = -1;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid;
+}
+
+/* sh: the state's pid (a number in the JSON on stdin) into $pid. */
+#define READ_PID "pid=$(sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'); "
+
+/* ---- runc's hooks library test, re-done ------------------------------------ */
+
+/* A createRuntime hook (runtime namespaces) binds a file onto a path of the
+ * rootfs by its host path inside the container's mount namespace (nsenter
+ * by the state's pid); a createContainer hook binds another onto a path
+ * relative to its cwd, the root before pivot_root. The container sees both,
+ * and the host none. */
+static void mounts_by_host_path_and_from_cwd(const char *tier)
+{
+    need_tier(tier);
+    h_write_file(tmp, "bundle/cr-source", "from-create-runtime\n");
+    h_write_file(tmp, "bundle/cc-source", "from-create-container\n");
+    char *cr = NULL, *cc = NULL;
+    cr_assert_geq(asprintf(&cr,
+                           READ_PID "touch %s/etc/cr-target && nsenter -m -t \"$pid\" mount "
+                                    "--bind %s/bundle/cr-source %s/etc/cr-target",
+                           rootfs, tmp, rootfs),
+                  0);
+    cr_assert_geq(asprintf(&cc,
+                           "touch ./etc/cc-target && mount --bind %s/bundle/cc-source "
+                           "./etc/cc-target",
+                           tmp),
+                  0);
+    write_config(
+        tier, json_pack("[s,s,s]", "sh", "-c", "cat /etc/cr-target /etc/cc-target"),
+        json_pack("{s:[o],s:[o]}", "createRuntime", sh_hook(cr), "createContainer", sh_hook(cc)));
+    free(cr);
+    free(cc);
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    run_in((const char *const[]){"run", "--bundle", bundle, new_id("hooklib"), NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "run: %s", r.err);
+    cr_expect(r.out && strstr(r.out, "from-create-runtime\n") != NULL,
+              "the createRuntime hook's bind is not in the container: %s / %s", r.out, r.err);
+    cr_expect(r.out && strstr(r.out, "from-create-container\n") != NULL,
+              "the createContainer hook's bind is not in the container: %s / %s", r.out, r.err);
+    h_free(&r);
+    /* The targets on the host are the empty files the hooks touched. */
+    struct stat st;
+    char p[512];
+    snprintf(p, sizeof(p), "%s/etc/cc-target", rootfs);
+    cr_expect(stat(p, &st) == 0 && st.st_size == 0, "%s on the host: not the empty target", p);
+    expect_no_host_mount_under_tmp();
+}
+
+Test(oci_hooks, mounts_by_host_path_and_from_cwd_container_tier)
+{
+    mounts_by_host_path_and_from_cwd("container");
+}
+
+Test(oci_hooks, mounts_by_host_path_and_from_cwd_kernel_tier)
+{
+    mounts_by_host_path_and_from_cwd("kernel");
+}
+
+/* ---- the order -------------------------------------------------------------- */
+
+static char *read_rootfs_file(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", rootfs, rel);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return strdup("");
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return strdup(buf);
+}
+
+/* runc's order: prestart, createRuntime, createContainer before create
+ * returns (createContainer from the root as its cwd, in the container's
+ * pid namespace); startContainer in the container (its own view of the
+ * root) before the process runs; poststart after; poststop at delete. */
+static void hooks_in_runcs_order(const char *tier)
+{
+    need_tier(tier);
+    char log[300];
+    snprintf(log, sizeof(log), "%s/order.log", rootfs);
+    h_write_file(rootfs, "order.log", "");
+    cr_assert_eq(chmod(log, 0666), 0);
+    char *host[4];
+    const char *names[4] = {"prestart", "createRuntime", "poststart", "poststop"};
+    for (int i = 0; i < 4; i++)
+        cr_assert_geq(asprintf(&host[i], "echo %s >> %s", names[i], log), 0);
+    json_t *hooks = json_pack("{s:[o],s:[o],s:[o],s:[o],s:[o],s:[o]}", "prestart", sh_hook(host[0]),
+                              "createRuntime", sh_hook(host[1]), "createContainer",
+                              sh_hook("echo createContainer pid=$$ >> ./order.log"),
+                              "startContainer", sh_hook("echo startContainer >> /order.log"),
+                              "poststart", sh_hook(host[2]), "poststop", sh_hook(host[3]));
+    for (int i = 0; i < 4; i++)
+        free(host[i]);
+    write_config(tier, json_pack("[s]", "true"), hooks);
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    const char *id = new_id("hookorder");
+    struct run_result r;
+    run_in((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    char *text = read_rootfs_file("order.log");
+    int cc_pid = -1, end = -1;
+    sscanf(text, "prestart createRuntime createContainer pid=%d%n", &cc_pid, &end);
+    cr_expect(end > 0 && strcmp(text + end, "\n") == 0, "after create: %s", text);
+    cr_expect(cc_pid > 1 && cc_pid < 100,
+              "the createContainer hook is not in the container's pid namespace: pid %d", cc_pid);
+    free(text);
+    run_in((const char *const[]){"start", id, NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    for (int i = 0; i < 100; i++) {
+        run_in((const char *const[]){"state", id, NULL}, 30, &r);
+        bool stopped = r.out && strstr(r.out, "\"stopped\"") != NULL;
+        h_free(&r);
+        if (stopped)
+            break;
+        usleep(50000);
+    }
+    run_in((const char *const[]){"delete", id, NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "delete: %s", r.err);
+    h_free(&r);
+    text = read_rootfs_file("order.log");
+    const char *after =
+        strchr(strstr(text, "createContainer") ? strstr(text, "createContainer") : text, '\n');
+    cr_expect_str_eq(after ? after + 1 : text, "startContainer\npoststart\npoststop\n",
+                     "the whole order: %s", text);
+    free(text);
+}
+
+Test(oci_hooks, run_in_runcs_order_container_tier)
+{
+    hooks_in_runcs_order("container");
+}
+
+Test(oci_hooks, run_in_runcs_order_kernel_tier)
+{
+    hooks_in_runcs_order("kernel");
+}
+
+/* ---- failures ------------------------------------------------------------------- */
+
+/* The second hook of a kind fails: the create fails naming the kind, the
+ * index, the exit status and what the hook said, and nothing is left (the
+ * first hook recorded the sentry's pid; the createContainer one also
+ * mounted something in the container first). */
+static void failing_hook_leaves_nothing(const char *tier, const char *kind)
+{
+    need_tier(tier);
+    bool in_container = strcmp(kind, "createContainer") == 0;
+    h_write_file(tmp, "bundle/src", "x\n");
+    char *first = NULL;
+    if (in_container)
+        cr_assert_geq(asprintf(&first,
+                               READ_PID "echo \"$pid\" > ./sentry.pid && touch ./etc/t && mount "
+                                        "--bind %s/bundle/src ./etc/t",
+                               tmp),
+                      0);
+    else
+        cr_assert_geq(asprintf(&first, READ_PID "echo \"$pid\" > %s/sentry.pid", rootfs), 0);
+    json_t *hooks =
+        json_pack("{s:[o,o]}", kind, sh_hook(first), sh_hook("echo hook-says-no >&2; exit 7"));
+    free(first);
+    write_config(tier, json_pack("[s]", "true"), hooks);
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    const char *id = new_id("hookfail");
+    struct run_result r;
+    run_in((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_expect_neq(r.status, 0, "create succeeded although its %s hook failed", kind);
+    char want[64];
+    snprintf(want, sizeof(want), "%s[1] hook `/bin/sh`", kind);
+    cr_expect(r.err && strstr(r.err, want) != NULL && strstr(r.err, "exited with status 7") &&
+                  strstr(r.err, "hook-says-no"),
+              "the error does not name the hook, its index, its status and its words: %s", r.err);
+    h_free(&r);
+    pid_t sentry = pid_from("sentry.pid");
+    cr_expect_gt(sentry, 1, "the first %s hook did not run", kind);
+    expect_nothing_left(id, sentry);
+}
+
+Test(oci_hooks, failing_create_runtime_hook_leaves_nothing_container_tier)
+{
+    failing_hook_leaves_nothing("container", "createRuntime");
+}
+
+Test(oci_hooks, failing_create_runtime_hook_leaves_nothing_kernel_tier)
+{
+    failing_hook_leaves_nothing("kernel", "createRuntime");
+}
+
+Test(oci_hooks, failing_create_container_hook_leaves_nothing_container_tier)
+{
+    failing_hook_leaves_nothing("container", "createContainer");
+}
+
+Test(oci_hooks, failing_create_container_hook_leaves_nothing_kernel_tier)
+{
+    failing_hook_leaves_nothing("kernel", "createContainer");
+}
+
+/* ---- the kernel tier's rules on the hooks' mounts ----------------------------------- */
+
+/* A createRuntime hook binds a procfs (the host's, as the container's mount
+ * namespace has it before pivot_root) into the rootfs outside /proc: the
+ * broker's path checks assume none there, so the kernel tier refuses the
+ * create with the reason and leaves nothing. The container tier lets the
+ * hook do it, as runc does. */
+Test(oci_hooks, kernel_tier_refuses_a_hooks_procfs_outside_proc)
+{
+    h_require_kernel_tier();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/mnt", rootfs);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    char *cr = NULL;
+    cr_assert_geq(asprintf(&cr,
+                           READ_PID "echo \"$pid\" > %s/sentry.pid; nsenter -m -t \"$pid\" "
+                                    "mount --rbind /proc %s/mnt",
+                           rootfs, rootfs),
+                  0);
+    write_config("kernel", json_pack("[s]", "true"),
+                 json_pack("{s:[o]}", "createRuntime", sh_hook(cr)));
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    const char *id = new_id("hookproc");
+    struct run_result r;
+    run_in((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_expect_neq(r.status, 0, "the kernel tier took a hook's procfs on /mnt");
+    cr_expect(r.err && strstr(r.err, "a hook mounted a proc on `/mnt`") != NULL &&
+                  strstr(r.err, "only under /proc and /sys") != NULL,
+              "the refusal does not say what and why: %s", r.err);
+    h_free(&r);
+    expect_nothing_left(id, pid_from("sentry.pid"));
+
+    /* The same at the container tier: created, as under runc. */
+    write_config("container", json_pack("[s]", "true"),
+                 json_pack("{s:[o]}", "createRuntime", sh_hook(cr)));
+    id = new_id("hookprocc");
+    run_in((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "container tier: %s", r.err);
+    h_free(&r);
+    free(cr);
+}
