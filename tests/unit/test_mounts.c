@@ -57,6 +57,9 @@ struct report {
 
 typedef void (*inside_fn)(struct report *r, void *arg);
 
+/* When set, run_sandboxed sets up with this pause (bh_mounts_setup_paused). */
+static const struct bh_mounts_pause *setup_pause;
+
 /* The namespaces the sentry has (minus uts and time, which mounts ignore). */
 static int unshare_flags =
     CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWCGROUP;
@@ -275,7 +278,8 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
             int fds_before = count_fds();
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            rep->setup_rc = bh_mounts_setup(spec, &rep->err);
+            rep->setup_rc = setup_pause ? bh_mounts_setup_paused(spec, -1, setup_pause, &rep->err)
+                                        : bh_mounts_setup(spec, &rep->err);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             rep->setup_ms =
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -1247,4 +1251,115 @@ Test(mounts, idmapped_rootfs_tree, .fini = tmp_cleanup)
     cr_assert_eq(stat(p, &st), 0);
     cr_expect_eq(st.st_uid, 0, "the guest's root wrote as host uid %u, not host root's mapping",
                  st.st_uid);
+}
+
+/* ---- the pause before pivot_root (OCI hooks) ---------------------------------- */
+
+enum pause_mode { PAUSE_TMPFS, PAUSE_PROC_OUTSIDE, PAUSE_SHARED, PAUSE_OWN_PROC_BIND };
+
+struct pause_arg {
+    enum pause_mode mode;
+    const char *rootfs; /* where the root should be */
+    bool root_seen;     /* the pause was told that path (pid 1's copy) */
+};
+
+/* Mounts as a hook would, by the root's path, in pid 1 before the pivot. */
+static int pause_mount(void *arg, const char *root, struct bh_error *err)
+{
+    struct pause_arg *a = arg;
+    a->root_seen = strcmp(root, a->rootfs) == 0;
+    char at[600], from[600];
+    pathf(at, sizeof(at), "%s/srv", root);
+    int rc = 0;
+    switch (a->mode) {
+    case PAUSE_TMPFS:
+        rc = mount("tmpfs", at, "tmpfs", 0, "size=64k");
+        break;
+    case PAUSE_PROC_OUTSIDE:
+        rc = mount("proc", at, "proc", 0, NULL);
+        break;
+    case PAUSE_SHARED:
+        rc = mount("tmpfs", at, "tmpfs", 0, "size=64k");
+        if (rc == 0)
+            rc = mount(NULL, at, NULL, MS_SHARED, NULL);
+        break;
+    case PAUSE_OWN_PROC_BIND:
+        pathf(from, sizeof(from), "%s/proc/sys", root);
+        rc = mount(from, from, NULL, MS_BIND, NULL);
+        break;
+    }
+    return rc < 0 ? bh_error_errno(err, errno, "the test's hook mount on %s", at) : 0;
+}
+
+static void inside_paused(struct report *r, void *arg)
+{
+    struct pause_arg *a = arg;
+    check(r, "the pause was told the rootfs's own path", a->root_seen, "another path");
+    if (a->mode == PAUSE_TMPFS)
+        check(r, "the hook's mount moved with the pivot", fs_type("/srv") == TMPFS_MAGIC,
+              "type %#lx", fs_type("/srv"));
+    if (a->mode == PAUSE_OWN_PROC_BIND)
+        check(r, "the hook's bind of the sandbox's own /proc/sys is there",
+              fs_type("/proc/sys") == PROC_SUPER_MAGIC, "type %#lx", fs_type("/proc/sys"));
+}
+
+static void run_paused(enum pause_mode mode, enum bh_tier tier, struct report *r)
+{
+    tmp_make();
+    char rootfs[256], p[512];
+    make_rootfs(rootfs, sizeof(rootfs));
+    pathf(p, sizeof(p), "%s/srv", rootfs);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    cr_assert_eq(nftw(rootfs, chown_entry, 16, FTW_PHYS), 0);
+    struct bh_mount mounts[] = {
+        {.source = "proc", .destination = "/proc", .type = "proc"},
+    };
+    struct bh_sandbox_spec spec;
+    spec_base(&spec);
+    spec.rootfs = rootfs;
+    spec.mounts = mounts;
+    spec.n_mounts = 1;
+    spec.tier = tier;
+    struct pause_arg a = {.mode = mode, .rootfs = rootfs};
+    struct bh_mounts_pause pause = {.fn = pause_mount, .arg = &a};
+    setup_pause = &pause;
+    run_sandboxed(&spec, inside_paused, &a, r);
+    setup_pause = NULL;
+}
+
+/* The pause comes with the root at the rootfs's own path, and what is
+ * mounted below it then is in the sandbox after pivot_root; the host's
+ * mount table is untouched (run_sandboxed checks). */
+Test(mounts, pause_before_pivot_root_at_the_rootfs_path, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    struct report r;
+    run_paused(PAUSE_TMPFS, BH_TIER_KERNEL, &r);
+    assert_checks(&r);
+}
+
+/* At the kernel tier a pause's mounts that break the broker's rules fail
+ * the setup with the reason; the sandbox's own procfs bound under /proc
+ * passes; the container tier takes what runc takes. */
+Test(mounts, kernel_tier_checks_the_pauses_mounts, .fini = tmp_cleanup)
+{
+    skip_unless_able();
+    struct report r;
+    run_paused(PAUSE_PROC_OUTSIDE, BH_TIER_KERNEL, &r);
+    cr_expect_eq(r.setup_rc, -1, "a procfs on /srv was taken");
+    cr_expect(strstr(r.err.msg, "a hook mounted a proc on `/srv`") != NULL, "%s", r.err.msg);
+    tmp_cleanup();
+
+    run_paused(PAUSE_SHARED, BH_TIER_KERNEL, &r);
+    cr_expect_eq(r.setup_rc, -1, "a shared mount on /srv was taken");
+    cr_expect(strstr(r.err.msg, "`/srv`") != NULL && strstr(r.err.msg, "propagation") != NULL, "%s",
+              r.err.msg);
+    tmp_cleanup();
+
+    run_paused(PAUSE_OWN_PROC_BIND, BH_TIER_KERNEL, &r);
+    assert_checks(&r);
+    tmp_cleanup();
+
+    run_paused(PAUSE_PROC_OUTSIDE, BH_TIER_CONTAINER, &r);
+    cr_expect_eq(r.setup_rc, 0, "container tier: %s", r.err.msg);
 }
