@@ -392,3 +392,33 @@ Test(oci_hooks, kernel_tier_refuses_a_hooks_procfs_outside_proc)
     h_free(&r);
     free(cr);
 }
+
+/* A rootfs the sandbox's ids cannot reach by its host path (a 0700 parent,
+ * as docker's /var/lib/docker) is handed over as a prepared tree; before
+ * pivot_root it then sits at the staging place, not at its host path: the
+ * create still works, createContainer hooks still get the root as their
+ * cwd, and the log says why a hook mounting by the host path would miss. */
+Test(oci_hooks, unreachable_rootfs_path_keeps_the_hooks_cwd_and_says_so)
+{
+    cr_assert_eq(chmod(tmp, 0700), 0);
+    write_config("container", json_pack("[s]", "true"),
+                 json_pack("{s:[o]}", "createContainer", sh_hook("touch ./cc-was-here")));
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    run_in((const char *const[]){"create", "--bundle", bundle, new_id("hookfar"), NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/cc-was-here", rootfs);
+    cr_expect_eq(access(p, F_OK), 0, "the createContainer hook's cwd was not the root");
+    char *log = NULL;
+    snprintf(p, sizeof(p), "%s/log.json", tmp);
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "no log");
+    size_t cap = 0;
+    cr_assert_gt(getdelim(&log, &cap, '\0', f), 0);
+    fclose(f);
+    cr_expect(strstr(log, "cannot reach the rootfs") != NULL, "the log does not say so: %s", log);
+    free(log);
+}
