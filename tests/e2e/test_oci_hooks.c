@@ -422,3 +422,35 @@ Test(oci_hooks, unreachable_rootfs_path_keeps_the_hooks_cwd_and_says_so)
     cr_expect(strstr(log, "cannot reach the rootfs") != NULL, "the log does not say so: %s", log);
     free(log);
 }
+
+/* What a createContainer hook leaves running in the container's pid
+ * namespace is ended before the sentry goes on, at both tiers: it would be
+ * an unconfined process among the guests (the live tier check refuses the
+ * container then), and at the kernel tier could mount under the root after
+ * the check of the hooks' mounts. */
+static void hooks_daemon_is_ended(const char *tier)
+{
+    need_tier(tier);
+    write_config(
+        tier,
+        json_pack("[s,s,s]", "sh", "-c", "test -d /proc/$(cat /bg.pid) && echo alive || echo gone"),
+        json_pack("{s:[o]}", "createContainer",
+                  sh_hook("sleep 60 </dev/null >/dev/null 2>&1 & echo $! > ./bg.pid")));
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    run_in((const char *const[]){"run", "--bundle", bundle, new_id("hookbg"), NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "run: %s", r.err);
+    cr_expect(r.out && strcmp(r.out, "gone\n") == 0, "the hook's daemon: %s %s", r.out, r.err);
+    h_free(&r);
+}
+
+Test(oci_hooks, what_the_hooks_left_running_is_ended_container_tier)
+{
+    hooks_daemon_is_ended("container");
+}
+
+Test(oci_hooks, what_the_hooks_left_running_is_ended_kernel_tier)
+{
+    hooks_daemon_is_ended("kernel");
+}
