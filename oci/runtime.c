@@ -318,7 +318,9 @@ static int create_run_hooks(void *arg, pid_t sentry_pid, const char *root, struc
 {
     struct create_hooks *h = arg;
     h->st->pid = sentry_pid;
-    if (h->st->rootfs != NULL && strcmp(root, h->st->rootfs) != 0)
+    /* The sentry names its root as the kernel prints it: no symlinks. */
+    cleanup_free char *host = h->st->rootfs ? realpath(h->st->rootfs, NULL) : NULL;
+    if (host != NULL && strcmp(root, host) != 0)
         cli_log(h->g, "warning",
                 "create: the sandbox's ids cannot reach the rootfs `%s`, so before pivot_root it "
                 "is at `%s` in the container's mount namespace: hooks that mount by the "
