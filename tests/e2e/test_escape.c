@@ -602,11 +602,13 @@ Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_t
         h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
     }
     static const char *const names[] = {
-        "ptrace_cap_mem_write", "ptrace_cap_mem_read",  "ptrace_cap_exe_open",
-        "ptrace_cap_environ",   "ptrace_cap_root_link", "ptrace_cap_fd_open",
-        "ptrace_cap_attach",    "sentry_uid_prlimit",   "sentry_uid_setpriority",
-        "sentry_uid_affinity",  "sentry_uid_scheduler", "sentry_uid_ioprio",
-        "sentry_uid_pidfd_open"};
+        "ptrace_cap_mem_write",        "ptrace_cap_mem_read",    "ptrace_cap_exe_open",
+        "ptrace_cap_environ",          "ptrace_cap_root_link",   "ptrace_cap_fd_open",
+        "ptrace_cap_attach",           "sentry_uid_prlimit",     "sentry_uid_setpriority",
+        "sentry_uid_affinity",         "sentry_uid_scheduler",   "sentry_uid_ioprio",
+        "sentry_uid_pidfd_open",       "sentry_uid_prio_pgrp",   "sentry_uid_prio_user",
+        "sentry_uid_prio_user_self",   "sentry_uid_ioprio_pgrp", "sentry_uid_ioprio_user",
+        "sentry_uid_ioprio_user_self", "sentry_uid_join_pgrp"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }
