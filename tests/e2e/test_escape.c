@@ -658,3 +658,30 @@ Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }
+
+/* Pinning what the host shares (attacks/pin.c): mlock of a host file's page
+ * cache, which stays charged to whoever read it first (on main 512 processes
+ * of one `bulkhead do` locked 1.9 GB of /usr, 1.1 GB of it outside the
+ * sandbox's 1 GB memory limit), and a real-time or raised CPU priority. Run
+ * in `bulkhead do` at both tiers (/usr) and in an OCI container (its rootfs
+ * on the host's disk), each with the defaults of no rlimits asked. */
+Test(escape, host_page_cache_and_cpu_cannot_be_pinned, .fini = remove_oci_tmpdir)
+{
+    require_kernel_tier();
+    static const char *const names[] = {
+        "mlock_host_file",      "mlock2_onfault",      "mlockall_host_file",
+        "map_locked_host_file", "sched_fifo",          "sched_rr",
+        "sched_deadline",       "rlimit_rtprio_raise", "nice_below_zero"};
+    static const char *const tiers[] = {"kernel", "container"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        struct run_result r = run_attack_in(tiers[t], "pin", NULL);
+        cr_log_info("bulkhead do --tier %s:\n%s", tiers[t], r.out);
+        expect_refused(&r, names, BH_ARRAY_SIZE(names));
+        h_free(&r);
+    }
+    struct run_result r = run_oci_attack("container", "pin", NULL);
+    cr_assert(strstr(r.out, "done") != NULL,
+              "the OCI container did not run the attack (exit %d): %s", r.status, r.err);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
