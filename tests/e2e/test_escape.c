@@ -601,14 +601,29 @@ Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_t
         remove_oci_tmpdir();
         h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
     }
-    static const char *const names[] = {
-        "ptrace_cap_mem_write",        "ptrace_cap_mem_read",    "ptrace_cap_exe_open",
-        "ptrace_cap_environ",          "ptrace_cap_root_link",   "ptrace_cap_fd_open",
-        "ptrace_cap_attach",           "sentry_uid_prlimit",     "sentry_uid_setpriority",
-        "sentry_uid_affinity",         "sentry_uid_scheduler",   "sentry_uid_ioprio",
-        "sentry_uid_pidfd_open",       "sentry_uid_prio_pgrp",   "sentry_uid_prio_user",
-        "sentry_uid_prio_user_self",   "sentry_uid_ioprio_pgrp", "sentry_uid_ioprio_user",
-        "sentry_uid_ioprio_user_self", "sentry_uid_join_pgrp"};
+    static const char *const names[] = {"ptrace_cap_mem_write",
+                                        "ptrace_cap_mem_read",
+                                        "ptrace_cap_exe_open",
+                                        "ptrace_cap_environ",
+                                        "ptrace_cap_root_link",
+                                        "ptrace_cap_fd_open",
+                                        "ptrace_cap_attach",
+                                        "sentry_uid_prlimit",
+                                        "sentry_uid_setpriority",
+                                        "sentry_uid_affinity",
+                                        "sentry_uid_scheduler",
+                                        "sentry_uid_ioprio",
+                                        "sentry_uid_pidfd_open",
+                                        "sentry_uid_prio_pgrp",
+                                        "sentry_uid_prio_user",
+                                        "sentry_uid_prio_user_self",
+                                        "sentry_uid_ioprio_pgrp",
+                                        "sentry_uid_ioprio_user",
+                                        "sentry_uid_ioprio_user_self",
+                                        "sentry_uid_join_pgrp",
+                                        "root_prio_pgrp",
+                                        "root_prio_user",
+                                        "root_ioprio_user"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }
@@ -655,6 +670,28 @@ Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
     h_bulkhead_in(tmpdir, (const char *const[]){"exec", exec_id, "/aio", NULL}, 120, &r);
     static const char *const names[] = {"aio_flood", "aio_exit",   "aio_exec",
                                         "aio_vfork", "aio_thread", "aio_unmap"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* The same attack with CAP_SYS_NICE granted (docker --cap-add SYS_NICE): the
+ * container's root may then renice any process of its namespace, and only
+ * container.policy keeps the group and uid forms off the sentry (pid 1 leads
+ * process group 1, and uid 65536 is the sentry's). */
+Test(escape, container_guest_with_sys_nice_cannot_renice_the_sentry, .fini = remove_oci_tmpdir)
+{
+    struct run_result r = run_oci_attack("container", "sentry_pid1", "CAP_SYS_NICE");
+    if (strstr(r.out, "done") == NULL) {
+        char why[320];
+        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
+        h_free(&r);
+        remove_oci_tmpdir();
+        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
+    }
+    static const char *const names[] = {"root_prio_pgrp",         "root_prio_user",
+                                        "root_ioprio_user",       "sentry_uid_prio_pgrp",
+                                        "sentry_uid_prio_user",   "sentry_uid_ioprio_pgrp",
+                                        "sentry_uid_ioprio_user", "sentry_uid_setpriority"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }
