@@ -749,28 +749,39 @@ static long host_cached_pages(const char *path, long *pages)
     return n;
 }
 
+/* The first regular file of 64 KiB to 4 MiB below dir (depth levels down)
+ * that any uid may read (the guest runs as 1000), in path; false when there
+ * is none. */
+static bool find_data_file(const char *dir, int depth, char path[PATH_MAX])
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool found = false;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        struct stat st;
+        if (e->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= PATH_MAX ||
+            lstat(p, &st) < 0)
+            continue;
+        if (S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) && st.st_size >= (64 << 10) &&
+            st.st_size <= (4 << 20)) {
+            snprintf(path, PATH_MAX, "%s", p);
+            found = true;
+        } else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) && depth > 0) {
+            found = find_data_file(p, depth - 1, path);
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 /* A data file of the host's /usr/share (64 KiB to 4 MiB; no library, whose
  * pages host processes map and eviction skips), read into the page cache. */
 static void cached_host_file(char path[PATH_MAX])
 {
-    static const char *const dirs[] = {
-        "/usr/share/common-licenses", "/usr/share/perl5", "/usr/share/zoneinfo",
-        "/usr/share/python3",         "/usr/share/doc",   "/usr/share"};
     path[0] = '\0';
-    for (size_t d = 0; d < BH_ARRAY_SIZE(dirs) && path[0] == '\0'; d++) {
-        DIR *dir = opendir(dirs[d]);
-        struct dirent *e;
-        while (dir && path[0] == '\0' && (e = readdir(dir)) != NULL) {
-            char p[PATH_MAX];
-            struct stat st;
-            snprintf(p, sizeof(p), "%s/%s", dirs[d], e->d_name);
-            if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= (64 << 10) &&
-                st.st_size <= (4 << 20))
-                snprintf(path, PATH_MAX, "%s", p);
-        }
-        if (dir)
-            closedir(dir);
-    }
+    find_data_file("/usr/share", 3, path);
     cr_assert(path[0] != '\0', "no data file of 64 KiB to 4 MiB under /usr/share");
     char buf[65536];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
