@@ -92,16 +92,32 @@ static int resolve_program(const struct bh_process *proc, char *out, size_t size
 static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
 {
     /* The defaults only where the process asks for nothing: lowering a hard
-     * limit first would make the one asked for (raised) impossible. */
-    bool has_nofile = false, has_core = false;
-    for (size_t i = 0; i < proc->n_rlimits; i++) {
-        has_nofile = has_nofile || proc->rlimits[i].resource == RLIMIT_NOFILE;
-        has_core = has_core || proc->rlimits[i].resource == RLIMIT_CORE;
+     * limit first would make the one asked for (raised) impossible.
+     * memlock: mlock of a shared host file (/usr, an OCI rootfs) pins page
+     * cache that stays charged to whoever read it first, outside the
+     * sandbox's memory limit, so each process may lock only the kernel's old
+     * 64 KiB (the user namespace's 8 MiB SHM_LOCK ceiling is set apart).
+     * rtprio and nice 0: a hard limit inherited from the front end would let
+     * a guest into SCHED_FIFO (95% of a CPU) on a host without RT cgroups. */
+    static const struct {
+        int resource;
+        struct rlimit value;
+    } defaults[] = {
+        {RLIMIT_NOFILE, {1024, 4096}}, {RLIMIT_CORE, {0, 0}}, {RLIMIT_MEMLOCK, {65536, 65536}},
+        {RLIMIT_RTPRIO, {0, 0}},       {RLIMIT_NICE, {0, 0}},
+    };
+    for (size_t d = 0; d < BH_ARRAY_SIZE(defaults); d++) {
+        bool asked = false;
+        for (size_t i = 0; i < proc->n_rlimits; i++)
+            asked = asked || proc->rlimits[i].resource == defaults[d].resource;
+        if (!asked && setrlimit(defaults[d].resource, &defaults[d].value) < 0)
+            return bh_error_errno(err, errno,
+                                  "set default rlimit %d to %llu/%llu (nofile 1024/4096, core 0, "
+                                  "memlock 64 KiB, rtprio 0, nice 0)",
+                                  defaults[d].resource,
+                                  (unsigned long long)defaults[d].value.rlim_cur,
+                                  (unsigned long long)defaults[d].value.rlim_max);
     }
-    struct rlimit nofile = {1024, 4096}, core = {0, 0};
-    if ((!has_nofile && setrlimit(RLIMIT_NOFILE, &nofile) < 0) ||
-        (!has_core && setrlimit(RLIMIT_CORE, &core) < 0))
-        return bh_error_errno(err, errno, "set default rlimits (nofile 1024/4096, core 0)");
     for (size_t i = 0; i < proc->n_rlimits; i++) {
         const struct bh_rlimit *r = &proc->rlimits[i];
         struct rlimit rl = {r->soft, r->hard};

@@ -585,6 +585,21 @@ static void remove_oci_tmpdir(void)
     remove_tmpdir();
 }
 
+/* run_oci_attack, ending the test (a failure under BULKHEAD_REQUIRE_KERNEL)
+ * when the container did not run the attack to its end. */
+static struct run_result run_oci_attack_to_the_end(const char *name, const char *extra_cap)
+{
+    struct run_result r = run_oci_attack("container", name, extra_cap);
+    if (strstr(r.out, "done") == NULL) {
+        char why[320];
+        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
+        h_free(&r);
+        remove_oci_tmpdir();
+        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
+    }
+    return r;
+}
+
 /* pid 1 of a container is the sentry, outside the guest's Landlock domain and
  * under a uid (65536) a guest holding Docker's CAP_SETUID can take. Neither
  * CAP_SYS_PTRACE (its memory, fds, binary) nor that uid (its limits,
@@ -592,21 +607,30 @@ static void remove_oci_tmpdir(void)
  * is refused by container.policy as kernel.policy refuses it. */
 Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_tmpdir)
 {
-    struct run_result r = run_oci_attack("container", "sentry_pid1", "CAP_SYS_PTRACE");
-    if (strstr(r.out, "done") == NULL) {
-        /* The container did not run: fails under BULKHEAD_REQUIRE_KERNEL. */
-        char why[320];
-        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
-        h_free(&r);
-        remove_oci_tmpdir();
-        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
-    }
-    static const char *const names[] = {
-        "ptrace_cap_mem_write", "ptrace_cap_mem_read",  "ptrace_cap_exe_open",
-        "ptrace_cap_environ",   "ptrace_cap_root_link", "ptrace_cap_fd_open",
-        "ptrace_cap_attach",    "sentry_uid_prlimit",   "sentry_uid_setpriority",
-        "sentry_uid_affinity",  "sentry_uid_scheduler", "sentry_uid_ioprio",
-        "sentry_uid_pidfd_open"};
+    struct run_result r = run_oci_attack_to_the_end("sentry_pid1", "CAP_SYS_PTRACE");
+    static const char *const names[] = {"ptrace_cap_mem_write",
+                                        "ptrace_cap_mem_read",
+                                        "ptrace_cap_exe_open",
+                                        "ptrace_cap_environ",
+                                        "ptrace_cap_root_link",
+                                        "ptrace_cap_fd_open",
+                                        "ptrace_cap_attach",
+                                        "sentry_uid_prlimit",
+                                        "sentry_uid_setpriority",
+                                        "sentry_uid_affinity",
+                                        "sentry_uid_scheduler",
+                                        "sentry_uid_ioprio",
+                                        "sentry_uid_pidfd_open",
+                                        "sentry_uid_prio_pgrp",
+                                        "sentry_uid_prio_user",
+                                        "sentry_uid_prio_user_self",
+                                        "sentry_uid_ioprio_pgrp",
+                                        "sentry_uid_ioprio_user",
+                                        "sentry_uid_ioprio_user_self",
+                                        "sentry_uid_join_pgrp",
+                                        "root_prio_pgrp",
+                                        "root_prio_user",
+                                        "root_ioprio_user"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }
@@ -655,4 +679,221 @@ Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
                                         "aio_vfork", "aio_thread", "aio_unmap"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
+}
+
+/* The same attack with CAP_SYS_NICE granted (docker --cap-add SYS_NICE): the
+ * container's root may then renice any process of its namespace, and only
+ * container.policy keeps the group and uid forms off the sentry (pid 1 leads
+ * process group 1, and uid 65536 is the sentry's). */
+Test(escape, container_guest_with_sys_nice_cannot_renice_the_sentry, .fini = remove_oci_tmpdir)
+{
+    struct run_result r = run_oci_attack_to_the_end("sentry_pid1", "CAP_SYS_NICE");
+    static const char *const names[] = {"root_prio_pgrp",         "root_prio_user",
+                                        "root_ioprio_user",       "sentry_uid_prio_pgrp",
+                                        "sentry_uid_prio_user",   "sentry_uid_ioprio_pgrp",
+                                        "sentry_uid_ioprio_user", "sentry_uid_setpriority"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* Pinning what the host shares (attacks/pin.c): mlock of a host file's page
+ * cache, which stays charged to whoever read it first (on main 512 processes
+ * of one `bulkhead do` locked 1.9 GB of /usr, 1.1 GB of it outside the
+ * sandbox's 1 GB memory limit), and a real-time or raised CPU priority. Run
+ * in `bulkhead do` at both tiers (/usr) and in an OCI container (its rootfs
+ * on the host's disk), each with the defaults of no rlimits asked. */
+Test(escape, host_page_cache_and_cpu_cannot_be_pinned, .fini = remove_oci_tmpdir)
+{
+    require_kernel_tier();
+    static const char *const names[] = {
+        "mlock_host_file",      "mlock2_onfault",      "mlockall_host_file",
+        "map_locked_host_file", "sched_fifo",          "sched_rr",
+        "sched_deadline",       "rlimit_rtprio_raise", "nice_below_zero"};
+    static const char *const tiers[] = {"kernel", "container"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        struct run_result r = run_attack_in(tiers[t], "pin", NULL);
+        cr_log_info("bulkhead do --tier %s:\n%s", tiers[t], r.out);
+        expect_refused(&r, names, BH_ARRAY_SIZE(names));
+        h_free(&r);
+    }
+    struct run_result r = run_oci_attack_to_the_end("pin", NULL);
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* Pages of path in the host's page cache (mincore: this side is host root,
+ * which may ask for any file), or -1. */
+static long host_cached_pages(const char *path, long *pages)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *pages = (st.st_size + 4095) / 4096;
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    unsigned char *vec = calloc((size_t)*pages, 1);
+    long n = -1;
+    if (vec != NULL && mincore(m, (size_t)st.st_size, vec) == 0) {
+        n = 0;
+        for (long i = 0; i < *pages; i++)
+            n += vec[i] & 1;
+    }
+    free(vec);
+    munmap(m, (size_t)st.st_size);
+    return n;
+}
+
+/* The first regular file of 64 KiB to 4 MiB below dir (depth levels down)
+ * that any uid may read (the guest runs as 1000), in path; false when there
+ * is none. */
+static bool find_data_file(const char *dir, int depth, char path[PATH_MAX])
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool found = false;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        struct stat st;
+        if (e->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= PATH_MAX ||
+            lstat(p, &st) < 0)
+            continue;
+        if (S_ISREG(st.st_mode) && (st.st_mode & S_IROTH) && st.st_size >= (64 << 10) &&
+            st.st_size <= (4 << 20)) {
+            snprintf(path, PATH_MAX, "%s", p);
+            found = true;
+        } else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) && depth > 0) {
+            found = find_data_file(p, depth - 1, path);
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* A data file of the host's /usr/share (64 KiB to 4 MiB; no library, whose
+ * pages host processes map and eviction skips), read into the page cache. */
+static void cached_host_file(char path[PATH_MAX])
+{
+    path[0] = '\0';
+    find_data_file("/usr/share", 3, path);
+    cr_assert(path[0] != '\0', "no data file of 64 KiB to 4 MiB under /usr/share");
+    char buf[65536];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+    close(fd);
+}
+
+/* Evicting the host's page cache of a file of the shared /usr
+ * (attacks/evict.c): POSIX_FADV_DONTNEED dropped it for every process on
+ * main (one guest walking /usr/lib dropped 1.8 GB); MADV_PAGEOUT of a
+ * private mapping is held by the kernel (file pages only for a caller that
+ * may write the file). The verdict is the host's page cache, read here. */
+Test(escape, host_page_cache_is_not_evicted)
+{
+    require_kernel_tier();
+    char path[PATH_MAX];
+    static const char *const tiers[] = {"kernel", "container"};
+    static const char *const attempts[] = {"fadvise_dontneed", "madvise_pageout"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++)
+        for (size_t a = 0; a < BH_ARRAY_SIZE(attempts); a++) {
+            cached_host_file(path);
+            long pages, before = host_cached_pages(path, &pages);
+            cr_assert_eq(before, pages, "%s: %ld of %ld pages cached after reading it", path,
+                         before, pages);
+            char *args[] = {path, (char *)attempts[a], NULL};
+            struct run_result r = run_attack_in(tiers[t], "evict", args);
+            cr_assert(strstr(r.out, "\ndone\n") != NULL,
+                      "the attack did not finish (exit %d): %s%s", r.status, r.out, r.err);
+            cr_assert(strstr(r.out, " inconclusive ") == NULL, "%s", r.out);
+            long after = host_cached_pages(path, &pages);
+            cr_expect_geq(after, before * 9 / 10,
+                          "--tier %s, %s: the guest evicted %ld of %ld pages of the host's %s "
+                          "from its page cache\n%s",
+                          tiers[t], attempts[a], before - after, before, path, r.out);
+            h_free(&r);
+        }
+}
+
+/* Runs argv with stdout on a pipe this process drains to the end (the SIGIO
+ * attack needs a reader outside the sandbox); stdin from stdin_path. */
+static struct run_result run_piped(char *const argv[], const char *stdin_path)
+{
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    struct run_result r = {0};
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int in = open(stdin_path ? stdin_path : "/dev/null", O_RDONLY);
+        if (in < 0 || dup2(in, 0) < 0 || dup2(p[1], 1) < 0)
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t len = 0, cap = 1 << 16;
+    r.out = calloc(cap + 1, 1);
+    char buf[65536];
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    for (double end = h_now() + 120; h_now() < end;) {
+        if (poll(&pfd, 1, 1000) <= 0)
+            continue;
+        ssize_t n = read(p[0], buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        /* keep the tail: the verdicts come after the filler */
+        for (ssize_t i = 0; i < n; i++) {
+            if (len == cap) {
+                memmove(r.out, r.out + cap / 2, cap / 2);
+                len = cap / 2;
+            }
+            r.out[len++] = buf[i];
+        }
+    }
+    r.out[len] = '\0';
+    close(p[0]);
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.err = strdup("");
+    return r;
+}
+
+/* SIGIO to the sentry (attacks/sigio.c): pid 1 made the owner of the guest's
+ * stdout pipe with SIGSTOP or SIGKILL as the signal, sent when this process
+ * (outside the pid namespace, so init's immunity does not apply) drains the
+ * pipe. Held by the kernel's check of the owner's ids against the sentry's
+ * (fs/fcntl.c sigio_perm); a sentry killed this way would end the run before
+ * "done". At both tiers of `bulkhead do` (uid 1000). */
+Test(escape, sigio_from_a_host_reader_does_not_reach_the_sentry)
+{
+    require_kernel_tier();
+    char *bin = h_compile_attack(tmpdir, "sigio");
+    char *bh = h_path("bulkhead");
+    static const char *const tiers[] = {"kernel", "container"};
+    static const char *const names[] = {"sigio_stop", "sigio_kill"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++)
+        for (size_t a = 0; a < BH_ARRAY_SIZE(names); a++) {
+            char *argv[] = {
+                bh,       "do",
+                "--tier", (char *)tiers[t],
+                "--",     "/bin/sh",
+                "-c",     "cat > /tmp/attack && chmod 755 /tmp/attack && exec /tmp/attack \"$@\"",
+                "attack", (char *)names[a],
+                NULL};
+            struct run_result r = run_piped(argv, bin);
+            expect_refused(&r, &names[a], 1);
+            h_free(&r);
+        }
+    free(bh);
+    free(bin);
 }

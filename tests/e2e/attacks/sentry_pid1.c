@@ -66,6 +66,52 @@ static void as_root_with_ptrace(void)
     attack_result("ptrace_cap_attach", r, errno);
 }
 
+static int sentry_ioclass(void);
+
+/* pid 1's nice value (field 19 of /proc/1/stat), or -100 when unreadable. */
+static int sentry_nice(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/1/stat", "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    int field = 2, nice = -100;
+    for (; p && *p; p++)
+        if (*p == ' ' && ++field == 19)
+            nice = atoi(p + 1);
+    return nice;
+}
+
+/* ESCAPED when the sentry's niceness or I/O class moved from what they were
+ * just before the call, whatever the call returned; otherwise judged by the
+ * return value. */
+static void renice_result(const char *name, long ret, int err, int nice0, int class0)
+{
+    int nice = sentry_nice(), class = sentry_ioclass();
+    if (nice0 == -100 || nice == -100)
+        attack_line(name, "inconclusive", "cannot read the sentry's nice value");
+    else if (nice != nice0 || class != class0)
+        attack_line(name, "ESCAPED", "the sentry's nice %d -> %d, I/O class %d -> %d", nice0, nice,
+                    class0, class);
+    else
+        attack_result(name, ret, err);
+}
+
+static int sentry_ioclass(void)
+{
+    return (int)syscall(SYS_ioprio_get, 1, 1) >> 13;
+}
+
+#define RENICE(name, call)                                                                         \
+    do {                                                                                           \
+        int nice0_ = sentry_nice(), class0_ = sentry_ioclass();                                    \
+        long r_ = (call);                                                                          \
+        renice_result(name, r_, errno, nice0_, class0_);                                           \
+    } while (0)
+
 static void as_sentry_uid(void)
 {
     if (setresgid(SENTRY_ID, SENTRY_ID, SENTRY_ID) < 0 ||
@@ -87,6 +133,20 @@ static void as_sentry_uid(void)
     /* IOPRIO_WHO_PROCESS, class idle */
     attack_result("sentry_uid_ioprio", syscall(SYS_ioprio_set, 1, 1, 3 << 13), errno);
     attack_result("sentry_uid_pidfd_open", syscall(SYS_pidfd_open, 1, 0), errno);
+    /* The same through the forms that name a group or a uid, not pid 1: the
+     * sentry leads process group 1, and uid SENTRY_ID (0: the caller's own,
+     * now the sentry's) names it too. The kernel may renice part of a group
+     * and still fail the call, so the verdict is the sentry's niceness (and
+     * I/O class) read back, not the return value alone. */
+    RENICE("sentry_uid_prio_pgrp", setpriority(PRIO_PGRP, 1, 19));
+    RENICE("sentry_uid_prio_user", setpriority(PRIO_USER, SENTRY_ID, 19));
+    RENICE("sentry_uid_prio_user_self", setpriority(PRIO_USER, 0, 19));
+    /* IOPRIO_WHO_PGRP (2) and IOPRIO_WHO_USER (3), class idle */
+    RENICE("sentry_uid_ioprio_pgrp", syscall(SYS_ioprio_set, 2, 1, 3 << 13));
+    RENICE("sentry_uid_ioprio_user", syscall(SYS_ioprio_set, 3, SENTRY_ID, 3 << 13));
+    RENICE("sentry_uid_ioprio_user_self", syscall(SYS_ioprio_set, 3, 0, 3 << 13));
+    /* Joining the sentry's group would make PRIO_PGRP 0 name it. */
+    attack_result("sentry_uid_join_pgrp", setpgid(0, 1), errno);
 }
 
 int main(void)
@@ -94,6 +154,12 @@ int main(void)
     attack_require_sandbox();
     setvbuf(stdout, NULL, _IONBF, 0);
     as_root_with_ptrace();
+    /* As the container's root, with CAP_SYS_NICE when the config grants it
+     * (docker --cap-add SYS_NICE): the kernel then lets a renice of any
+     * process of the namespace through, the sentry's too. */
+    RENICE("root_prio_pgrp", setpriority(PRIO_PGRP, 1, 19));
+    RENICE("root_prio_user", setpriority(PRIO_USER, SENTRY_ID, 19));
+    RENICE("root_ioprio_user", syscall(SYS_ioprio_set, 3, SENTRY_ID, 3 << 13));
     pid_t p = fork();
     if (p == 0) {
         as_sentry_uid();
