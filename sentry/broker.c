@@ -40,7 +40,8 @@
  * Threads: one receiver per listener, blocked in SECCOMP_IOCTL_NOTIF_RECV
  * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, on unless
  * config.plain_wake_up, hands the guest thread's CPU straight to the
- * receiver),
+ * receiver; the workers run SCHED_BATCH, so their own wake-ups never
+ * preempt a guest),
  * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
  * watchdog thread looks at those once a tick (50 ms, 5 ms while a detached
