@@ -176,21 +176,35 @@ Test(broker_calls, umask_changes_reach_the_files_the_sentry_creates, .timeout = 
  * not preempt the guest (sentry/README.md, "The 10,000-files script"); the
  * sentry's main thread and the guest keep SCHED_OTHER. Read from the host,
  * while the guest waits on its stdin. */
+/* The fields of a /proc stat file after the comm, from the state on (NULL
+ * if it cannot be read); *comm_is tells whether the comm is `want`. */
+static const char *stat_fields(const char *path, const char *want, bool *comm_is, char *buf,
+                               size_t size)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return NULL;
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    if (l == NULL || r == NULL || r[1] != ' ')
+        return NULL;
+    *comm_is = (size_t)(r - l - 1) == strlen(want) && strncmp(l + 1, want, strlen(want)) == 0;
+    return r + 2;
+}
+
+/* Field 41 (policy) of a task, -1 if unreadable. */
 static int task_policy(pid_t pid, const char *tid)
 {
     char path[320], buf[1024];
+    bool is_sentry;
     snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* Field 41 (policy), counted from the state after the comm's ")". */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p != NULL && field < 41; field++)
-        p = strchr(p + 1, ' ');
-    return p != NULL ? atoi(p + 1) : -1;
+    const char *p = stat_fields(path, "bulkhead-sentry", &is_sentry, buf, sizeof(buf));
+    for (int field = 3; p != NULL && field < 41; field++)
+        if ((p = strchr(p, ' ')) != NULL)
+            p++;
+    return p != NULL ? atoi(p) : -1;
 }
 
 static pid_t sentry_of(pid_t front)
@@ -201,22 +215,20 @@ static pid_t sentry_of(pid_t front)
     struct dirent *e;
     while (found < 0 && (e = readdir(d)) != NULL) {
         char path[300], buf[512];
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "re");
-        if (f == NULL)
-            continue;
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
+        bool is_sentry = false;
         int ppid = 0;
-        if (strstr(buf, "(bulkhead-sentry)") != NULL && p != NULL &&
-            sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == front)
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        const char *p = stat_fields(path, "bulkhead-sentry", &is_sentry, buf, sizeof(buf));
+        if (p != NULL && is_sentry && sscanf(p, "%*c %d", &ppid) == 1 && ppid == front)
             found = atoi(e->d_name);
     }
     closedir(d);
     return found;
 }
+
+static const char ready_py[] = "import os, sys\nos.stat('/tmp')\n"
+                               "print('ready', os.sched_getscheduler(0), flush=True)\n"
+                               "sys.stdin.read()\n";
 
 Test(broker_calls, the_brokers_threads_never_preempt_the_guest, .timeout = 120)
 {
@@ -225,16 +237,7 @@ Test(broker_calls, the_brokers_threads_never_preempt_the_guest, .timeout = 120)
     snprintf(fifo, sizeof(fifo), "%s/in", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     char *bh = h_path("bulkhead");
-    char *argv[] = {bh,
-                    "do",
-                    "--tier",
-                    "kernel",
-                    "--",
-                    PY,
-                    "-c",
-                    "import os, sys\nos.stat('/tmp')\n"
-                    "print('ready', os.sched_getscheduler(0), flush=True)\nsys.stdin.read()\n",
-                    NULL};
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", PY, "-c", (char *)ready_py, NULL};
     struct h_job job = h_spawn(argv, NULL, fifo, NULL);
     free(bh);
     int wfd = open(fifo, O_WRONLY | O_CLOEXEC); /* the child opened its end */
