@@ -40,7 +40,8 @@
  * Threads: one receiver per listener, blocked in SECCOMP_IOCTL_NOTIF_RECV
  * (so that SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, on unless
  * config.plain_wake_up, hands the guest thread's CPU straight to the
- * receiver),
+ * receiver; the workers run SCHED_BATCH, so their own wake-ups never
+ * preempt a guest),
  * answers each call inline. A call that may block indefinitely (an open that meets a FIFO or
  * a device, connect, send) is bracketed by bh_blocking_begin/end; a
  * watchdog thread looks at those once a tick (50 ms, 5 ms while a detached
@@ -1050,6 +1051,20 @@ static void *worker_main(void *arg)
     cleanup_free struct seccomp_notif *n = NULL;
     if (unshare(CLONE_FS) == 0)
         n = calloc(1, b->notif_size);
+    /* SCHED_BATCH: a woken worker does not preempt the running task. The
+     * guest thread that calls blocks itself at once, so the receiver still
+     * runs straight away; but an ADDFD (every open) waits until the guest
+     * has installed the fd, and the guest's completion wakes the receiver
+     * only to close its copy and block in RECV again: preempting the guest
+     * for that cost two context switches per open. Deferred, the close runs
+     * when the guest next blocks, typically in its next brokered call,
+     * whose notification RECV then finds queued. The guest's scheduling is
+     * untouched (workers make no processes); under plain_wake_up, where a
+     * receiver is woken on whichever CPU the scheduler picks, it may have to
+     * preempt, so the workers stay SCHED_OTHER. */
+    if (!b->cfg.plain_wake_up &&
+        sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){.sched_priority = 0}) == 0)
+        atomic_fetch_add(&b->n_batch_workers, 1);
     pthread_mutex_lock(&b->lock);
     if (n == NULL) {
         /* The watchdog gives the listener to another worker. */
@@ -1350,6 +1365,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->umask_reads = atomic_load(&b->n_umask_reads);
     out->closed_after_answer = atomic_load(&b->n_closed_after);
     out->sync_listeners = atomic_load(&b->n_sync_listeners);
+    out->batch_workers = atomic_load(&b->n_batch_workers);
 }
 
 void bh_broker_free(struct bh_broker *b)

@@ -53,7 +53,8 @@ struct bh_broker_config {
      * listener has it: each hand-over then wakes the other side on the CPU
      * that hands over, so a guest and its receiver never end up on two
      * CPUs, where a round trip costs 10-25 times as much on this VM
-     * (sentry/README.md, "CPU placement"). */
+     * (sentry/README.md, "CPU placement"). Also leaves the workers
+     * SCHED_OTHER (see batch_workers). */
     bool plain_wake_up;
 };
 
@@ -84,6 +85,10 @@ struct bh_broker_stats {
     /* Listeners given SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (all unless
      * config.plain_wake_up, or the kernel lacks the flag). */
     unsigned long sync_listeners;
+    /* Worker threads started under SCHED_BATCH (all unless
+     * config.plain_wake_up): a wake-up of the broker never preempts a guest
+     * (broker.c, worker_main). */
+    unsigned long batch_workers;
 };
 
 struct bh_broker;

@@ -11,7 +11,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "attacks/harness.h"
 
@@ -165,4 +169,130 @@ Test(broker_calls, umask_changes_reach_the_files_the_sentry_creates, .timeout = 
                      "/tmp/a 600\n/tmp/b 644\n/tmp/c 640\n/tmp/d 755\n/tmp/e 664\n/tmp/f 775\n",
                      "%s", r.err);
     h_free(&r);
+}
+
+/* The broker's threads run SCHED_BATCH, so the wake-up that ends each
+ * brokered open (the guest installs the fd, then wakes the receiver) does
+ * not preempt the guest (sentry/README.md, "The 10,000-files script"); the
+ * sentry's main thread and the guest keep SCHED_OTHER. Read from the host,
+ * while the guest waits on its stdin. */
+/* The fields of a /proc stat file after the comm, from the state on (NULL
+ * if it cannot be read); *comm_is tells whether the comm is `want`. */
+static const char *stat_fields(const char *path, const char *want, bool *comm_is, char *buf,
+                               size_t size)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return NULL;
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    if (l == NULL || r == NULL || r[1] != ' ')
+        return NULL;
+    *comm_is = (size_t)(r - l - 1) == strlen(want) && strncmp(l + 1, want, strlen(want)) == 0;
+    return r + 2;
+}
+
+/* Field 41 (policy) of a task, -1 if unreadable. */
+static int task_policy(pid_t pid, const char *tid)
+{
+    char path[320], buf[1024];
+    bool is_sentry;
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    const char *p = stat_fields(path, "bulkhead-sentry", &is_sentry, buf, sizeof(buf));
+    for (int field = 3; p != NULL && field < 41; field++)
+        if ((p = strchr(p, ' ')) != NULL)
+            p++;
+    return p != NULL ? atoi(p) : -1;
+}
+
+static pid_t sentry_of(pid_t front)
+{
+    DIR *d = opendir("/proc");
+    cr_assert_not_null(d);
+    pid_t found = -1;
+    struct dirent *e;
+    while (found < 0 && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        bool is_sentry = false;
+        int ppid = 0;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        const char *p = stat_fields(path, "bulkhead-sentry", &is_sentry, buf, sizeof(buf));
+        if (p != NULL && is_sentry && sscanf(p, "%*c %d", &ppid) == 1 && ppid == front)
+            found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+static const char ready_py[] = "import os, sys\nos.stat('/tmp')\n"
+                               "print('ready', os.sched_getscheduler(0), flush=True)\n"
+                               "sys.stdin.read()\n";
+
+Test(broker_calls, the_brokers_threads_never_preempt_the_guest, .timeout = 120)
+{
+    char dir[] = "/tmp/bh-batch-XXXXXX", fifo[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof(fifo), "%s/in", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "kernel", "--", PY, "-c", (char *)ready_py, NULL};
+    struct h_job job = h_spawn(argv, NULL, fifo, NULL);
+    free(bh);
+    int wfd = open(fifo, O_WRONLY | O_CLOEXEC); /* the child opened its end */
+    cr_assert_geq(wfd, 0);
+    char buf[256] = "";
+    int guest_policy = -1;
+    for (double end = h_now() + 90; guest_policy < 0;) {
+        ssize_t n = pread(job.out, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        if (sscanf(buf, "ready %d", &guest_policy) == 1)
+            break;
+        guest_policy = -1;
+        int st;
+        if (waitpid(job.pid, &st, WNOHANG) == job.pid) {
+            char *err = h_read_fd(job.err);
+            cr_assert_fail(
+                "the kernel tier did not run the guest (nothing is shown): status %d\n%s", st, err);
+        }
+        cr_assert_lt(h_now(), end, "the guest never said it was ready: %s", buf);
+        usleep(20000);
+    }
+    pid_t sentry = sentry_of(job.pid);
+    int batch = 0, other = 0, main_policy = -1;
+    if (sentry > 0) {
+        char tdir[64];
+        snprintf(tdir, sizeof(tdir), "/proc/%d/task", (int)sentry);
+        DIR *d = opendir(tdir);
+        struct dirent *e;
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            int pol = task_policy(sentry, e->d_name);
+            if (atoi(e->d_name) == sentry)
+                main_policy = pol;
+            else if (pol == SCHED_BATCH)
+                batch++;
+            else
+                other++;
+        }
+        if (d != NULL)
+            closedir(d);
+    }
+    close(wfd);
+    char *out = NULL, *err = NULL;
+    int rc = h_finish(&job, 60, &out, &err);
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_gt(sentry, 0, "no bulkhead-sentry child of `bulkhead do` (pid %d)", (int)job.pid);
+    cr_expect_eq(rc, 0, "the guest failed: %s", err);
+    cr_expect_eq(guest_policy, SCHED_OTHER, "the guest runs under policy %d", guest_policy);
+    cr_expect_eq(main_policy, SCHED_OTHER, "the sentry's main thread runs under policy %d",
+                 main_policy);
+    /* The receiver that answered the stat, at least. */
+    cr_expect_geq(batch, 1, "%d of the sentry's other threads under SCHED_BATCH, %d not", batch,
+                  other);
+    free(out);
+    free(err);
 }

@@ -1342,7 +1342,7 @@ Test(broker, a_copy_of_the_guests_fd_is_closed_before_the_answer)
 
 /* ---- synchronous wake-ups ---- */
 
-static unsigned long sync_listeners(bool plain)
+static struct bh_broker_stats serve_stats(bool plain)
 {
     static const int calls[] = {SCMP_SYS(stat), SCMP_SYS(newfstatat)};
     struct guest_opts o = {calls, 2, false};
@@ -1351,7 +1351,7 @@ static unsigned long sync_listeners(bool plain)
     struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1, .plain_wake_up = plain};
     struct bh_broker_stats st = serve_guest(&cfg, NULL, &g, (unsigned long)n);
     cr_expect_eq(st.handled, (unsigned long)n, "handled %lu of %d", st.handled, n);
-    return st.sync_listeners;
+    return st;
 }
 
 /* Every listener gets SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (the kernels this
@@ -1359,10 +1359,24 @@ static unsigned long sync_listeners(bool plain)
  * (sentry/README.md, "CPU placement"); plain_wake_up leaves it off. */
 Test(broker, listeners_wake_their_receiver_on_the_callers_cpu)
 {
-    unsigned long n = sync_listeners(false);
+    unsigned long n = serve_stats(false).sync_listeners;
     cr_expect_eq(n, 1, "%lu of 1 listener with SYNC_WAKE_UP", n);
-    n = sync_listeners(true);
+    n = serve_stats(true).sync_listeners;
     cr_expect_eq(n, 0, "%lu listeners with SYNC_WAKE_UP under plain_wake_up", n);
+}
+
+/* Every worker (the receiver and the parked ones) runs SCHED_BATCH, so the
+ * wake-up that ends an ADDFD does not preempt the guest (broker.c,
+ * worker_main); plain_wake_up leaves them SCHED_OTHER. */
+Test(broker, workers_do_not_preempt_the_guest_they_answer)
+{
+    struct bh_broker_stats st = serve_stats(false);
+    /* At least the receiver, which answered; the parked workers made at
+     * start may not have run yet. */
+    cr_expect_geq(st.batch_workers, 1, "%lu workers under SCHED_BATCH", st.batch_workers);
+    st = serve_stats(true);
+    cr_expect_eq(st.batch_workers, 0, "%lu workers under SCHED_BATCH with plain_wake_up",
+                 st.batch_workers);
 }
 
 /* ---- the umask cache ---- */
