@@ -635,6 +635,35 @@ Test(escape, container_guest_with_ptrace_or_the_sentry_uid, .fini = remove_oci_t
     h_free(&r);
 }
 
+/* process_vm_readv/writev and kcmp reach the kernel at the container tier
+ * when the OCI profile allows them (runc's `seccomp -ENOSYS handling`). The
+ * kernel's ptrace access check is the wall: the guest, as root with
+ * CAP_SYS_PTRACE and as the sentry's uid with it, reaches no task of the
+ * sentry (pid 1 and every thread), while its own child answers both calls. */
+Test(escape, container_guest_vm_calls_reach_no_task_of_the_sentry, .fini = remove_oci_tmpdir)
+{
+    struct run_result r = run_oci_attack("container", "sentry_vm", "CAP_SYS_PTRACE");
+    if (strstr(r.out, "done") == NULL && strstr(r.out, "attempt ") == NULL) {
+        char why[320];
+        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
+        h_free(&r);
+        remove_oci_tmpdir();
+        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
+    }
+    static const char *const names[] = {"ptrace_cap_vm_readv", "ptrace_cap_vm_writev",
+                                        "ptrace_cap_kcmp_vm",  "ptrace_cap_kcmp_file",
+                                        "sentry_uid_vm_readv", "sentry_uid_vm_writev",
+                                        "sentry_uid_kcmp_vm",  "sentry_uid_kcmp_file"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    static const char *const controls[] = {
+        "control ptrace_cap_control_vm_readv ok", "control ptrace_cap_control_kcmp ok",
+        "control sentry_uid_control_vm_readv ok", "control sentry_uid_control_kcmp ok"};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(controls); i++)
+        cr_expect(strstr(r.out, controls[i]) != NULL,
+                  "`%s` missing: the calls did not reach the kernel\n%s", controls[i], r.out);
+    h_free(&r);
+}
+
 static char exec_id[64];
 
 static void delete_exec_container(void)

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <poll.h>
 #include <pty.h>
+#include <seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -1209,6 +1210,107 @@ Test(oci_compat_seccomp, repeated_argument_means_any_and_dead_rules_pass)
     cr_expect(strstr(out, "usr1-1") && strstr(out, "usr2-1") && strstr(out, "zero-0"),
               "either comparison must refuse kill, signal 0 passes: %s", out);
     cr_expect(strstr(out, "mkdir-1") != NULL, "%s", out);
+}
+
+/* runc's `seccomp -ENOSYS handling` profile: an allowlist (default EPERM)
+ * whose rules for process_vm_readv, process_vm_writev and kcmp carry argument
+ * conditions, several comparisons of one argument meaning any of them and
+ * comparisons of different arguments meaning all. The calls the profile
+ * allows must reach the kernel (EINVAL for bad flags, ESRCH for no such pid)
+ * at the container tier, as under runc; the kernel tier's own filter still
+ * refuses them. */
+#define VM_CALLS_PROBE                                                                             \
+    "import ctypes\n"                                                                              \
+    "l = ctypes.CDLL(None, use_errno=True)\n"                                                      \
+    "calls = (('readv100', 310, 100, 0), ('readv9001', 310, 9001, 0), ('readv0', 310, 0, 0),\n"    \
+    "         ('writev1337', 311, 1337, 0), ('writev2020', 311, 2020, 0), ('writev0', 311, 0, "    \
+    "0),\n"                                                                                        \
+    "         ('kcmp0_1337', 312, 0, 1337), ('kcmp0_0', 312, 0, 0), ('kcmp500_1337', 312, 500,\n"  \
+    "         1337), ('kcmp500_500', 312, 500, 500))\n"                                            \
+    "for name, nr, a0, a1 in calls:\n"                                                             \
+    "    flags = 0 if nr == 312 else -1\n"                                                         \
+    "    args = [a0, a1, 0, 0, 0] if nr == 312 else [a0, 0, 0, 0, 0, flags]\n"                     \
+    "    ctypes.set_errno(0)\n"                                                                    \
+    "    r = l.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) for x in args])\n"                    \
+    "    print(name, r, ctypes.get_errno())\n"
+
+static json_t *arg_rule(const char *name, const char *action, int err, json_t *args)
+{
+    json_t *r = json_pack("{s:[s], s:s, s:o}", "names", name, "action", action, "args", args);
+    if (err != 0)
+        json_object_set_new(r, "errnoRet", json_integer(err));
+    return r;
+}
+
+static json_t *cmp_eq(int index, long value)
+{
+    return json_pack("{s:i, s:I, s:s}", "index", index, "value", (json_int_t)value, "op",
+                     "SCMP_CMP_EQ");
+}
+
+static void vm_calls_follow_the_profile(const char *tier)
+{
+    json_t *names = json_array();
+    for (int nr = 0; nr < 512; nr++) {
+        char *n = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        if (n == NULL)
+            continue;
+        if (strcmp(n, "kcmp") != 0 && strcmp(n, "process_vm_readv") != 0 &&
+            strcmp(n, "process_vm_writev") != 0)
+            json_array_append_new(names, json_string(n));
+        free(n);
+    }
+    json_t *rules = json_array();
+    json_array_append_new(rules,
+                          json_pack("{s:o, s:s}", "names", names, "action", "SCMP_ACT_ALLOW"));
+    json_array_append_new(rules, arg_rule("kcmp", "SCMP_ACT_ALLOW", 0,
+                                          json_pack("[o, o]", cmp_eq(0, 0), cmp_eq(1, 1337))));
+    json_array_append_new(rules, arg_rule("process_vm_readv", "SCMP_ACT_ALLOW", 0,
+                                          json_pack("[o, o]", cmp_eq(0, 100), cmp_eq(0, 9001))));
+    json_array_append_new(rules, arg_rule("process_vm_writev", "SCMP_ACT_ERRNO", ENOANO,
+                                          json_pack("[o, o]", cmp_eq(0, 1337), cmp_eq(0, 2020))));
+    json_t *sc = json_pack("{s:s, s:[s], s:o}", "defaultAction", "SCMP_ACT_ERRNO", "architectures",
+                           "SCMP_ARCH_X86_64", "syscalls", rules);
+    cr_assert_not_null(sc);
+    char *profile = json_dumps(sc, JSON_COMPACT);
+    json_decref(sc);
+    cr_assert_lt(strlen(profile), 10000, "the profile outgrew run_with_profile's config");
+    h_write_file(tmp, "bundle/rootfs/probe.py", VM_CALLS_PROBE);
+    char out[4096];
+    int rc = run_with_profile(tier, profile, "python3 /probe.py", out, sizeof(out));
+    free(profile);
+    cr_assert_eq(rc, 0, "[%s] %d %s %s", tier, rc, out, err_text);
+    bool container = strcmp(tier, "container") == 0;
+    struct {
+        const char *name;
+        int err;
+    } want[] = {{"readv100", container ? EINVAL : EPERM},
+                {"readv9001", container ? EINVAL : EPERM},
+                {"readv0", EPERM},
+                {"writev1337", container ? ENOANO : EPERM},
+                {"writev2020", container ? ENOANO : EPERM},
+                {"writev0", EPERM},
+                {"kcmp0_1337", container ? ESRCH : EPERM},
+                {"kcmp0_0", EPERM},
+                {"kcmp500_1337", EPERM},
+                {"kcmp500_500", EPERM}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "%s -1 %d\n", want[i].name, want[i].err);
+        cr_expect(strstr(out, line) != NULL, "[%s] want `%.*s`:\n%s", tier, (int)strlen(line) - 1,
+                  line, out);
+    }
+}
+
+Test(oci_compat_seccomp, vm_calls_follow_the_profile_container_tier)
+{
+    vm_calls_follow_the_profile("container");
+}
+
+Test(oci_compat_seccomp, vm_calls_refused_by_the_kernel_tier)
+{
+    h_require_kernel_tier();
+    vm_calls_follow_the_profile("kernel");
 }
 
 /* ---- devices ---------------------------------------------------------------- */
