@@ -1501,6 +1501,22 @@ static void snapshot_free(struct mount_snapshot *sn)
     free(sn->devs);
 }
 
+/* Appends x to a growing array (first capacity `first`, then doubled). */
+static int push_id(unsigned long **v, size_t *n, size_t *cap, size_t first, unsigned long x,
+                   struct bh_error *err)
+{
+    if (*n == *cap) {
+        size_t want = *cap ? 2 * *cap : first;
+        unsigned long *grown = realloc(*v, want * sizeof(*grown));
+        if (grown == NULL)
+            return bh_error_errno(err, ENOMEM, "mount snapshot");
+        *v = grown;
+        *cap = want;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
 static bool has(const unsigned long *v, size_t n, unsigned long x)
 {
     for (size_t i = 0; i < n; i++)
@@ -1526,24 +1542,11 @@ static int scan_mounts(const char *root, struct mount_snapshot *sn, bool check,
         if (strchr(line, '\n') == NULL || !parse_mount_line(line, &m))
             return bh_error_set(err, EPROTO, "a line of /proc/self/mountinfo cannot be read");
         if (!check) {
-            if (sn->n_ids == cap_ids) {
-                cap_ids = cap_ids ? 2 * cap_ids : 64;
-                unsigned long *v = realloc(sn->ids, cap_ids * sizeof(*v));
-                if (v == NULL)
-                    return bh_error_errno(err, ENOMEM, "mount snapshot");
-                sn->ids = v;
-            }
-            sn->ids[sn->n_ids++] = m.id;
-            if (!is_kernel_fs(m.fstype) || view_in(root, m.point) == NULL)
-                continue;
-            if (sn->n_devs == cap_devs) {
-                cap_devs = cap_devs ? 2 * cap_devs : 8;
-                unsigned long *v = realloc(sn->devs, cap_devs * sizeof(*v));
-                if (v == NULL)
-                    return bh_error_errno(err, ENOMEM, "mount snapshot");
-                sn->devs = v;
-            }
-            sn->devs[sn->n_devs++] = m.dev;
+            if (push_id(&sn->ids, &sn->n_ids, &cap_ids, 64, m.id, err) < 0)
+                return -1;
+            if (is_kernel_fs(m.fstype) && view_in(root, m.point) != NULL &&
+                push_id(&sn->devs, &sn->n_devs, &cap_devs, 8, m.dev, err) < 0)
+                return -1;
             continue;
         }
         if (has(sn->ids, sn->n_ids, m.id))
