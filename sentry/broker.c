@@ -107,6 +107,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "mountinfo.h"
 
 #if defined(__x86_64__)
 #define BH_NATIVE_ARCH AUDIT_ARCH_X86_64
@@ -1140,22 +1141,6 @@ static uint64_t alive_window_ns(void)
     return w < 1000000u ? w : 1000000u;
 }
 
-/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape_mountinfo(char *s)
-{
-    char *o = s;
-    for (char *i = s; *i; i++) {
-        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-            i[3] >= '0' && i[3] <= '7') {
-            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-            i += 3;
-        } else {
-            *o++ = *i;
-        }
-    }
-    *o = '\0';
-}
-
 /* Whether every procfs, sysfs and cgroupfs mounted in the guest's root sits
  * under its /proc or /sys, and no mount in or above the root takes part in
  * propagation (shared or slave: something could be mounted there later).
@@ -1163,32 +1148,15 @@ static void unescape_mountinfo(char *s)
  * refused mount), so one look suffices. Anything unreadable: false. */
 static bool special_mounts_only_at_proc_and_sys(const struct bh_broker *b)
 {
-    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (f == NULL)
+    struct bh_mountinfo mi;
+    struct bh_error err = {0};
+    if (bh_mountinfo_open(&mi, &err) < 0)
         return false;
-    char line[8192];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        if (strchr(line, '\n') == NULL)
-            return false; /* longer than we read: unknown */
-        /* id parent maj:min root mount-point options [optional...] - fstype ... */
-        char *save = NULL, *mp = NULL, *fstype = NULL;
-        bool propagates = false;
-        int field = 0;
-        for (char *t = strtok_r(line, " \n", &save); t != NULL; t = strtok_r(NULL, " \n", &save)) {
-            field++;
-            if (field == 5) {
-                mp = t;
-            } else if (field > 6 && strcmp(t, "-") == 0) {
-                fstype = strtok_r(NULL, " \n", &save);
-                break;
-            } else if (field > 6 &&
-                       (strncmp(t, "shared:", 7) == 0 || strncmp(t, "master:", 7) == 0)) {
-                propagates = true;
-            }
-        }
-        if (mp == NULL || fstype == NULL)
-            return false;
-        unescape_mountinfo(mp);
+    struct bh_mount_entry e;
+    int rc = -1;
+    bool ok = true;
+    while (ok && (rc = bh_mountinfo_next(&mi, &e, &err)) == 1) {
+        const char *mp = e.point;
         size_t ml = strlen(mp);
         const char *view; /* the mount point as the guest sees it; NULL: outside */
         if (b->root_len == 0)
@@ -1201,17 +1169,16 @@ static bool special_mounts_only_at_proc_and_sys(const struct bh_broker *b)
         /* Above the root: its propagation reaches into the root too. */
         bool above = view == NULL && (strcmp(mp, "/") == 0 || (strncmp(b->root_path, mp, ml) == 0 &&
                                                                b->root_path[ml] == '/'));
-        if (propagates && (view != NULL || above))
-            return false;
-        if (view == NULL)
-            continue;
-        bool special = strcmp(fstype, "proc") == 0 || strcmp(fstype, "sysfs") == 0 ||
-                       strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0;
-        if (special && !(strcmp(view, "/proc") == 0 || strncmp(view, "/proc/", 6) == 0 ||
-                         strcmp(view, "/sys") == 0 || strncmp(view, "/sys/", 5) == 0))
-            return false;
+        if ((e.shared != 0 || e.master != 0) && (view != NULL || above))
+            ok = false;
+        else if (view != NULL &&
+                 (strcmp(e.fstype, "proc") == 0 || strcmp(e.fstype, "sysfs") == 0 ||
+                  strcmp(e.fstype, "cgroup") == 0 || strcmp(e.fstype, "cgroup2") == 0))
+            ok = strcmp(view, "/proc") == 0 || strncmp(view, "/proc/", 6) == 0 ||
+                 strcmp(view, "/sys") == 0 || strncmp(view, "/sys/", 5) == 0;
     }
-    return !ferror(f);
+    bh_mountinfo_close(&mi);
+    return ok && rc == 0;
 }
 
 int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err)

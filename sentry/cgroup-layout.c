@@ -15,6 +15,7 @@
 #include "cgroup-internal.h"
 #include "cleanup.h"
 #include "kernel-compat.h"
+#include "mountinfo.h"
 
 static long fs_magic(const char *path)
 {
@@ -140,32 +141,28 @@ static int add_hier(struct bh_cgroup *cg, const char *mount, unsigned ctls, bool
  * and any directory name work. */
 static int v1_from_mountinfo(struct bh_cgroup *cg, const char *root, struct bh_error *err)
 {
-    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (f == NULL)
-        return bh_error_errno(err, errno, "open `/proc/self/mountinfo`");
-    cleanup_free char *line = NULL;
-    size_t cap = 0;
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return -1;
     size_t rl = strlen(root);
-    while (getline(&line, &cap, f) > 0) {
-        char *sep = strstr(line, " - ");
-        if (sep == NULL)
+    struct bh_mount_entry e;
+    int rc;
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1) {
+        if (strcmp(e.fstype, "cgroup") != 0)
             continue;
-        char mnt[PATH_MAX], fstype[64], source[256], opts[1024];
-        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
-            continue;
-        if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) != 3)
-            continue;
-        if (strcmp(fstype, "cgroup") != 0)
-            continue;
-        if (strncmp(mnt, root, rl) != 0 || mnt[rl] != '/')
+        if (strncmp(e.point, root, rl) != 0 || e.point[rl] != '/')
             continue;
         /* Named hierarchies (name=systemd) hold no controller but track
          * processes; runc joins them too. */
-        unsigned ctls = cg_ctls_from_list(opts);
-        if ((ctls != 0 || strstr(opts, "name=") != NULL) && add_hier(cg, mnt, ctls, false, err) < 0)
-            return -1;
+        unsigned ctls = cg_ctls_from_list(e.super_options);
+        if ((ctls != 0 || strstr(e.super_options, "name=") != NULL) &&
+            add_hier(cg, e.point, ctls, false, err) < 0) {
+            rc = -1;
+            break;
+        }
     }
-    return 0;
+    bh_mountinfo_close(&mi);
+    return rc < 0 ? -1 : 0;
 }
 
 static int v1_from_dirnames(struct bh_cgroup *cg, const char *root, struct bh_error *err)

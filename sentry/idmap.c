@@ -35,6 +35,7 @@
 #include "frame.h"
 #include "idmap-internal.h"
 #include "kernel-compat.h"
+#include "mountinfo.h"
 
 #define MAX_LAYERS 500
 #define WORK_NAME "bulkhead-work"
@@ -88,68 +89,26 @@ static int set_idmap(int tree, int userns, bool recursive)
 
 /* ---- an overlay rootfs, mounted again from idmapped layers --------------- */
 
-/* Undoes mountinfo's octal escapes in place; refuses other backslashes
- * (overlay's own escapes of ':' and ',' in layer paths). */
-static int unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (*r != '\\') {
-            *w++ = *r;
-            continue;
-        }
-        if (r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
-            r[3] <= '7') {
-            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-            r += 3;
-            continue;
-        }
-        return -1;
-    }
-    *w = '\0';
-    return 0;
-}
-
-/* The super options of the mount with id mnt_id (malloc'd), with its root
- * within its filesystem. */
+/* The super options of the mount with id mnt_id (malloc'd, escaped as
+ * mountinfo writes them), with its root within its filesystem. */
 static int mount_super_opts(uint64_t mnt_id, char **opts, char **root, struct bh_error *err)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (f == NULL)
-        return bh_error_errno(err, errno, "read /proc/self/mountinfo");
-    char *line = NULL;
-    size_t cap = 0;
-    int rc = bh_error_set(err, ENOENT, "mount %llu is not in /proc/self/mountinfo",
-                          (unsigned long long)mnt_id);
-    while (getline(&line, &cap, f) > 0) {
-        char *save = NULL;
-        char *id = strtok_r(line, " \n", &save);
-        if (id == NULL || strtoull(id, NULL, 10) != mnt_id)
-            continue;
-        strtok_r(NULL, " \n", &save); /* parent */
-        strtok_r(NULL, " \n", &save); /* major:minor */
-        char *r = strtok_r(NULL, " \n", &save);
-        char *tok, *super = NULL;
-        bool dash = false;
-        int after = 0;
-        while ((tok = strtok_r(NULL, " \n", &save)) != NULL) {
-            if (!dash && strcmp(tok, "-") == 0)
-                dash = true;
-            else if (dash && ++after == 3)
-                super = tok;
-        }
-        if (r == NULL || super == NULL || unescape(r) < 0) {
-            rc = bh_error_set(err, EPROTO, "cannot parse mount %llu in /proc/self/mountinfo",
-                              (unsigned long long)mnt_id);
-            break;
-        }
-        *opts = strdup(super);
-        *root = strdup(r);
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return -1;
+    struct bh_mount_entry e;
+    int rc;
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1 && e.id != mnt_id)
+        ;
+    if (rc == 1) {
+        *opts = strdup(e.super_options);
+        *root = strdup(e.root);
         rc = (*opts && *root) ? 0 : bh_error_errno(err, ENOMEM, "mount options");
-        break;
+    } else if (rc == 0) {
+        rc = bh_error_set(err, ENOENT, "mount %llu is not in /proc/self/mountinfo",
+                          (unsigned long long)mnt_id);
     }
-    free(line);
-    fclose(f);
+    bh_mountinfo_close(&mi);
     return rc;
 }
 
@@ -195,7 +154,9 @@ static int plan_overlay(const char *rootfs, char *super, struct ovl_plan *p, str
     }
     char *save = NULL;
     for (char *o = strtok_r(super, ",", &save); o != NULL; o = strtok_r(NULL, ",", &save)) {
-        if (unescape(o) < 0)
+        /* Overlay's own escapes of ':' and ',' in layer paths stay
+         * backslashes after mountinfo's are undone: refused. */
+        if (!bh_mountinfo_unescape(o) || strchr(o, '\\') != NULL)
             return bh_error_set(err, ENOTSUP,
                                 "overlay option `%s` has escaped characters: not supported", o);
         if (strncmp(o, "lowerdir=", 9) == 0 || strncmp(o, "lowerdir+=", 10) == 0) {

@@ -91,6 +91,7 @@
 
 #include "cleanup.h"
 #include "kernel-compat.h"
+#include "mountinfo.h"
 
 #define MOUNTS_DEFAULT_TMPFS_BYTES (64LL << 20)
 #define MOUNTS_DEFAULT_WORKDIR "/work"
@@ -1093,33 +1094,27 @@ static int open_own_cgroup(const struct cgroup_hier *h)
 {
     if (strcmp(h->path, "/") == 0 || h->path[0] != '/')
         return -1;
-    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (f == NULL)
+    struct bh_mountinfo mi;
+    struct bh_error err = {0};
+    if (bh_mountinfo_open(&mi, &err) < 0)
         return -1;
-    char line[3 * PATH_MAX];
-    while (fgets(line, sizeof(line), f) != NULL) {
-        char root[PATH_MAX], point[PATH_MAX], fstype[32], opts[512];
-        char *dash = strstr(line, " - ");
-        if (dash == NULL || sscanf(line, "%*s %*s %*s %4095s %4095s", root, point) != 2 ||
-            sscanf(dash, " - %31s %*s %511s", fstype, opts) != 2)
+    struct bh_mount_entry e;
+    int fd = -1;
+    bool v2 = h->name[0] == '\0';
+    while (fd < 0 && bh_mountinfo_next(&mi, &e, &err) == 1) {
+        if (strcmp(e.fstype, v2 ? "cgroup2" : "cgroup") != 0 ||
+            (!v2 && !options_include(e.super_options, h->name)))
             continue;
-        bool v2 = h->name[0] == '\0';
-        if (strcmp(fstype, v2 ? "cgroup2" : "cgroup") != 0 ||
-            (!v2 && !options_include(opts, h->name)))
+        size_t rlen = strcmp(e.root, "/") == 0 ? 0 : strlen(e.root);
+        if (strncmp(h->path, e.root, rlen) != 0 || (h->path[rlen] != '/' && h->path[rlen] != '\0'))
             continue;
-        /* mountinfo escapes spaces and such as \ooo: such paths are not ours. */
-        if (strchr(root, '\\') != NULL || strchr(point, '\\') != NULL)
-            continue;
-        size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
-        if (strncmp(h->path, root, rlen) != 0 || (h->path[rlen] != '/' && h->path[rlen] != '\0'))
-            continue;
-        char dir[2 * PATH_MAX + 2];
-        snprintf(dir, sizeof(dir), "%s%s", point, h->path + rlen);
-        int fd = open_host(dir, O_DIRECTORY);
-        if (fd >= 0)
-            return fd;
+        cleanup_free char *dir = NULL;
+        if (asprintf(&dir, "%s%s", e.point, h->path + rlen) < 0)
+            break;
+        fd = open_host(dir, O_DIRECTORY);
     }
-    return -1;
+    bh_mountinfo_close(&mi);
+    return fd;
 }
 
 /* One hierarchy at sub: with a cgroup namespace of our own a cgroupfs
@@ -1370,32 +1365,34 @@ static int hide_host_kernel_fs(const char *stage, bool below_staging, struct bh_
 {
     char points[64][PATH_MAX / 4];
     size_t n = 0;
-    {
-        cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-        if (f == NULL)
-            return bh_error_errno(err, errno, "read /proc/self/mountinfo");
-        char line[2 * PATH_MAX];
-        while (fgets(line, sizeof(line), f) != NULL) {
-            char point[PATH_MAX], fstype[32];
-            char *dash = strstr(line, " - ");
-            if (dash == NULL || sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1 ||
-                sscanf(dash, " - %31s", fstype) != 1)
-                continue;
-            if (strcmp(fstype, "proc") != 0 && strcmp(fstype, "sysfs") != 0)
-                continue;
-            size_t sl = strlen(stage);
-            if ((strncmp(point, stage, sl) == 0 && (point[sl] == '/' || point[sl] == '\0')) !=
-                below_staging)
-                continue;
-            if (strchr(point, '\\') != NULL || strlen(point) >= sizeof(points[0]))
-                return bh_error_set(err, ENAMETOOLONG,
-                                    "--no-pivot: cannot hide the host's %s mount at `%.64s`",
-                                    fstype, point);
-            if (n >= BH_ARRAY_SIZE(points))
-                return bh_error_set(err, E2BIG, "--no-pivot: too many host proc/sysfs mounts");
-            snprintf(points[n++], sizeof(points[0]), "%s", point);
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return -1;
+    struct bh_mount_entry e;
+    int rc;
+    size_t sl = strlen(stage);
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1) {
+        if (strcmp(e.fstype, "proc") != 0 && strcmp(e.fstype, "sysfs") != 0)
+            continue;
+        if ((strncmp(e.point, stage, sl) == 0 && (e.point[sl] == '/' || e.point[sl] == '\0')) !=
+            below_staging)
+            continue;
+        if (strlen(e.point) >= sizeof(points[0])) {
+            rc = bh_error_set(err, ENAMETOOLONG,
+                              "--no-pivot: cannot hide the host's %s mount at `%.64s...`: its "
+                              "path is too long",
+                              e.fstype, e.point);
+            break;
         }
+        if (n >= BH_ARRAY_SIZE(points)) {
+            rc = bh_error_set(err, E2BIG, "--no-pivot: too many host proc/sysfs mounts");
+            break;
+        }
+        snprintf(points[n++], sizeof(points[0]), "%s", e.point);
     }
+    bh_mountinfo_close(&mi);
+    if (rc < 0)
+        return -1;
     /* Last mounted first: /proc/sys/fs/binfmt_misc before /proc. */
     for (size_t i = n; i-- > 0;) {
         if (umount2(points[i], MNT_DETACH) == 0)
@@ -1449,30 +1446,6 @@ struct mount_snapshot {
     unsigned long *devs; /* makedev-like (major << 20 | minor) */
     size_t n_devs;
 };
-
-struct mount_line {
-    unsigned long id, dev;
-    char point[PATH_MAX];
-    char fstype[32];
-    bool propagates;
-};
-
-/* One line of mountinfo; false for a line we cannot read as a whole. */
-static bool parse_mount_line(char *line, struct mount_line *m)
-{
-    unsigned maj = 0, min = 0;
-    int off = 0;
-    if (sscanf(line, "%lu %*u %u:%u %*s %4095s %*s%n", &m->id, &maj, &min, m->point, &off) != 4)
-        return false;
-    m->dev = ((unsigned long)maj << 20) | min;
-    char *dash = strstr(line + off, " - ");
-    if (dash == NULL || sscanf(dash, " - %31s", m->fstype) != 1)
-        return false;
-    *dash = '\0';
-    m->propagates =
-        strstr(line + off, " shared:") != NULL || strstr(line + off, " master:") != NULL;
-    return true;
-}
 
 static bool is_kernel_fs(const char *fstype)
 {
@@ -1532,21 +1505,21 @@ static bool has(const unsigned long *v, size_t n, unsigned long x)
 static int scan_mounts(const char *root, struct mount_snapshot *sn, bool check,
                        struct bh_error *err)
 {
-    cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (f == NULL)
-        return bh_error_errno(err, errno, "read /proc/self/mountinfo");
-    char line[2 * PATH_MAX];
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return -1;
     size_t cap_ids = 0, cap_devs = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        struct mount_line m;
-        if (strchr(line, '\n') == NULL || !parse_mount_line(line, &m))
-            return bh_error_set(err, EPROTO, "a line of /proc/self/mountinfo cannot be read");
+    struct bh_mount_entry m;
+    int rc;
+    while ((rc = bh_mountinfo_next(&mi, &m, err)) == 1) {
+        unsigned long dev = ((unsigned long)m.major << 20) | m.minor;
         if (!check) {
-            if (push_id(&sn->ids, &sn->n_ids, &cap_ids, 64, m.id, err) < 0)
-                return -1;
-            if (is_kernel_fs(m.fstype) && view_in(root, m.point) != NULL &&
-                push_id(&sn->devs, &sn->n_devs, &cap_devs, 8, m.dev, err) < 0)
-                return -1;
+            if (push_id(&sn->ids, &sn->n_ids, &cap_ids, 64, m.id, err) < 0 ||
+                (is_kernel_fs(m.fstype) && view_in(root, m.point) != NULL &&
+                 push_id(&sn->devs, &sn->n_devs, &cap_devs, 8, dev, err) < 0)) {
+                rc = -1;
+                break;
+            }
             continue;
         }
         if (has(sn->ids, sn->n_ids, m.id))
@@ -1554,34 +1527,35 @@ static int scan_mounts(const char *root, struct mount_snapshot *sn, bool check,
         const char *view = view_in(root, m.point);
         if (view == NULL)
             continue; /* in the old root, detached at pivot_root */
-        if (strchr(m.point, '\\') != NULL)
-            return bh_error_set(err, EPERM,
-                                "a hook mounted on `%s` in the container's root, a path this "
-                                "check cannot read (escaped characters): refused at the kernel "
-                                "tier",
-                                m.point);
-        if (m.propagates)
-            return bh_error_set(err, EPERM,
-                                "a hook's mount on `%s` (%s) takes part in mount propagation "
-                                "(shared or slave): at the kernel tier nothing may be mounted in "
-                                "the container's root after the broker starts; make it private",
-                                view, m.fstype);
+        if (m.shared != 0 || m.master != 0) {
+            rc = bh_error_set(err, EPERM,
+                              "a hook's mount on `%s` (%s) takes part in mount propagation "
+                              "(shared or slave): at the kernel tier nothing may be mounted in "
+                              "the container's root after the broker starts; make it private",
+                              view, m.fstype);
+            break;
+        }
         if (!is_kernel_fs(m.fstype))
             continue;
-        if (!under(view, "/proc") && !under(view, "/sys"))
-            return bh_error_set(err, EPERM,
-                                "a hook mounted a %s on `%s`: at the kernel tier procfs, sysfs "
-                                "and cgroupfs may be only under /proc and /sys (the broker's "
-                                "path checks rely on it); refused",
-                                m.fstype, view);
-        if (!has(sn->devs, sn->n_devs, m.dev))
-            return bh_error_set(err, EPERM,
-                                "a hook mounted a %s on `%s` that is not the sandbox's own (not "
-                                "one of the kernel filesystems bulkhead mounted for it, e.g. the "
-                                "host's): refused at the kernel tier",
-                                m.fstype, view);
+        if (!under(view, "/proc") && !under(view, "/sys")) {
+            rc = bh_error_set(err, EPERM,
+                              "a hook mounted a %s on `%s`: at the kernel tier procfs, sysfs "
+                              "and cgroupfs may be only under /proc and /sys (the broker's "
+                              "path checks rely on it); refused",
+                              m.fstype, view);
+            break;
+        }
+        if (!has(sn->devs, sn->n_devs, dev)) {
+            rc = bh_error_set(err, EPERM,
+                              "a hook mounted a %s on `%s` that is not the sandbox's own (not "
+                              "one of the kernel filesystems bulkhead mounted for it, e.g. the "
+                              "host's): refused at the kernel tier",
+                              m.fstype, view);
+            break;
+        }
     }
-    return ferror(f) ? bh_error_errno(err, EIO, "read /proc/self/mountinfo") : 0;
+    bh_mountinfo_close(&mi);
+    return rc < 0 ? -1 : 0;
 }
 
 /* runc's procHooks point: the mounts are in place, pivot_root is next. */
