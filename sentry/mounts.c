@@ -169,6 +169,10 @@ struct setup {
     bool made_dev;        /* the base /dev tmpfs is ours (made read-only at the end) */
     bool spec_dev_ro;     /* the spec's /dev asks for ro: applied at the end, as runc does */
     bool sysfs_tree_used; /* spec->sysfs_tree_fd attached (it can be only once) */
+    /* Kernel tier: mount ids of the procfs, sysfs and cgroupfs mounts made
+     * here for the sandbox, the only ones its root may hold (check_root_mounts). */
+    unsigned long *own_kfs;
+    size_t n_own_kfs, cap_own_kfs;
 };
 
 static void fd_path(char buf[32], int fd)
@@ -542,6 +546,43 @@ static int copy_file_at(int src_fd, int dirfd, const char *name, struct bh_error
     }
 }
 
+static bool is_kernel_fs(const char *fstype)
+{
+    return strcmp(fstype, "proc") == 0 || strcmp(fstype, "sysfs") == 0 ||
+           strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0;
+}
+
+/* Appends x to a growing array (first capacity `first`, then doubled). */
+static int push_id(unsigned long **v, size_t *n, size_t *cap, size_t first, unsigned long x,
+                   struct bh_error *err)
+{
+    if (*n == *cap) {
+        size_t want = *cap ? 2 * *cap : first;
+        unsigned long *grown = realloc(*v, want * sizeof(*grown));
+        if (grown == NULL)
+            return bh_error_errno(err, ENOMEM, "mount snapshot");
+        *v = grown;
+        *cap = want;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* Kernel tier: the mount now on dest (a procfs, sysfs or cgroupfs made here)
+ * is one of the sandbox's own. */
+static int note_own_kfs(struct setup *s, const char *dest, struct bh_error *err)
+{
+    if (s->spec->tier < BH_TIER_KERNEL)
+        return 0;
+    cleanup_close int fd = open_in_root(s->root_fd, dest, 0);
+    struct statx stx;
+    if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0)
+        return bh_error_errno(err, errno, "find the mount id of `%s`", dest);
+    if (!(stx.stx_mask & STATX_MNT_ID))
+        return bh_error_set(err, ENOTSUP, "the kernel gives no mount id of `%s`", dest);
+    return push_id(&s->own_kfs, &s->n_own_kfs, &s->cap_own_kfs, 8, stx.stx_mnt_id, err);
+}
+
 static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
                     unsigned long flags, const char *data, struct bh_error *err)
 {
@@ -553,7 +594,7 @@ static int mount_fs(struct setup *s, const char *type, const char *source, const
     if (mount(source, path, type, flags, data) < 0)
         return bh_error_errno(err, errno, "mount %s `%s` on `%s`%s%s%s", type, source, dest,
                               data ? " (" : "", data ? data : "", data ? ")" : "");
-    return 0;
+    return is_kernel_fs(type) ? note_own_kfs(s, dest, err) : 0;
 }
 
 /* Changes flags of the mount now at dest (only that mount). */
@@ -1008,7 +1049,9 @@ static int mount_sysfs(struct setup *s, const char *dest, unsigned long flags, s
     flags |= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
     if (s->spec->has_sysfs_tree_fd && !s->sysfs_tree_used) {
         s->sysfs_tree_used = true;
-        return attach_tree(s, s->spec->sysfs_tree_fd, "sysfs", dest, MP_DIR, err);
+        if (attach_tree(s, s->spec->sysfs_tree_fd, "sysfs", dest, MP_DIR, err) < 0)
+            return -1;
+        return note_own_kfs(s, dest, err);
     }
     struct bh_error first = {0};
     if (mount_fs(s, "sysfs", "sysfs", dest, flags, NULL, &first) == 0)
@@ -1127,7 +1170,9 @@ static int mount_cgroup_hier(struct setup *s, const struct cgroup_hier *h, const
         cleanup_close int fd = open_own_cgroup(h);
         if (fd < 0)
             return bh_error_errno(err, ENOENT, "no cgroup of the sandbox's own in `%s`", h->name);
-        return bind_fd(s, fd, "cgroup", sub, false, attr_from_flags(flags), 0, err);
+        if (bind_fd(s, fd, "cgroup", sub, false, attr_from_flags(flags), 0, err) < 0)
+            return -1;
+        return note_own_kfs(s, sub, err);
     }
     const char *fstype = h->name[0] == '\0' ? "cgroup2" : "cgroup";
     char data[96] = "";
@@ -1438,21 +1483,6 @@ static int enter_root(struct setup *s, struct bh_error *err)
 
 /* ---- the pause for hooks ------------------------------------------------- */
 
-/* What a kernel-tier sandbox had mounted before its hooks ran: every mount
- * id, and the devices of its own procfs, sysfs and cgroupfs mounts. */
-struct mount_snapshot {
-    unsigned long *ids;
-    size_t n_ids;
-    unsigned long *devs; /* makedev-like (major << 20 | minor) */
-    size_t n_devs;
-};
-
-static bool is_kernel_fs(const char *fstype)
-{
-    return strcmp(fstype, "proc") == 0 || strcmp(fstype, "sysfs") == 0 ||
-           strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0;
-}
-
 /* The mount point as the guest will see it, or NULL when it is not in root. */
 static const char *view_in(const char *root, const char *point)
 {
@@ -1468,28 +1498,6 @@ static bool under(const char *view, const char *dir)
     return strncmp(view, dir, l) == 0 && (view[l] == '/' || view[l] == '\0');
 }
 
-static void snapshot_free(struct mount_snapshot *sn)
-{
-    free(sn->ids);
-    free(sn->devs);
-}
-
-/* Appends x to a growing array (first capacity `first`, then doubled). */
-static int push_id(unsigned long **v, size_t *n, size_t *cap, size_t first, unsigned long x,
-                   struct bh_error *err)
-{
-    if (*n == *cap) {
-        size_t want = *cap ? 2 * *cap : first;
-        unsigned long *grown = realloc(*v, want * sizeof(*grown));
-        if (grown == NULL)
-            return bh_error_errno(err, ENOMEM, "mount snapshot");
-        *v = grown;
-        *cap = want;
-    }
-    (*v)[(*n)++] = x;
-    return 0;
-}
-
 static bool has(const unsigned long *v, size_t n, unsigned long x)
 {
     for (size_t i = 0; i < n; i++)
@@ -1498,70 +1506,180 @@ static bool has(const unsigned long *v, size_t n, unsigned long x)
     return false;
 }
 
-/* Without snap->ids: takes the snapshot. With it: checks what was added
- * since under root against the broker's rules (broker.c,
- * special_mounts_only_at_proc_and_sys), failing closed on any line it
- * cannot read. */
-static int scan_mounts(const char *root, struct mount_snapshot *sn, bool check,
-                       struct bh_error *err)
+/* One line of mountinfo, kept until all are read. */
+struct mnt_line {
+    unsigned long id, parent;
+    unsigned major, minor;
+    bool propagates;
+    char *root, *point, *fstype;
+};
+
+static void mnt_lines_free(struct mnt_line **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((*v)[i].root);
+        free((*v)[i].point);
+        free((*v)[i].fstype);
+    }
+    free(*v);
+    *v = NULL;
+}
+
+static int read_mnt_lines(struct mnt_line **out, size_t *n_out, struct bh_error *err)
 {
     struct bh_mountinfo mi;
     if (bh_mountinfo_open(&mi, err) < 0)
         return -1;
-    size_t cap_ids = 0, cap_devs = 0;
-    struct bh_mount_entry m;
+    struct mnt_line *v = NULL;
+    size_t n = 0, cap = 0;
+    struct bh_mount_entry e;
     int rc;
-    while ((rc = bh_mountinfo_next(&mi, &m, err)) == 1) {
-        unsigned long dev = ((unsigned long)m.major << 20) | m.minor;
-        if (!check) {
-            if (push_id(&sn->ids, &sn->n_ids, &cap_ids, 64, m.id, err) < 0 ||
-                (is_kernel_fs(m.fstype) && view_in(root, m.point) != NULL &&
-                 push_id(&sn->devs, &sn->n_devs, &cap_devs, 8, dev, err) < 0)) {
-                rc = -1;
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1) {
+        if (n == cap) {
+            size_t want = cap ? 2 * cap : 64;
+            struct mnt_line *grown = realloc(v, want * sizeof(*grown));
+            if (grown == NULL) {
+                rc = bh_error_errno(err, ENOMEM, "check the root's mounts");
                 break;
             }
-            continue;
+            v = grown;
+            cap = want;
         }
-        if (has(sn->ids, sn->n_ids, m.id))
-            continue;
-        const char *view = view_in(root, m.point);
-        if (view == NULL)
-            continue; /* in the old root, detached at pivot_root */
-        if (m.shared != 0 || m.master != 0) {
-            rc = bh_error_set(err, EPERM,
-                              "a hook's mount on `%s` (%s) takes part in mount propagation "
-                              "(shared or slave): at the kernel tier nothing may be mounted in "
-                              "the container's root after the broker starts; make it private",
-                              view, m.fstype);
-            break;
-        }
-        if (!is_kernel_fs(m.fstype))
-            continue;
-        if (!under(view, "/proc") && !under(view, "/sys")) {
-            rc = bh_error_set(err, EPERM,
-                              "a hook mounted a %s on `%s`: at the kernel tier procfs, sysfs "
-                              "and cgroupfs may be only under /proc and /sys (the broker's "
-                              "path checks rely on it); refused",
-                              m.fstype, view);
-            break;
-        }
-        if (!has(sn->devs, sn->n_devs, dev)) {
-            rc = bh_error_set(err, EPERM,
-                              "a hook mounted a %s on `%s` that is not the sandbox's own (not "
-                              "one of the kernel filesystems bulkhead mounted for it, e.g. the "
-                              "host's): refused at the kernel tier",
-                              m.fstype, view);
+        v[n++] = (struct mnt_line){
+            .id = e.id,
+            .parent = e.parent,
+            .major = e.major,
+            .minor = e.minor,
+            .propagates = e.shared != 0 || e.master != 0,
+            .root = strdup(e.root),
+            .point = strdup(e.point),
+            .fstype = strdup(e.fstype),
+        };
+        if (!v[n - 1].root || !v[n - 1].point || !v[n - 1].fstype) {
+            rc = bh_error_errno(err, ENOMEM, "check the root's mounts");
             break;
         }
     }
     bh_mountinfo_close(&mi);
+    if (rc < 0) {
+        mnt_lines_free(&v, n);
+        return -1;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* Whether mount i hangs below the root's mount (by parent ids, not paths:
+ * the host's mounts under the staging place are listed with paths below it
+ * but are covered, not in the root). */
+static bool in_root(const struct mnt_line *v, size_t n, size_t i, unsigned long root_id)
+{
+    unsigned long id = v[i].id;
+    for (size_t hops = 0; hops <= n; hops++) {
+        if (id == root_id)
+            return true;
+        size_t j = 0;
+        while (j < n && v[j].id != id)
+            j++;
+        if (j == n || v[j].parent == id)
+            return false;
+        id = v[j].parent;
+    }
+    return false;
+}
+
+/* Whether kernel filesystem m is one the sandbox made (own_kfs) or a bind
+ * of part of one. */
+static bool kfs_is_own(const struct setup *s, const struct mnt_line *v, size_t n,
+                       const struct mnt_line *m)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct mnt_line *o = &v[i];
+        if (!has(s->own_kfs, s->n_own_kfs, o->id) || o->major != m->major || o->minor != m->minor)
+            continue;
+        /* A cgroupfs outside the reader's cgroup namespace shows its root
+         * as "/.." (kernfs): never under the sandbox's own. */
+        if (strstr(m->root, "/..") != NULL &&
+            (strstr(m->root, "/../") != NULL || strcmp(strstr(m->root, "/.."), "/..") == 0))
+            return false;
+        if (strcmp(o->root, "/") == 0 || under(m->root, o->root))
+            return true;
+    }
+    return false;
+}
+
+/* The kernel tier's one rule for every mount in the root, whoever made it
+ * (the config's mounts, prestart, createRuntime or createContainer hooks),
+ * checked once, after the pause (sentry/README.md, "One rule for every mount
+ * in the root"): every procfs, sysfs and cgroupfs is one bulkhead made for
+ * the sandbox or a bind of part of one, wherever it is; nothing at or below
+ * /proc and /sys takes part in propagation. before: the mount ids present
+ * before the hooks ran (they name the culprit), or NULL without hooks. */
+static int check_root_mounts(const struct setup *s, const char *root, const unsigned long *before,
+                             size_t n_before, struct bh_error *err)
+{
+    struct statx stx;
+    if (statx(s->root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 ||
+        !(stx.stx_mask & STATX_MNT_ID))
+        return bh_error_errno(err, errno ? errno : ENOTSUP, "find the mount id of the new root");
+    struct mnt_line *v = NULL;
+    size_t n = 0;
+    if (read_mnt_lines(&v, &n, err) < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *view = view_in(root, v[i].point);
+        if (view == NULL || !in_root(v, n, i, stx.stx_mnt_id))
+            continue; /* in the old root, detached at pivot_root */
+        const char *who =
+            before == NULL || has(before, n_before, v[i].id) ? "the config's" : "a hook's";
+        if (v[i].propagates && (under(view, "/proc") || under(view, "/sys")))
+            rc = bh_error_set(err, EPERM,
+                              "%s %s mount on `%s` takes part in mount propagation (shared or "
+                              "slave): at the kernel tier nothing may be mounted under /proc "
+                              "or /sys later (the broker's checks of both rely on it); make it "
+                              "private",
+                              who, v[i].fstype, view);
+        else if (is_kernel_fs(v[i].fstype) && !kfs_is_own(s, v, n, &v[i]))
+            rc = bh_error_set(err, EPERM,
+                              "%s %s on `%s` is not one bulkhead made for this sandbox (device "
+                              "%u:%u, root `%s`: e.g. the host's bound in, or a new one whose "
+                              "namespace the sentry cannot prove): at the kernel tier every "
+                              "procfs, sysfs and cgroupfs in the root must be the sandbox's own "
+                              "or a bind of part of one (bind the root's own /proc or /sys "
+                              "instead); refused",
+                              who, v[i].fstype, view, v[i].major, v[i].minor, v[i].root);
+    }
+    mnt_lines_free(&v, n);
+    return rc;
+}
+
+/* The mount ids in this namespace now: what the hooks found. */
+static int mount_ids(unsigned long **ids, size_t *n, struct bh_error *err)
+{
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return -1;
+    size_t cap = 0;
+    struct bh_mount_entry e;
+    int rc;
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1)
+        if (push_id(ids, n, &cap, 64, e.id, err) < 0) {
+            rc = -1;
+            break;
+        }
+    bh_mountinfo_close(&mi);
     return rc < 0 ? -1 : 0;
 }
 
-/* runc's procHooks point: the mounts are in place, pivot_root is next. */
+/* runc's procHooks point: the mounts are in place, pivot_root is next. At
+ * the kernel tier the root's mounts are checked here, with hooks or
+ * without. */
 static int pause_for_hooks(struct setup *s, struct bh_error *err)
 {
-    if (s->pause == NULL)
+    bool check = s->spec->tier >= BH_TIER_KERNEL;
+    if (s->pause == NULL && !check)
         return 0;
     char link[32], root[PATH_MAX];
     fd_path(link, s->root_fd);
@@ -1569,13 +1687,15 @@ static int pause_for_hooks(struct setup *s, struct bh_error *err)
     if (n <= 0)
         return bh_error_errno(err, n < 0 ? errno : EINVAL, "find the path of the new root");
     root[n] = '\0';
-    bool check = s->spec->tier >= BH_TIER_KERNEL;
-    __attribute__((cleanup(snapshot_free))) struct mount_snapshot sn = {0};
-    if (check && scan_mounts(root, &sn, false, err) < 0)
+    if (s->pause == NULL)
+        return check_root_mounts(s, root, NULL, 0, err);
+    cleanup_free unsigned long *before = NULL;
+    size_t n_before = 0;
+    if (check && mount_ids(&before, &n_before, err) < 0)
         return bh_error_prefix(err, "before the hooks");
     if (s->pause->fn(s->pause->arg, root, err) < 0)
         return -1;
-    if (check && scan_mounts(root, &sn, true, err) < 0)
+    if (check && check_root_mounts(s, root, before, n_before, err) < 0)
         return bh_error_prefix(err, "after the hooks");
     return 0;
 }
@@ -1593,6 +1713,8 @@ static void setup_release(struct setup *s)
     for (size_t i = 0; i < BH_ARRAY_SIZE(s->system_fds); i++)
         bh_closep(&s->system_fds[i]);
     bh_closep(&s->empty_fd);
+    free(s->own_kfs);
+    s->own_kfs = NULL;
     if (s->source_fds != NULL)
         for (size_t i = 0; i < s->spec->n_mounts; i++)
             bh_closep(&s->source_fds[i]);

@@ -8,6 +8,7 @@
  * that breaks the broker's rules fails the create. The real binary runs on
  * bundles over the host's /usr (read-only), at both tiers; nothing skips. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -68,8 +69,9 @@ static json_t *sh_hook(const char *script)
     return json_pack("{s:s,s:[s,s,s]}", "path", "/bin/sh", "args", "sh", "-c", script);
 }
 
-/* config.json at tier with the process args and hooks (stolen). */
-static void write_config(const char *tier, json_t *args, json_t *hooks)
+/* config.json at tier with the process args, hooks and (if not NULL) one
+ * more mount after the others (all stolen). */
+static void write_config_with(const char *tier, json_t *args, json_t *hooks, json_t *extra_mount)
 {
     json_t *cfg = json_pack(
         "{s:s,s:{s:s,s:b},s:s,s:{s:b,s:o,s:s,s:{s:i,s:i},s:[s]},s:[{s:s,s:s,s:s,s:[s,s]},"
@@ -82,10 +84,17 @@ static void write_config(const char *tier, json_t *args, json_t *hooks)
         "pid", "type", "mount", "type", "network", "type", "ipc", "type", "uts", "annotations",
         "dev.bulkhead.tier", tier, "hooks", hooks);
     cr_assert_not_null(cfg);
+    if (extra_mount != NULL)
+        cr_assert_eq(json_array_append_new(json_object_get(cfg, "mounts"), extra_mount), 0);
     char p[512];
     snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
     cr_assert_eq(json_dump_file(cfg, p, 0), 0);
     json_decref(cfg);
+}
+
+static void write_config(const char *tier, json_t *args, json_t *hooks)
+{
+    write_config_with(tier, args, hooks, NULL);
 }
 
 static void need_tier(const char *tier)
@@ -362,10 +371,9 @@ Test(oci_hooks, failing_create_container_hook_leaves_nothing_kernel_tier)
 /* ---- the kernel tier's rules on the hooks' mounts ----------------------------------- */
 
 /* A createRuntime hook binds a procfs (the host's, as the container's mount
- * namespace has it before pivot_root) into the rootfs outside /proc: the
- * broker's path checks assume none there, so the kernel tier refuses the
- * create with the reason and leaves nothing. The container tier lets the
- * hook do it, as runc does. */
+ * namespace has it before pivot_root) into the rootfs: not the sandbox's
+ * own, so the kernel tier refuses the create with the reason and leaves
+ * nothing. The container tier lets the hook do it, as runc does. */
 Test(oci_hooks, kernel_tier_refuses_a_hooks_procfs_outside_proc)
 {
     h_require_kernel_tier();
@@ -386,8 +394,8 @@ Test(oci_hooks, kernel_tier_refuses_a_hooks_procfs_outside_proc)
     struct run_result r;
     run_in((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
     cr_expect_neq(r.status, 0, "the kernel tier took a hook's procfs on /mnt");
-    cr_expect(r.err && strstr(r.err, "a hook mounted a proc on `/mnt`") != NULL &&
-                  strstr(r.err, "only under /proc and /sys") != NULL,
+    cr_expect(r.err && strstr(r.err, "a hook's proc on `/mnt` is not one bulkhead made") != NULL &&
+                  strstr(r.err, "must be the sandbox's own") != NULL,
               "the refusal does not say what and why: %s", r.err);
     h_free(&r);
     expect_nothing_left(id, pid_from("sentry.pid"));
@@ -483,4 +491,160 @@ Test(oci_hooks, a_hooks_mount_point_with_odd_characters_is_read_exactly_kernel_t
     cr_expect(r.out && strcmp(r.out, "1\n") == 0, "the hook's mount is not in the container: %s %s",
               r.out, r.err);
     h_free(&r);
+}
+
+/* ---- one rule for every mount in the root (kernel tier) -------------------- */
+
+/* One kind of mount, made once by the config's own mounts and once by a
+ * createRuntime hook (by the root's host path in the container's mount
+ * namespace): the kernel tier gives both the same answer
+ * (sentry/README.md, "One rule for every mount in the root"). */
+struct mount_kind {
+    const char *name;
+    json_t *(*config_mount)(void); /* the config's way */
+    const char *hook_cmd;          /* the hook's way; R is the rootfs's host path */
+    const char *refusal;           /* NULL: accepted; else what the error says */
+    const char *guest_cmd;         /* run when accepted */
+    const char *guest_out;         /* what it prints */
+};
+
+static json_t *bind_of(const char *source)
+{
+    return json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/mnt", "type", "bind", "source", source,
+                     "options", "bind");
+}
+
+static json_t *host_proc(void)
+{
+    return bind_of("/proc");
+}
+
+static json_t *host_sys(void)
+{
+    return bind_of("/sys");
+}
+
+/* A cgroupfs of the host's (v1: the pids hierarchy; v2: the one). Not
+ * /sys/fs/cgroup on v1 and hybrid hosts: a tmpfs there, whose cgroup mounts
+ * an idmapped bind of it leaves behind. */
+static const char *host_cgroup_dir(void)
+{
+    static char dir[4096];
+    h_cgroup_dir("pids", ".", dir, sizeof(dir));
+    return dir;
+}
+
+static json_t *host_cgroup(void)
+{
+    return bind_of(host_cgroup_dir());
+}
+
+static json_t *own_proc(void)
+{
+    return json_pack("{s:s,s:s,s:s}", "destination", "/mnt", "type", "proc", "source", "proc");
+}
+
+static json_t *own_sys(void)
+{
+    return json_pack("{s:s,s:s,s:s}", "destination", "/mnt", "type", "sysfs", "source", "sysfs");
+}
+
+static json_t *shared_tmpfs_at_mnt(void)
+{
+    return json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/mnt", "type", "tmpfs", "source",
+                     "tmpfs", "options", "shared");
+}
+
+static json_t *shared_tmpfs_under_sys(void)
+{
+    return json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/sys/kernel/mm", "type", "tmpfs",
+                     "source", "tmpfs", "options", "shared");
+}
+
+static const struct mount_kind mount_kinds[] = {
+    {"host procfs", host_proc, "mount --rbind /proc R/mnt",
+     "proc on `/mnt` is not one bulkhead made", NULL, NULL},
+    {"host sysfs", host_sys, "mount --rbind /sys R/mnt", "sysfs on `/mnt` is not one bulkhead made",
+     NULL, NULL},
+    {"host cgroupfs", host_cgroup, "mount --rbind C R/mnt", "on `/mnt` is not one bulkhead made",
+     NULL, NULL},
+    /* The broker is the wall: a path through a procfs outside /proc is
+     * refused whole (its per-process checks read /proc/N from the path). */
+    {"own procfs outside /proc", own_proc, "mount --bind R/proc R/mnt", NULL,
+     "cat /mnt/meminfo >/dev/null 2>&1 && echo read || echo refused", "refused\n"},
+    {"own sysfs outside /sys", own_sys, "mount --bind R/sys R/mnt", NULL,
+     "test -d /mnt/kernel && echo there", "there\n"},
+    /* The broker sees the propagation and checks every path call by call. */
+    {"shared mount outside /proc and /sys", shared_tmpfs_at_mnt,
+     "mount -t tmpfs -o size=64k tmpfs R/mnt && mount --make-shared R/mnt", NULL,
+     "grep -c ' /mnt .*shared:' /proc/self/mountinfo", "1\n"},
+    {"shared mount under /sys", shared_tmpfs_under_sys,
+     "mount -t tmpfs -o size=64k tmpfs R/sys/kernel/mm && mount --make-shared R/sys/kernel/mm",
+     "mount on `/sys/kernel/mm` takes part in mount propagation", NULL, NULL},
+};
+
+/* The hook's command with R replaced by the rootfs's host path, C by a
+ * host cgroupfs. */
+static char *hook_script(const char *cmd)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    cr_assert_not_null(f);
+    fputs(READ_PID "nsenter -m -t \"$pid\" sh -c '", f);
+    for (const char *c = cmd; *c; c++)
+        if (*c == 'R')
+            fputs(rootfs, f);
+        else if (*c == 'C')
+            fputs(host_cgroup_dir(), f);
+        else
+            fputc(*c, f);
+    fputs("'", f);
+    fclose(f);
+    return out;
+}
+
+static void one_rule(const struct mount_kind *k)
+{
+    h_require_kernel_tier();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/mnt", rootfs);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    const char *cmd = k->guest_cmd ? k->guest_cmd : "true";
+    for (int by_hook = 0; by_hook < 2; by_hook++) {
+        const char *who = by_hook ? "a hook's" : "the config's";
+        char *script = by_hook ? hook_script(k->hook_cmd) : NULL;
+        write_config_with("kernel", json_pack("[s,s,s]", "sh", "-c", cmd),
+                          by_hook ? json_pack("{s:[o]}", "createRuntime", sh_hook(script))
+                                  : json_object(),
+                          by_hook ? NULL : k->config_mount());
+        free(script);
+        struct run_result r;
+        run_bundle("run", by_hook ? "rulehook" : "rulecfg", &r);
+        if (k->refusal != NULL) {
+            cr_expect_neq(r.status, 0, "%s by %s: taken: %s", k->name, who, r.out);
+            cr_expect(r.err && strstr(r.err, who) != NULL && strstr(r.err, k->refusal) != NULL,
+                      "%s by %s: the refusal does not say what and why: %s", k->name, who, r.err);
+        } else {
+            cr_expect_eq(r.status, 0, "%s by %s: %s", k->name, who, r.err);
+            cr_expect(r.out && strcmp(r.out, k->guest_out) == 0, "%s by %s: the guest saw %s %s",
+                      k->name, who, r.out, r.err);
+        }
+        h_free(&r);
+    }
+}
+
+/* Indices, not the kinds: a test runs in a process of its own, where
+ * the kinds' pointers would not hold. */
+static size_t kind_index[sizeof(mount_kinds) / sizeof(mount_kinds[0])] = {0, 1, 2, 3, 4, 5, 6};
+
+ParameterizedTestParameters(oci_hooks, one_rule_same_answer_from_config_and_hook)
+{
+    return cr_make_param_array(size_t, kind_index, sizeof(kind_index) / sizeof(kind_index[0]));
+}
+
+/* Each kind of mount_kinds: the name in every message says which. */
+ParameterizedTest(size_t *i, oci_hooks, one_rule_same_answer_from_config_and_hook)
+{
+    one_rule(&mount_kinds[*i]);
 }
