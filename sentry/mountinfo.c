@@ -169,7 +169,7 @@ static bool parse_line(struct bh_mountinfo *mi, char *line, struct bh_mount_entr
         return false;
     if (!bh_mountinfo_unescape(root) || !bh_mountinfo_unescape(point) ||
         !bh_mountinfo_unescape(fstype) || !bh_mountinfo_unescape(source) || !well_escaped(opts) ||
-        !well_escaped(super) || root[0] != '/' || point[0] != '/')
+        !well_escaped(super) || point[0] != '/')
         return false;
     for (size_t i = 0; i < n; i++)
         if (!well_escaped(mi->optional[i]))

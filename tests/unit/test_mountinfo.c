@@ -183,6 +183,19 @@ Test(mountinfo, a_nul_byte_in_a_line_is_an_error)
     cr_assert(strstr(err.msg, "NUL") != NULL, "%s", err.msg);
 }
 
+/* A bind of a namespace file (ip netns, a pod's netns): its root is no path. */
+Test(mountinfo, a_namespace_files_root_is_no_path)
+{
+    static const char line[] = "612 29 0:4 net:[4026532281] /run/netns/pod rw - nsfs nsfs rw\n";
+    struct bh_mount_entry e = {0};
+    struct bh_error err = {0};
+    char got[512];
+    int n = read_str(line, &e, &err);
+    describe(&e, got, sizeof(got));
+    cr_assert(n == 1 && strstr(got, " [net:[4026532281]] [/run/netns/pod] ") != NULL, "%d %s %s", n,
+              got, err.msg);
+}
+
 Test(mountinfo, an_empty_source_is_a_field_of_its_own)
 {
     struct bh_mount_entry e;
