@@ -1,8 +1,12 @@
 /* Owns running OCI hooks: each hook gets the container's state JSON on its
  * stdin, its own args and env, and is killed at its timeout. Hooks of the
  * container namespace kind (createContainer, startContainer) join the
- * sandbox's network, ipc, uts, user, mount and pid namespaces first, as
- * its root. Output is captured so a failed hook's error names what it said.
+ * container's cgroup, then the sandbox's network, ipc, uts, user, cgroup,
+ * time, mount and pid namespaces, as its root: runc 1.1 runs them from its
+ * init, which its parent put in the cgroup before the init unshared the
+ * cgroup namespace (process_linux.go, nsexec.c). Whatever a createContainer
+ * hook leaves running is ended before the sentry goes on. Output is captured
+ * so a failed hook's error names what it said.
  *
  * When (runc's order, sentry/README.md "OCI hooks"): prestart, createRuntime
  * and createContainer while the sentry waits between its mounts and
@@ -23,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
+#include "kernel-compat.h"
 #include "oci-internal.h"
 #include "policy.h"
 
@@ -107,13 +113,16 @@ static void signal_text(int sig, char *buf, size_t len)
 
 /* Namespaces a container-kind hook joins, in order: those host root must
  * join (a pod's host-owned netns) before the container's user namespace,
- * then user, mount (its cwd and root reset) and pid (the hook forks into it). */
+ * then user, cgroup and time (owned by it), mount (its cwd and root reset)
+ * and pid (the hook forks into it). One it is in already is skipped (its
+ * own user namespace cannot be joined again). */
 static const struct {
     const char *name;
     int type;
 } hook_ns[] = {
-    {"net", CLONE_NEWNET},   {"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS},
-    {"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},  {"pid", CLONE_NEWPID},
+    {"net", CLONE_NEWNET},   {"ipc", CLONE_NEWIPC},       {"uts", CLONE_NEWUTS},
+    {"user", CLONE_NEWUSER}, {"cgroup", CLONE_NEWCGROUP}, {"time", CLONE_NEWTIME},
+    {"mnt", CLONE_NEWNS},    {"pid", CLONE_NEWPID},
 };
 #define HOOK_NS_N (sizeof(hook_ns) / sizeof(hook_ns[0]))
 
@@ -123,10 +132,29 @@ static void close_fds(int *fds, size_t n)
         bh_closep(&fds[i]);
 }
 
-static int run_one(json_t *hook, const char *what, const char *state_json, pid_t ns_pid,
-                   const char *cwd, const struct sock_fprog *filter, bool filter_notifies,
-                   struct bh_error *err)
+/* Whether fd is the namespace this process is in (its own name). */
+static bool same_ns(int fd, const char *name)
 {
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/self/ns/%s", name);
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(p, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Where a container-kind hook runs: the sentry's namespaces, the container's
+ * cgroup (one directory per hierarchy) and the cwd; ns_pid 0: the runtime's. */
+struct hook_place {
+    pid_t ns_pid;
+    struct bh_cgroup *cgroup; /* every hierarchy the container has */
+    const char *cwd;
+};
+
+static int run_one(json_t *hook, const char *what, const char *state_json,
+                   const struct hook_place *at, const struct sock_fprog *filter,
+                   bool filter_notifies, struct bh_error *err)
+{
+    pid_t ns_pid = at->ns_pid;
+    const char *cwd = at->cwd;
     const char *path = json_string_value(json_object_get(hook, "path"));
     json_int_t timeout = json_integer_value(json_object_get(hook, "timeout"));
     cleanup_free char **args = strv_from_json(json_object_get(hook, "args"), path);
@@ -174,8 +202,14 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
         close(in[1]);
         close(out[0]);
         if (ns_pid > 0) {
+            /* As host root, before the user namespace: the cgroup files
+             * are host root's. */
+            if (at->cgroup != NULL && bh_cgroup_attach(at->cgroup, getpid(), &herr) < 0) {
+                dprintf(2, "join the container's cgroup: %s", herr.msg);
+                _exit(BH_EXIT_REFUSED);
+            }
             for (size_t i = 0; i < HOOK_NS_N; i++)
-                if (setns(nsfds[i], hook_ns[i].type) < 0) {
+                if (!same_ns(nsfds[i], hook_ns[i].name) && setns(nsfds[i], hook_ns[i].type) < 0) {
                     dprintf(2, "join the container's %s namespace: %s", hook_ns[i].name,
                             strerror(errno));
                     _exit(BH_EXIT_REFUSED);
@@ -330,7 +364,7 @@ static int run_one(json_t *hook, const char *what, const char *state_json, pid_t
 }
 
 static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
-                    const char *state_json, pid_t ns_pid, const char *cwd, struct bh_error *err)
+                    const char *state_json, const struct hook_place *at, struct bh_error *err)
 {
     if (hooks == NULL)
         return 0;
@@ -349,7 +383,7 @@ static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_ki
         struct bh_error herr = {0};
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu]", kind_names[kind], i);
-        if (run_one(h, what, state_json, ns_pid, cwd, &filter, notifies, &herr) < 0) {
+        if (run_one(h, what, state_json, at, &filter, notifies, &herr) < 0) {
             if (fatal) {
                 *err = herr;
                 bh_policy_prog_free(&filter);
@@ -362,10 +396,31 @@ static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_ki
     return 0;
 }
 
-int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
-                  const char *state_json, pid_t ns_pid, struct bh_error *err)
+/* Where a container-kind hook runs; no cgroup without a cgroup path or a
+ * namespace to run in (at->cgroup, if set, is the caller's to free). */
+static int place_in(pid_t ns_pid, const char *cgroup_path, const char *cwd, struct hook_place *at,
+                    struct bh_error *err)
 {
-    return run_kind(g, hooks, kind, state_json, ns_pid, NULL, err);
+    *at = (struct hook_place){.ns_pid = ns_pid, .cwd = cwd};
+    if (ns_pid <= 0 || cgroup_path == NULL)
+        return 0;
+    if (bh_cgroup_open(cgroup_path, &at->cgroup, err) < 0)
+        return bh_error_prefix(err, "the container's cgroup for its hooks");
+    return 0;
+}
+
+int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
+                  const char *state_json, pid_t ns_pid, const char *cgroup_path,
+                  struct bh_error *err)
+{
+    if (hooks == NULL || json_array_size(json_object_get(hooks, kind_names[kind])) == 0)
+        return 0;
+    struct hook_place at;
+    if (place_in(ns_pid, cgroup_path, NULL, &at, err) < 0)
+        return -1;
+    int rc = run_kind(g, hooks, kind, state_json, &at, err);
+    bh_cgroup_free(at.cgroup);
+    return rc;
 }
 
 bool oci_hooks_at_create(json_t *hooks)
@@ -378,12 +433,92 @@ bool oci_hooks_at_create(json_t *hooks)
     return false;
 }
 
-int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const char *state_json,
-                            pid_t ns_pid, const char *root, struct bh_error *err)
+/* Whether pid is listed among pids. */
+static bool listed(const pid_t *pids, size_t n, pid_t pid)
 {
-    if (run_kind(g, hooks, OCI_HOOK_PRESTART, state_json, 0, NULL, err) < 0 ||
-        run_kind(g, hooks, OCI_HOOK_CREATE_RUNTIME, state_json, 0, NULL, err) < 0 ||
-        run_kind(g, hooks, OCI_HOOK_CREATE_CONTAINER, state_json, ns_pid, root, err) < 0)
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return true;
+    return false;
+}
+
+/* Ends what createContainer hooks left running: every live process of the
+ * container's cgroup but the sentry, which waits for "resume" (no guest
+ * exists yet). The sentry also ends them when it is pid 1, but in a pod's
+ * shared pid namespace it is not (and kill(-1) there would reach the pod's
+ * other containers); the hooks joined the cgroup (runc's place for them),
+ * and a hook's process cannot leave it (the cgroup files are host root's).
+ * A pid is signalled through a pidfd opened while it was listed and checked
+ * listed again after, so a reused pid is never hit. A hook that forks
+ * faster than this ends it fails the create. */
+static int end_leftovers(struct bh_cgroup *cg, const char *cgroup_path, pid_t sentry,
+                         struct bh_error *err)
+{
+    int rc = bh_error_set(err, EAGAIN,
+                          "what the createContainer hooks left running in cgroup `%s` kept "
+                          "forking faster than it could be ended; refused",
+                          cgroup_path);
+    for (int round = 0; round < 200; round++) {
+        cleanup_free pid_t *pids = NULL, *again = NULL;
+        size_t n = 0, n_again = 0, live = 0;
+        int fds[64];
+        pid_t fd_pid[64];
+        size_t n_fds = 0;
+        if (bh_cgroup_pids(cg, &pids, &n, err) < 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < n && n_fds < BH_ARRAY_SIZE(fds); i++) {
+            if (pids[i] == sentry)
+                continue;
+            int fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+            struct pollfd p = {fd, POLLIN, 0};
+            if (fd >= 0 && poll(&p, 1, 0) == 0) { /* POLLIN: it has exited */
+                fd_pid[n_fds] = pids[i];
+                fds[n_fds++] = fd;
+            } else if (fd >= 0) {
+                close(fd);
+            }
+        }
+        if (bh_cgroup_pids(cg, &again, &n_again, err) < 0) {
+            close_fds(fds, n_fds);
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < n_fds; i++)
+            if (listed(again, n_again, fd_pid[i]) &&
+                syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0) == 0)
+                live++;
+        for (size_t i = 0; i < n_fds; i++) {
+            struct pollfd p = {fds[i], POLLIN, 0};
+            (void)poll(&p, 1, 1000); /* dead once it has exited */
+        }
+        close_fds(fds, n_fds);
+        if (live == 0 && n_fds == 0) {
+            rc = 0;
+            break;
+        }
+    }
+    return rc;
+}
+
+int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const char *state_json,
+                            pid_t ns_pid, const char *root, const char *cgroup_path,
+                            struct bh_error *err)
+{
+    struct hook_place runtime = {0};
+    if (run_kind(g, hooks, OCI_HOOK_PRESTART, state_json, &runtime, err) < 0 ||
+        run_kind(g, hooks, OCI_HOOK_CREATE_RUNTIME, state_json, &runtime, err) < 0)
         return -1;
-    return 0;
+    if (json_array_size(json_object_get(hooks, kind_names[OCI_HOOK_CREATE_CONTAINER])) == 0)
+        return 0;
+    struct hook_place at;
+    if (place_in(ns_pid, cgroup_path, root, &at, err) < 0)
+        return -1;
+    int rc = run_kind(g, hooks, OCI_HOOK_CREATE_CONTAINER, state_json, &at, err);
+    if (at.cgroup != NULL &&
+        end_leftovers(at.cgroup, cgroup_path, ns_pid, rc < 0 ? NULL : err) < 0 && rc == 0)
+        rc = -1;
+    bh_cgroup_free(at.cgroup);
+    return rc;
 }

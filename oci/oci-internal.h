@@ -180,15 +180,18 @@ int oci_make_mount_points(const struct bh_sandbox_spec *spec, struct bh_error *e
 /* Runs every hook of one kind with the state JSON on stdin. With
  * stop_on_error false (poststart, poststop) failures are only logged. */
 int oci_hooks_run(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
-                  const char *state_json, pid_t ns_pid, struct bh_error *err);
+                  const char *state_json, pid_t ns_pid, const char *cgroup_path,
+                  struct bh_error *err);
 /* Whether the config has hooks that run before pivot_root (prestart,
  * createRuntime, createContainer): the create then pauses the sentry there. */
 bool oci_hooks_at_create(json_t *hooks);
 /* At that pause: prestart and createRuntime in the runtime's namespaces,
- * then createContainer in those of ns_pid (the sentry) with root, the root's
- * path in its mount namespace, as cwd. */
+ * then createContainer in the container's cgroup (cgroup_path) and the
+ * namespaces of ns_pid (the sentry) with root, the root's path in its mount
+ * namespace, as cwd; what they left running is ended after them. */
 int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const char *state_json,
-                            pid_t ns_pid, const char *root, struct bh_error *err);
+                            pid_t ns_pid, const char *root, const char *cgroup_path,
+                            struct bh_error *err);
 /* The hooks as the state keeps them (a new reference, or NULL): with the
  * container's seccomp profile when startContainer hooks must run under it. */
 json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp);

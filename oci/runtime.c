@@ -329,7 +329,8 @@ static int create_run_hooks(void *arg, pid_t sentry_pid, const char *root, struc
     cleanup_free char *state = oci_state_text(h->st, "created");
     if (state == NULL)
         return bh_error_set(err, ENOMEM, "the state for the hooks");
-    return oci_hooks_run_at_create(h->g, h->st->hooks, state, sentry_pid, root, err);
+    return oci_hooks_run_at_create(h->g, h->st->hooks, state, sentry_pid, root, h->st->cgroup_path,
+                                   err);
 }
 
 /* Makes the sandbox of a config: its mount points and bind trees first, the
@@ -562,7 +563,8 @@ int oci_do_start(const struct cli_globals *g, const char *id)
         }
     }
     state_json = oci_state_text(&st, "created");
-    if (oci_hooks_run(g, st.hooks, OCI_HOOK_START_CONTAINER, state_json, st.pid, &err) < 0) {
+    if (oci_hooks_run(g, st.hooks, OCI_HOOK_START_CONTAINER, state_json, st.pid, st.cgroup_path,
+                      &err) < 0) {
         cli_report_error(g, "start: %s", err.msg);
         goto out;
     }
@@ -584,7 +586,7 @@ int oci_do_start(const struct cli_globals *g, const char *id)
     }
     free(state_json);
     state_json = oci_state_text(&st, "running");
-    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTART, state_json, 0, &err);
+    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTART, state_json, 0, NULL, &err);
     rc = 0;
 out:
     oci_state_free(&st);
@@ -925,7 +927,7 @@ int oci_do_delete(const struct cli_globals *g, const char *id, bool force)
         rc = 1;
     }
     cleanup_free char *state_json = oci_state_text(&st, "stopped");
-    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTOP, state_json, 0, &err);
+    oci_hooks_run(g, st.hooks, OCI_HOOK_POSTSTOP, state_json, 0, NULL, &err);
     if (oci_state_remove(g->root, id, &err) < 0) {
         cli_report_error(g, "delete: %s", err.msg);
         rc = 1;

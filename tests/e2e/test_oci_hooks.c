@@ -648,3 +648,149 @@ ParameterizedTest(size_t *i, oci_hooks, one_rule_same_answer_from_config_and_hoo
 {
     one_rule(&mount_kinds[*i]);
 }
+
+/* ---- where container hooks run: cgroup, namespaces, leftovers ---------------- */
+
+/* The container's state's pid (its sentry's host pid), after create. */
+static pid_t state_pid(const char *id)
+{
+    struct run_result r;
+    run_in((const char *const[]){"state", id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    const char *p = r.out ? strstr(r.out, "\"pid\":") : NULL;
+    cr_assert_not_null(p, "%s", r.out);
+    pid_t pid = (pid_t)atoi(p + 6 + strspn(p + 6, " "));
+    h_free(&r);
+    return pid;
+}
+
+static char *rootfs_text(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", rootfs, rel);
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "the hook wrote no %s", rel);
+    char *text = NULL;
+    size_t cap = 0;
+    if (getdelim(&text, &cap, '\0', f) < 0) {
+        free(text);
+        text = strdup("");
+    }
+    fclose(f);
+    return text;
+}
+
+/* runc 1.1 runs createContainer hooks from its init, which its parent put in
+ * the container's cgroup before the init unshared the cgroup namespace
+ * (process_linux.go, nsexec.c): the hook is in the sentry's cgroups (read
+ * by the hook, from the same cgroup namespace, in the container's own
+ * procfs) and in its cgroup and time namespaces. */
+static void hooks_join_cgroup_and_namespaces(const char *tier)
+{
+    need_tier(tier);
+    write_config(tier, json_pack("[s]", "true"),
+                 json_pack("{s:[o]}", "createContainer",
+                           sh_hook("cat ./proc/self/cgroup > ./hook.cg; cat ./proc/1/cgroup > "
+                                   "./sentry.cg; readlink ./proc/self/ns/cgroup "
+                                   "./proc/self/ns/time > ./hook.ns")));
+    struct run_result r;
+    run_bundle("create", "hookcg", &r);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    pid_t sentry = state_pid(ids[n_ids - 1]);
+    char *hook = rootfs_text("hook.cg"), *own = rootfs_text("sentry.cg"),
+         *ns = rootfs_text("hook.ns");
+    cr_expect(hook[0] != '\0' && strcmp(hook, own) == 0,
+              "the hook's cgroups:\n%s\nare not the sentry's:\n%s", hook, own);
+    char want[256] = "", link[64], target[64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(link, sizeof(link), "/proc/%d/ns/%s", (int)sentry, i ? "time" : "cgroup");
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        cr_assert_gt(n, 0, "readlink %s", link);
+        target[n] = '\0';
+        strcat(want, target);
+        strcat(want, "\n");
+    }
+    cr_expect_str_eq(ns, want, "the hook's cgroup and time namespaces are not the sentry's");
+    free(hook);
+    free(own);
+    free(ns);
+}
+
+Test(oci_hooks, create_container_hooks_join_the_cgroup_and_its_namespaces_container_tier)
+{
+    hooks_join_cgroup_and_namespaces("container");
+}
+
+Test(oci_hooks, create_container_hooks_join_the_cgroup_and_its_namespaces_kernel_tier)
+{
+    hooks_join_cgroup_and_namespaces("kernel");
+}
+
+/* How many children pid has (zombies included), and the first one. */
+static int children_of(pid_t pid, pid_t *first)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "%s", p);
+    int n = 0, c;
+    while (fscanf(f, "%d", &c) == 1)
+        if (n++ == 0 && first != NULL)
+            *first = c;
+    fclose(f);
+    return n;
+}
+
+/* In a pod's shared pid namespace the joiner's sentry is not pid 1, so it
+ * cannot end a createContainer hook's daemon by killing its namespace: the
+ * front end ends it through the container's cgroup, which the hook joined.
+ * The daemon, orphaned, would be a child of the pod's pid 1 (the pause
+ * container's sentry) beside its guest; the guest lives on. */
+Test(oci_hooks, a_hooks_daemon_in_a_pods_shared_pid_namespace_is_ended)
+{
+    h_require_kernel_tier();
+    write_config("kernel", json_pack("[s,s]", "/usr/bin/sleep", "1000"), json_object());
+    struct run_result r;
+    run_bundle("create", "hookpause", &r);
+    cr_assert_eq(r.status, 0, "create the pause container: %s", r.err);
+    h_free(&r);
+    pid_t pause = state_pid(ids[n_ids - 1]);
+
+    pid_t guest = 0;
+    for (int i = 0; i < 500 && children_of(pause, &guest) == 0; i++)
+        usleep(10000);
+    cr_assert_gt(guest, 0, "the pause container has no guest");
+    const char *daemon = "sleep 600 </dev/null >/dev/null 2>&1 &";
+    write_config("kernel", json_pack("[s]", "true"),
+                 json_pack("{s:[o]}", "createContainer", sh_hook(daemon)));
+    /* Join the pause container's pid, ipc, uts and network namespaces. */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    cr_assert_not_null(cfg);
+    json_t *ns = json_array();
+    const char *kinds[][2] = {{"pid", "pid"}, {"ipc", "ipc"}, {"uts", "uts"}, {"network", "net"}};
+    for (size_t i = 0; i < 4; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pause, kinds[i][1]);
+        json_array_append_new(ns, json_pack("{s:s,s:s}", "type", kinds[i][0], "path", path));
+    }
+    json_array_append_new(ns, json_pack("{s:s}", "type", "mount"));
+    json_object_set_new(json_object_get(cfg, "linux"), "namespaces", ns);
+    cr_assert_eq(json_dump_file(cfg, p, 0), 0);
+    json_decref(cfg);
+
+    run_bundle("create", "hookjoiner", &r);
+    cr_assert_eq(r.status, 0, "create the joiner: %s", r.err);
+    h_free(&r);
+    /* A killed daemon may stay a zombie until the pause sentry reaps it; a
+     * live one never goes (600 s). */
+    int n = 2;
+    for (int i = 0; i < 500 && (n = children_of(pause, NULL)) > 1; i++)
+        usleep(10000);
+    cr_expect_eq(n, 1, "the createContainer hook's daemon lives on in the pod's pid namespace");
+    char alive[64];
+    snprintf(alive, sizeof(alive), "/proc/%d", (int)guest);
+    cr_expect_eq(access(alive, F_OK), 0, "the pause container's guest died");
+}
