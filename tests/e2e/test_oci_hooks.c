@@ -374,7 +374,7 @@ Test(oci_hooks, failing_create_container_hook_leaves_nothing_kernel_tier)
  * namespace has it before pivot_root) into the rootfs: not the sandbox's
  * own, so the kernel tier refuses the create with the reason and leaves
  * nothing. The container tier lets the hook do it, as runc does. */
-Test(oci_hooks, kernel_tier_refuses_a_hooks_procfs_outside_proc)
+Test(oci_hooks, kernel_tier_refuses_the_hosts_procfs_from_a_hook)
 {
     h_require_kernel_tier();
     char p[512];
