@@ -926,3 +926,72 @@ Test(escape, sigio_from_a_host_reader_does_not_reach_the_sentry)
     free(bh);
     free(bin);
 }
+
+/* Cgroups are the way to the host's id pools (a css id per controller, a
+ * memcg id of 65535 for the whole host, kept by dying cgroups while their
+ * page cache is charged): attacks/cgroups.c. The guest gets the most a
+ * container-tier operator can grant short of --privileged: CAP_SYS_ADMIN, a
+ * seccomp profile that allows every call (mount included), its own cgroup
+ * namespace and a cgroup mount asked read-write. No cgroup may be made:
+ * the config's mount stays read-only, and fresh v1 or v2 mounts show the
+ * container's own cgroup, which is host root's and not delegated. */
+Test(escape, container_guest_with_sys_admin_makes_no_cgroup, .fini = remove_oci_tmpdir)
+{
+    char bundle[128], config[160];
+    oci_attack_bundle("container", "cgroups", "[\"/cgroups\"]", "CAP_SYS_ADMIN", bundle);
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    json_error_t je;
+    json_t *c = json_load_file(config, 0, &je);
+    cr_assert_not_null(c, "config.json: %s", je.text);
+    json_t *linux_ = json_object_get(c, "linux");
+    json_object_set_new(linux_, "seccomp", json_pack("{s:s}", "defaultAction", "SCMP_ACT_ALLOW"));
+    json_t *nss = json_object_get(linux_, "namespaces");
+    bool has_cgroupns = false;
+    for (size_t i = 0; i < json_array_size(nss); i++)
+        has_cgroupns = has_cgroupns ||
+                       strcmp(json_string_value(json_object_get(json_array_get(nss, i), "type")),
+                              "cgroup") == 0;
+    if (!has_cgroupns)
+        json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    json_t *mounts = json_object_get(c, "mounts");
+    bool has_cgroup_mount = false;
+    for (size_t i = 0; i < json_array_size(mounts); i++) {
+        json_t *m = json_array_get(mounts, i);
+        if (strcmp(json_string_value(json_object_get(m, "destination")), "/sys/fs/cgroup") == 0) {
+            json_object_set_new(m, "options",
+                                json_pack("[s,s,s,s]", "nosuid", "noexec", "nodev", "rw"));
+            has_cgroup_mount = true;
+        }
+    }
+    if (!has_cgroup_mount)
+        json_array_append_new(mounts,
+                              json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination",
+                                        "/sys/fs/cgroup", "type", "cgroup", "source", "cgroup",
+                                        "options", "nosuid", "noexec", "nodev", "rw"));
+    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+    json_decref(c);
+    /* the root is read-only: the fresh mounts' points are made here */
+    static const char *const points[] = {"cgroup2_mount_mkdir", "cgroup1_memory_mkdir",
+                                         "cgroup1_named_mkdir"};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(points); i++) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/rootfs/tmp/%s", bundle, points[i]);
+        cr_assert_eq(mkdir(p, 0700), 0, "mkdir %s: %s", p, strerror(errno));
+    }
+    char id[64];
+    snprintf(id, sizeof(id), "escape-cgroups-%d", (int)getpid());
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
+    if (strstr(r.out, "done") == NULL) {
+        char why[320];
+        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
+        h_free(&r);
+        remove_oci_tmpdir();
+        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
+    }
+    cr_log_info("%s", r.out);
+    static const char *const names[] = {"cgroup_mkdir", "cgroup_remount_rw", "cgroup2_mount_mkdir",
+                                        "cgroup1_memory_mkdir", "cgroup1_named_mkdir"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
