@@ -648,3 +648,50 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     json_decref(doc);
     free(bh);
 }
+
+/* ---- the host's TCP buffer pool ----------------------------------------------
+ * net.ipv4.tcp_mem is one pool for every network namespace; past its maximum
+ * every TCP socket of the host stalls. A guest connects to itself on its own
+ * loopback and fills each connection's buffers without reading. A v1 memory
+ * cgroup charges none of it unless its kmem.tcp limit is set: on main, under
+ * --memory 64m, 150 connections queued 559 MB (a quarter of this host's
+ * pool); 60 queue ~220 MB. Now the sandbox's TCP buffers stay within its
+ * memory limit (v2 charges them to memory.max; v1: kmem.tcp, also at most
+ * 1/32 of the pool), so the guest meets EAGAIN near 64 MB. */
+#define TCP_FILL                                                                                   \
+    "import socket\n"                                                                              \
+    "socks, total = [], 0\n"                                                                       \
+    "for i in range(60):\n"                                                                        \
+    "    l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n"                             \
+    "    a = socket.create_connection(l.getsockname()); b, _ = l.accept(); l.close()\n"            \
+    "    a.setblocking(False)\n"                                                                   \
+    "    try:\n"                                                                                   \
+    "        while True: total += a.send(b'x' * 65536)\n"                                          \
+    "    except BlockingIOError: pass\n"                                                           \
+    "    socks.append((a, b))\n"                                                                   \
+    "print(total >> 20, flush=True)\n"
+
+static void tcp_buffers_under_do(const char *tier)
+{
+    struct run_result r = do_noflags(tier, 120, "--memory", "64m", "--", PY, "-c", TCP_FILL, NULL);
+    cr_assert_eq(r.status, 0, "[%s] the guest did not run: exit %d %s", tier, r.status, r.err);
+    long mib = last_line(r.out);
+    cr_assert_gt(mib, 0, "[%s] nothing was queued: %s", tier, r.out);
+    cr_log_info("[%s] %ld MiB queued", tier, mib);
+    cr_expect_lt(mib, 128,
+                 "[%s] a guest under --memory 64m queued %ld MiB of TCP buffers on its "
+                 "loopback, outside its memory limit",
+                 tier, mib);
+    h_free(&r);
+}
+
+Test(shared_state, tcp_buffers_stay_within_the_memory_limit_kernel, .timeout = 180)
+{
+    need_kernel_tier();
+    tcp_buffers_under_do("kernel");
+}
+
+Test(shared_state, tcp_buffers_stay_within_the_memory_limit_container, .timeout = 180)
+{
+    tcp_buffers_under_do("container");
+}
