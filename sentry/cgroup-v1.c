@@ -66,8 +66,10 @@ static int v1_write_memory(struct bh_cgroup *cg, const char *dir, int64_t mem, i
  * network namespace, and a v1 memory cgroup charges nothing to it unless
  * its kmem.tcp limit is set: one sandbox under a 64 MB limit queued 559 MB
  * on its own loopback, a quarter of the pool, past which every TCP socket of
- * the host stalls. So each sandbox may take at most 1/TCP_POOL_SHARE of the
- * pool, and never more than its memory limit (mem, or none when <= 0). */
+ * the host stalls (the limit counts every socket's memory: UDP's 794 MB of
+ * the host's udp_mem too). So each sandbox may take at most 1/TCP_POOL_SHARE
+ * of the pool, and never more than its memory limit (mem, or none when
+ * <= 0). */
 #define TCP_POOL_SHARE 32
 
 static int v1_tcp_cap(int64_t mem, int64_t *cap, struct bh_error *err)

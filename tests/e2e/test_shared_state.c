@@ -649,49 +649,64 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     free(bh);
 }
 
-/* ---- the host's TCP buffer pool ----------------------------------------------
- * net.ipv4.tcp_mem is one pool for every network namespace; past its maximum
- * every TCP socket of the host stalls. A guest connects to itself on its own
- * loopback and fills each connection's buffers without reading. A v1 memory
- * cgroup charges none of it unless its kmem.tcp limit is set: on main, under
- * --memory 64m, 150 connections queued 559 MB (a quarter of this host's
- * pool); 60 queue ~220 MB. Now the sandbox's TCP buffers stay within its
- * memory limit (v2 charges them to memory.max; v1: kmem.tcp, also at most
- * 1/32 of the pool), so the guest meets EAGAIN near 64 MB. */
-#define TCP_FILL                                                                                   \
-    "import socket\n"                                                                              \
+/* ---- the host's socket buffer pools ------------------------------------------
+ * net.ipv4.tcp_mem and udp_mem are each one pool for every network
+ * namespace; past tcp_mem's maximum every TCP socket of the host stalls. A
+ * guest fills sockets of its own loopback without reading: TCP connections
+ * to itself, UDP sockets sent datagrams (their receive queues summed from
+ * /proc/net/udp). A v1 memory cgroup charges none of it unless its kmem.tcp
+ * limit is set (which counts every socket's memory): on main, under --memory
+ * 64m, 150 TCP connections queued 559 MB (a quarter of this host's pool)
+ * and 60 queue ~220 MB; 100 UDP sockets held 795 MB in a plain v1 cgroup.
+ * Now the sandbox's socket buffers stay within its memory limit (v2 charges
+ * them to memory.max; v1: kmem.tcp, also at most 1/32 of tcp_mem). */
+#define SOCKET_FILL                                                                                \
+    "import socket, sys\n"                                                                         \
     "socks, total = [], 0\n"                                                                       \
-    "for i in range(60):\n"                                                                        \
-    "    l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n"                             \
-    "    a = socket.create_connection(l.getsockname()); b, _ = l.accept(); l.close()\n"            \
-    "    a.setblocking(False)\n"                                                                   \
-    "    try:\n"                                                                                   \
-    "        while True: total += a.send(b'x' * 65536)\n"                                          \
-    "    except BlockingIOError: pass\n"                                                           \
+    "for i in range(60 if sys.argv[1] == 'tcp' else 100):\n"                                       \
+    "    if sys.argv[1] == 'tcp':\n"                                                               \
+    "        l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(1)\n"                         \
+    "        a = socket.create_connection(l.getsockname()); b, _ = l.accept(); l.close()\n"        \
+    "        a.setblocking(False)\n"                                                               \
+    "        try:\n"                                                                               \
+    "            while True: total += a.send(b'x' * 65536)\n"                                      \
+    "        except BlockingIOError: pass\n"                                                       \
+    "    else:\n"                                                                                  \
+    "        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); a.bind(('127.0.0.1', 0))\n"     \
+    "        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)\n"                         \
+    "        b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"                               \
+    "        for k in range(400): b.sendto(b'x' * 60000, a.getsockname())\n"                       \
     "    socks.append((a, b))\n"                                                                   \
+    "if sys.argv[1] == 'udp':\n"                                                                   \
+    "    total = sum(int(l.split()[4].split(':')[1], 16) for l in "                                \
+    "open('/proc/net/udp').readlines()[1:])\n"                                                     \
     "print(total >> 20, flush=True)\n"
 
-static void tcp_buffers_under_do(const char *tier)
+static void socket_buffers_under_do(const char *tier, const char *proto)
 {
-    struct run_result r = do_noflags(tier, 120, "--memory", "64m", "--", PY, "-c", TCP_FILL, NULL);
-    cr_assert_eq(r.status, 0, "[%s] the guest did not run: exit %d %s", tier, r.status, r.err);
+    struct run_result r =
+        do_noflags(tier, 120, "--memory", "64m", "--", PY, "-c", SOCKET_FILL, proto, NULL);
+    cr_assert_eq(r.status, 0, "[%s %s] the guest did not run: exit %d %s", tier, proto, r.status,
+                 r.err);
     long mib = last_line(r.out);
-    cr_assert_gt(mib, 0, "[%s] nothing was queued: %s", tier, r.out);
-    cr_log_info("[%s] %ld MiB queued", tier, mib);
+    cr_assert_gt(mib, 0, "[%s %s] nothing was queued: %s", tier, proto, r.out);
+    cr_log_info("[%s %s] %ld MiB queued", tier, proto, mib);
     cr_expect_lt(mib, 128,
-                 "[%s] a guest under --memory 64m queued %ld MiB of TCP buffers on its "
+                 "[%s] a guest under --memory 64m queued %ld MiB of %s buffers on its "
                  "loopback, outside its memory limit",
-                 tier, mib);
+                 tier, mib, proto);
     h_free(&r);
 }
 
-Test(shared_state, tcp_buffers_stay_within_the_memory_limit_kernel, .timeout = 180)
+Test(shared_state, socket_buffers_stay_within_the_memory_limit_kernel, .timeout = 180)
 {
     need_kernel_tier();
-    tcp_buffers_under_do("kernel");
+    socket_buffers_under_do("kernel", "tcp");
+    socket_buffers_under_do("kernel", "udp");
 }
 
-Test(shared_state, tcp_buffers_stay_within_the_memory_limit_container, .timeout = 180)
+Test(shared_state, socket_buffers_stay_within_the_memory_limit_container, .timeout = 180)
 {
-    tcp_buffers_under_do("container");
+    socket_buffers_under_do("container", "tcp");
+    socket_buffers_under_do("container", "udp");
 }
