@@ -588,18 +588,24 @@ static void remove_oci_tmpdir(void)
     remove_tmpdir();
 }
 
-/* run_oci_attack, ending the test (a failure under BULKHEAD_REQUIRE_KERNEL)
- * when the container did not run the attack to its end. */
-static struct run_result run_oci_attack_to_the_end(const char *name, const char *extra_cap)
+/* Ends the test (a failure under BULKHEAD_REQUIRE_KERNEL) when the container
+ * did not run its attack to the end. */
+static void require_oci_attack_done(struct run_result *r)
 {
-    struct run_result r = run_oci_attack("container", name, extra_cap);
-    if (strstr(r.out, "done") == NULL) {
+    if (strstr(r->out, "done") == NULL) {
         char why[320];
-        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
-        h_free(&r);
+        snprintf(why, sizeof(why), "exit %d: %.300s", r->status, r->err);
+        h_free(r);
         remove_oci_tmpdir();
         h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
     }
+}
+
+/* run_oci_attack at the container tier, run to its end. */
+static struct run_result run_oci_attack_to_the_end(const char *name, const char *extra_cap)
+{
+    struct run_result r = run_oci_attack("container", name, extra_cap);
+    require_oci_attack_done(&r);
     return r;
 }
 
@@ -985,13 +991,7 @@ Test(escape, container_guest_with_sys_admin_makes_no_cgroup, .fini = remove_oci_
     snprintf(id, sizeof(id), "escape-cgroups-%d", (int)getpid());
     struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
-    if (strstr(r.out, "done") == NULL) {
-        char why[320];
-        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
-        h_free(&r);
-        remove_oci_tmpdir();
-        h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
-    }
+    require_oci_attack_done(&r);
     cr_log_info("%s", r.out);
     static const char *const names[] = {"cgroup_mkdir", "cgroup_remount_rw", "cgroup2_mount_mkdir",
                                         "cgroup1_memory_mkdir", "cgroup1_named_mkdir"};

@@ -19,6 +19,7 @@
  * does not, and the fresh mounts meet that filter before the cgroup's own
  * ownership (host root's, never delegated). */
 #include <dirent.h>
+#include <linux/magic.h>
 #include <stdbool.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -26,13 +27,6 @@
 #include <unistd.h>
 
 #include "attack.h"
-
-#ifndef CGROUP_SUPER_MAGIC
-#define CGROUP_SUPER_MAGIC 0x27e0eb
-#endif
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
 
 static bool is_cgroupfs(const char *dir)
 {
