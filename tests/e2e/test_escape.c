@@ -1117,3 +1117,38 @@ Test(escape, host_dirty_data_is_not_written_back_by_a_guest, .fini = remove_dirt
         make_tmpdir();
     }
 }
+
+/* Ping sockets' reply queues (attacks/sockq.c): kernel memory no memory
+ * cgroup charges, reachable in an OCI container whose config sets
+ * net.ipv4.ping_group_range, as docker's does. On main, at the container
+ * tier under a 64 MB limit, 30 sockets queued ~240 MiB. Both tiers, the
+ * docker sysctl and a 64 MiB memory limit in the config. */
+Test(escape, ping_socket_queues_stay_out_of_reach, .fini = remove_oci_tmpdir)
+{
+    static const char *const tiers[] = {"container", "kernel"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        char bundle[128], config[160], id[64];
+        oci_attack_bundle(tiers[t], "sockq", "[\"/sockq\", \"128\"]", NULL, bundle);
+        snprintf(config, sizeof(config), "%s/config.json", bundle);
+        json_error_t je;
+        json_t *c = json_load_file(config, 0, &je);
+        cr_assert_not_null(c, "config.json: %s", je.text);
+        json_t *linux_ = json_object_get(c, "linux");
+        json_object_set_new(linux_, "sysctl",
+                            json_pack("{s:s}", "net.ipv4.ping_group_range", "0 2147483647"));
+        json_object_set_new(linux_, "resources",
+                            json_pack("{s:{s:I}}", "memory", "limit", (json_int_t)64 << 20));
+        cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+        json_decref(c);
+        snprintf(id, sizeof(id), "escape-sockq-%s-%d", tiers[t], (int)getpid());
+        struct run_result r;
+        h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
+        require_oci_attack_done(&r);
+        cr_log_info("%s tier: %s", tiers[t], r.out);
+        static const char *const names[] = {"ping_socket_queues"};
+        expect_refused(&r, names, BH_ARRAY_SIZE(names));
+        h_free(&r);
+        remove_oci_tmpdir();
+        make_tmpdir();
+    }
+}
