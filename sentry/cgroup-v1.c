@@ -62,6 +62,30 @@ static int v1_write_memory(struct bh_cgroup *cg, const char *dir, int64_t mem, i
     return cg_write_i64(cg, dir, "memory.limit_in_bytes", mem, err);
 }
 
+/* The host's TCP buffer pool (net.ipv4.tcp_mem, pages) is one for every
+ * network namespace, and a v1 memory cgroup charges nothing to it unless
+ * its kmem.tcp limit is set: one sandbox under a 64 MB limit queued 559 MB
+ * on its own loopback, a quarter of the pool, past which every TCP socket of
+ * the host stalls (the limit counts every socket's memory: UDP's 794 MB of
+ * the host's udp_mem too). So each sandbox may take at most 1/TCP_POOL_SHARE
+ * of the pool, and never more than its memory limit (mem, or none when
+ * <= 0). */
+#define TCP_POOL_SHARE 32
+
+static int v1_tcp_cap(int64_t mem, int64_t *cap, struct bh_error *err)
+{
+    cleanup_free char *s = NULL;
+    if (cg_read("/proc/sys/net/ipv4", "tcp_mem", &s, err) < 0)
+        return bh_error_prefix(err, "the host's TCP buffer pool");
+    unsigned long long low, pressure, max;
+    if (sscanf(s, "%llu %llu %llu", &low, &pressure, &max) != 3 || max == 0)
+        return bh_error_set(err, EINVAL, "cannot read the host's TCP buffer pool from `%s`",
+                            "/proc/sys/net/ipv4/tcp_mem");
+    int64_t share = (int64_t)(max / TCP_POOL_SHARE) * (int64_t)sysconf(_SC_PAGESIZE);
+    *cap = mem > 0 && mem < share ? mem : share;
+    return 0;
+}
+
 static int v1_apply_cpuset(struct bh_cgroup *cg, const struct bh_limits *l, struct bh_error *err)
 {
     if (l->cpuset_cpus[0] == '\0' && l->cpuset_mems[0] == '\0')
@@ -99,6 +123,11 @@ static int v1_apply_memory(struct bh_cgroup *cg, const struct bh_limits *l, stru
         } else if (v1_write_memory(cg, h->dir, mem, memsw, has_memsw, err) < 0) {
             return bh_error_prefix(err, "memory limit");
         }
+        int64_t tcp = 0;
+        if (l->memory_bytes != 0 &&
+            (v1_tcp_cap(mem, &tcp, err) < 0 ||
+             cg_write_i64(cg, h->dir, "memory.kmem.tcp.limit_in_bytes", tcp, err) < 0))
+            return bh_error_prefix(err, "cap of the sandbox's TCP buffers");
     }
     if (l->memory_reservation_bytes != 0) {
         if (cg_need_ctl(cg, CTL_MEMORY, "memory reservation", err) < 0)

@@ -184,6 +184,8 @@ static const struct named constants[] = {
     C(NETLINK_SOCK_DIAG),
     /* socket protocols and options (kernel.policy: socket, setsockopt, getsockopt) */
     C(IPPROTO_IP),
+    C(IPPROTO_ICMP),
+    C(IPPROTO_ICMPV6),
     C(IPPROTO_IPV6),
     C(IPPROTO_TCP),
     C(IPPROTO_UDP),

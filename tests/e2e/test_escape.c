@@ -10,7 +10,10 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 
 #include "attacks/harness.h"
 #include "cleanup.h"
@@ -585,18 +588,24 @@ static void remove_oci_tmpdir(void)
     remove_tmpdir();
 }
 
-/* run_oci_attack, ending the test (a failure under BULKHEAD_REQUIRE_KERNEL)
- * when the container did not run the attack to its end. */
-static struct run_result run_oci_attack_to_the_end(const char *name, const char *extra_cap)
+/* Ends the test (a failure under BULKHEAD_REQUIRE_KERNEL) when the container
+ * did not run its attack to the end. */
+static void require_oci_attack_done(struct run_result *r)
 {
-    struct run_result r = run_oci_attack("container", name, extra_cap);
-    if (strstr(r.out, "done") == NULL) {
+    if (strstr(r->out, "done") == NULL) {
         char why[320];
-        snprintf(why, sizeof(why), "exit %d: %.300s", r.status, r.err);
-        h_free(&r);
+        snprintf(why, sizeof(why), "exit %d: %.300s", r->status, r->err);
+        h_free(r);
         remove_oci_tmpdir();
         h_skip_kernel("the container tier did not run the OCI bundle (%s)", why);
     }
+}
+
+/* run_oci_attack at the container tier, run to its end. */
+static struct run_result run_oci_attack_to_the_end(const char *name, const char *extra_cap)
+{
+    struct run_result r = run_oci_attack("container", name, extra_cap);
+    require_oci_attack_done(&r);
     return r;
 }
 
@@ -925,4 +934,221 @@ Test(escape, sigio_from_a_host_reader_does_not_reach_the_sentry)
         }
     free(bh);
     free(bin);
+}
+
+/* Cgroups are the way to the host's id pools (a css id per controller, a
+ * memcg id of 65535 for the whole host, kept by dying cgroups while their
+ * page cache is charged): attacks/cgroups.c. The guest gets the most a
+ * container-tier operator can grant short of --privileged: CAP_SYS_ADMIN, a
+ * seccomp profile that allows every call (mount included), its own cgroup
+ * namespace and a cgroup mount asked read-write. No cgroup may be made:
+ * the config's mount stays read-only, and fresh v1 or v2 mounts show the
+ * container's own cgroup, which is host root's and not delegated. */
+Test(escape, container_guest_with_sys_admin_makes_no_cgroup, .fini = remove_oci_tmpdir)
+{
+    char bundle[128], config[160];
+    oci_attack_bundle("container", "cgroups", "[\"/cgroups\"]", "CAP_SYS_ADMIN", bundle);
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    json_error_t je;
+    json_t *c = json_load_file(config, 0, &je);
+    cr_assert_not_null(c, "config.json: %s", je.text);
+    json_t *linux_ = json_object_get(c, "linux");
+    json_object_set_new(linux_, "seccomp", json_pack("{s:s}", "defaultAction", "SCMP_ACT_ALLOW"));
+    json_t *nss = json_object_get(linux_, "namespaces");
+    bool has_cgroupns = false;
+    for (size_t i = 0; i < json_array_size(nss); i++)
+        has_cgroupns = has_cgroupns ||
+                       strcmp(json_string_value(json_object_get(json_array_get(nss, i), "type")),
+                              "cgroup") == 0;
+    if (!has_cgroupns)
+        json_array_append_new(nss, json_pack("{s:s}", "type", "cgroup"));
+    json_t *mounts = json_object_get(c, "mounts");
+    bool has_cgroup_mount = false;
+    for (size_t i = 0; i < json_array_size(mounts); i++) {
+        json_t *m = json_array_get(mounts, i);
+        if (strcmp(json_string_value(json_object_get(m, "destination")), "/sys/fs/cgroup") == 0) {
+            json_object_set_new(m, "options",
+                                json_pack("[s,s,s,s]", "nosuid", "noexec", "nodev", "rw"));
+            has_cgroup_mount = true;
+        }
+    }
+    if (!has_cgroup_mount)
+        json_array_append_new(mounts,
+                              json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination",
+                                        "/sys/fs/cgroup", "type", "cgroup", "source", "cgroup",
+                                        "options", "nosuid", "noexec", "nodev", "rw"));
+    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+    json_decref(c);
+    /* the root is read-only: the fresh mounts' points are made here */
+    static const char *const points[] = {"cgroup2_mount_mkdir", "cgroup1_memory_mkdir",
+                                         "cgroup1_named_mkdir"};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(points); i++) {
+        char p[256];
+        snprintf(p, sizeof(p), "%s/rootfs/tmp/%s", bundle, points[i]);
+        cr_assert_eq(mkdir(p, 0700), 0, "mkdir %s: %s", p, strerror(errno));
+    }
+    char id[64];
+    snprintf(id, sizeof(id), "escape-cgroups-%d", (int)getpid());
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
+    require_oci_attack_done(&r);
+    cr_log_info("%s", r.out);
+    static const char *const names[] = {"cgroup_mkdir", "cgroup_remount_rw", "cgroup2_mount_mkdir",
+                                        "cgroup1_memory_mkdir", "cgroup1_named_mkdir"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* cachestat(2) (Linux 6.5); the headers of this libc may not have it. */
+struct host_cachestat_range {
+    uint64_t off, len;
+};
+struct host_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* Dirty (or under writeback) pages of fd's file, as the host sees them. */
+static long host_dirty_pages(int fd)
+{
+    struct host_cachestat_range range = {0, 0};
+    struct host_cachestat cs;
+    cr_assert_eq(syscall(451, fd, &range, &cs, 0), 0, "cachestat: %s", strerror(errno));
+    return (long)(cs.nr_dirty + cs.nr_writeback);
+}
+
+static char dirty_path[64];
+
+static void remove_dirty_file(void)
+{
+    if (dirty_path[0] != '\0')
+        unlink(dirty_path);
+    dirty_path[0] = '\0';
+    remove_oci_tmpdir();
+}
+
+/* 8 MiB written by the host and left dirty, on the host's disk (not a tmpfs,
+ * whose pages no sync writes back). Far below the host's dirty thresholds
+ * and written just now, so the kernel's flusher leaves it for 30 s
+ * (dirty_expire_centisecs) unless someone syncs. */
+static int host_dirty_file(void)
+{
+    snprintf(dirty_path, sizeof(dirty_path), "/var/tmp/bh-escape-dirty-%d", (int)getpid());
+    int fd = open(dirty_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0, "open %s: %s", dirty_path, strerror(errno));
+    struct statfs sf;
+    cr_assert_eq(fstatfs(fd, &sf), 0);
+    if (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC) {
+        close(fd);
+        h_skip_kernel("/var/tmp is a tmpfs here: no dirty data to write back");
+    }
+    char buf[65536];
+    memset(buf, 'd', sizeof(buf));
+    for (int i = 0; i < 128; i++)
+        cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+    cr_assert_gt(host_dirty_pages(fd), 0, "no dirty page right after writing %s", dirty_path);
+    return fd;
+}
+
+/* Judges one run of attacks/flush.c: the host's file is still dirty, and
+ * sync() was refused. When the data is clean, a control (the file dirtied
+ * again and left alone a few seconds) tells the guest's doing from the
+ * host's own flusher (the host past its dirty thresholds), which fails the
+ * test as unable to judge rather than as an escape. */
+static void expect_still_dirty(int fd, const char *where, const char *attempt,
+                               const struct run_result *r)
+{
+    cr_assert(strstr(r->out, "\ndone\n") != NULL, "%s: the attack did not finish (exit %d): %s%s",
+              where, r->status, r->out, r->err);
+    cr_assert(strstr(r->out, " inconclusive ") == NULL, "%s: %s", where, r->out);
+    if (strcmp(attempt, "sync_all") == 0) {
+        char line[640];
+        const char *v = h_verdict(r->out, attempt, line, sizeof(line));
+        cr_expect(v != NULL && strncmp(v, "refused ", 8) == 0, "%s: %s", where, line);
+    }
+    if (host_dirty_pages(fd) > 0)
+        return;
+    /* control: the same file dirtied again, left alone as long as a run */
+    char buf[65536];
+    memset(buf, 'c', sizeof(buf));
+    for (int i = 0; i < 128; i++)
+        cr_assert_eq(pwrite(fd, buf, sizeof(buf), (off_t)i * (off_t)sizeof(buf)),
+                     (ssize_t)sizeof(buf));
+    sleep(3);
+    cr_assert_gt(host_dirty_pages(fd), 0,
+                 "%s, %s: cannot judge: the host's own flusher wrote %s back within 3 s", where,
+                 attempt, dirty_path);
+    cr_expect_fail("%s, %s: the guest wrote back the host's dirty data (8 MiB of %s)\n%s", where,
+                   attempt, dirty_path, r->out);
+}
+
+/* sync(2) is host-wide: attacks/flush.c. In `bulkhead do` at both tiers
+ * (sync and syncfs of every mount it sees) and in OCI containers at both
+ * tiers, whose rootfs is on the host's disk (sync only: syncfs there is the
+ * container's own filesystem, which it may sync, as fsync). */
+Test(escape, host_dirty_data_is_not_written_back_by_a_guest, .fini = remove_dirty_file)
+{
+    require_kernel_tier();
+    static const char *const tiers[] = {"kernel", "container"};
+    static const char *const attempts[] = {"sync_all", "syncfs_mounts"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++)
+        for (size_t a = 0; a < BH_ARRAY_SIZE(attempts); a++) {
+            int fd = host_dirty_file();
+            char *args[] = {(char *)attempts[a], NULL};
+            struct run_result r = run_attack_in(tiers[t], "flush", args);
+            char where[64];
+            snprintf(where, sizeof(where), "bulkhead do --tier %s", tiers[t]);
+            expect_still_dirty(fd, where, attempts[a], &r);
+            h_free(&r);
+            close(fd);
+        }
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        char bundle[128], id[64];
+        oci_attack_bundle(tiers[t], "flush", "[\"/flush\", \"sync_all\"]", NULL, bundle);
+        snprintf(id, sizeof(id), "escape-flush-%s-%d", tiers[t], (int)getpid());
+        int fd = host_dirty_file();
+        struct run_result r;
+        h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
+        char where[64];
+        snprintf(where, sizeof(where), "an OCI container, %s tier", tiers[t]);
+        expect_still_dirty(fd, where, "sync_all", &r);
+        h_free(&r);
+        close(fd);
+        remove_oci_tmpdir();
+        make_tmpdir();
+    }
+}
+
+/* Ping sockets' reply queues (attacks/sockq.c): kernel memory no memory
+ * cgroup charges, reachable in an OCI container whose config sets
+ * net.ipv4.ping_group_range, as docker's does. On main, at the container
+ * tier under a 64 MB limit, 30 sockets queued ~240 MiB. Both tiers, the
+ * docker sysctl and a 64 MiB memory limit in the config. */
+Test(escape, ping_socket_queues_stay_out_of_reach, .fini = remove_oci_tmpdir)
+{
+    static const char *const tiers[] = {"container", "kernel"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        char bundle[128], config[160], id[64];
+        oci_attack_bundle(tiers[t], "sockq", "[\"/sockq\", \"128\"]", NULL, bundle);
+        snprintf(config, sizeof(config), "%s/config.json", bundle);
+        json_error_t je;
+        json_t *c = json_load_file(config, 0, &je);
+        cr_assert_not_null(c, "config.json: %s", je.text);
+        json_t *linux_ = json_object_get(c, "linux");
+        json_object_set_new(linux_, "sysctl",
+                            json_pack("{s:s}", "net.ipv4.ping_group_range", "0 2147483647"));
+        json_object_set_new(linux_, "resources",
+                            json_pack("{s:{s:I}}", "memory", "limit", (json_int_t)64 << 20));
+        cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+        json_decref(c);
+        snprintf(id, sizeof(id), "escape-sockq-%s-%d", tiers[t], (int)getpid());
+        struct run_result r;
+        h_bulkhead_in(tmpdir, (const char *const[]){"run", "--bundle", bundle, id, NULL}, 120, &r);
+        require_oci_attack_done(&r);
+        cr_log_info("%s tier: %s", tiers[t], r.out);
+        static const char *const names[] = {"ping_socket_queues"};
+        expect_refused(&r, names, BH_ARRAY_SIZE(names));
+        h_free(&r);
+        remove_oci_tmpdir();
+        make_tmpdir();
+    }
 }

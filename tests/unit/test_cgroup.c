@@ -320,6 +320,16 @@ Test(cgroup_fake, v1_combined_cpu_mount_cpuset_and_memsw)
     const char *mem = bh_cgroup_dir(live_cg, "memory");
     cr_assert_str_eq(get(mem, "memory.limit_in_bytes"), "67108864");
     cr_assert_str_eq(get(mem, "memory.memsw.limit_in_bytes"), "67108864");
+    /* TCP buffers: the memory limit, at most 1/32 of the host's tcp_mem */
+    unsigned long long lo, pr, max;
+    FILE *tm = fopen("/proc/sys/net/ipv4/tcp_mem", "re");
+    cr_assert_not_null(tm);
+    cr_assert_eq(fscanf(tm, "%llu %llu %llu", &lo, &pr, &max), 3);
+    fclose(tm);
+    long long share = (long long)(max / 32) * sysconf(_SC_PAGESIZE);
+    char tcp[32];
+    snprintf(tcp, sizeof(tcp), "%lld", share < 64 * MiB ? share : 64 * MiB);
+    cr_assert_str_eq(get(mem, "memory.kmem.tcp.limit_in_bytes"), tcp);
     cr_assert_str_eq(get(bh_cgroup_dir(live_cg, "pids"), "pids.max"), "10");
     /* cpusets copied at every level, else attach would fail with ENOSPC. */
     const char *cs = bh_cgroup_dir(live_cg, "cpuset");

@@ -1001,8 +1001,11 @@ static int container_checks(struct child_ctx *ctx)
     EXPECT_OK(getpid());
     cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     EXPECT_OK(s);
-    cleanup_close int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0 /* NETLINK_ROUTE */);
-    EXPECT_OK(nl);
+    /* netlink replies are memory no cgroup charges: refused, route too */
+    EXPECT_ERRNO(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0 /* NETLINK_ROUTE */), EPERM);
+    /* so are ping sockets' reply queues */
+    EXPECT_ERRNO(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP), EPERM);
+    EXPECT_ERRNO(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMPV6), EPERM);
     /* TIOCSTI refused (also with bits above 32 the kernel ignores), TCGETS allowed. */
     int pty = ctx->pty;
     EXPECT_OK(pty);
