@@ -278,20 +278,30 @@ static pid_t start_host_counter(const char *counter_path)
     return pid;
 }
 
+/* A regular file's text (CRIU's logs, the counter), "" when it is missing. */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return strdup("");
-    char *text = NULL;
-    size_t size = 0;
-    ssize_t n = getdelim(&text, &size, '\0', f);
-    fclose(f);
-    if (n < 0) {
-        free(text);
-        return strdup("");
-    }
+    char *text = h_read_fd(fd);
+    close(fd);
     return text;
+}
+
+/* Runs CRIU with its log in DIR/LOG_NAME: the exit code, and the log. */
+static int run_criu(char *const argv[], const char *dir, const char *log_name, char **log)
+{
+    struct run_result r = h_run(argv, NULL, NULL, 60);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/%s", dir, log_name);
+    char *text = read_text(path);
+    if (asprintf(log, "%s\n%s", r.err, text) < 0)
+        *log = NULL;
+    free(text);
+    int status = r.status;
+    h_free(&r);
+    return status;
 }
 
 /* The control: this CRIU dumps a plain host process and restores it with
@@ -309,28 +319,22 @@ Test(checkpoint, private_criu_dumps_and_restores_a_host_python_process)
     pid_t pid = start_host_counter(counter_path);
     char pid_s[16];
     snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
-    struct run_result r = h_run(
+    char *log;
+    int rc = run_criu(
         (char *const[]){(char *)criu, "dump", "-t", pid_s, "-D", images, "-o", "dump.log", NULL},
-        NULL, NULL, 60);
-    int status;
-    if (r.status != 0)
+        images, "dump.log", &log);
+    if (rc != 0)
         kill(pid, SIGKILL);
+    int status;
     waitpid(pid, &status, 0); /* its pid must be free for the restore */
-    char log[400];
-    snprintf(log, sizeof(log), "%s/dump.log", images);
-    char *dump_log = read_text(log);
-    cr_assert_eq(r.status, 0, "criu dump: %s\n%s", r.err, dump_log);
-    free(dump_log);
-    h_free(&r);
+    cr_assert_eq(rc, 0, "criu dump: %s", log);
+    free(log);
     long at_dump = read_long(counter_path);
-    r = h_run((char *const[]){(char *)criu, "restore", "-d", "-D", images, "-o", "restore.log",
-                              "--pidfile", pidfile, NULL},
-              NULL, NULL, 60);
-    snprintf(log, sizeof(log), "%s/restore.log", images);
-    char *restore_log = read_text(log);
-    cr_assert_eq(r.status, 0, "criu restore: %s\n%s", r.err, restore_log);
-    free(restore_log);
-    h_free(&r);
+    rc = run_criu((char *const[]){(char *)criu, "restore", "-d", "-D", images, "-o", "restore.log",
+                                  "--pidfile", pidfile, NULL},
+                  images, "restore.log", &log);
+    cr_assert_eq(rc, 0, "criu restore: %s", log);
+    free(log);
     long restored = read_long(pidfile);
     long after = at_dump;
     for (int i = 0; i < 200 && (after = read_long(counter_path)) <= at_dump + 2; i++)
@@ -363,10 +367,8 @@ Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
     long sentry_pid = atol(strchr(sentry, ':') + 1);
     char path[300];
     snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", sentry_pid, sentry_pid);
-    char *children = read_text(path);
-    long guest = atol(children);
-    cr_assert_gt(guest, 0, "no guest under sentry %ld: `%s`", sentry_pid, children);
-    free(children);
+    long guest = read_long(path);
+    cr_assert_gt(guest, 0, "no guest under sentry %ld", sentry_pid);
     char *argv[64] = {(char *)criu, "dump", "--leave-running", "-t", NULL, "-D",
                       NULL,         "-o",   "dump.log"};
     int argc = 9;
@@ -380,7 +382,7 @@ Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
     snprintf(path, sizeof(path), "/proc/%ld/mountinfo", guest);
     FILE *mi = fopen(path, "re");
     cr_assert_not_null(mi, "%s: %s", path, strerror(errno));
-    char line[1024], root[512], point[512], log_path[400];
+    char line[1024], root[512], point[512];
     static char ext[24][600];
     int n_ext = 0;
     for (bool first = true; fgets(line, sizeof(line), mi) != NULL; first = false) {
@@ -393,19 +395,21 @@ Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
     }
     fclose(mi);
     argv[argc] = NULL;
-    struct run_result r = h_run(argv, NULL, NULL, 60);
-    snprintf(log_path, sizeof(log_path), "%s/dump.log", images);
-    char *log = read_text(log_path);
-    cr_expect_neq(r.status, 0, "CRIU dumped a container-tier guest: the Landlock scope is gone");
+    char *log;
+    int rc = run_criu(argv, images, "dump.log", &log);
+    cr_expect_neq(rc, 0, "CRIU dumped a container-tier guest: the Landlock scope is gone");
     cr_expect(strstr(log, "Unable to connect a transport socket: Operation not permitted") != NULL,
               "the dump failed elsewhere than at the parasite's socket:\n%s", log);
     free(log);
-    h_free(&r);
     /* The guest is as it was: same pid, not traced, still counting. */
     snprintf(path, sizeof(path), "/proc/%ld/status", guest);
-    char *st = read_text(path);
-    cr_expect(strstr(st, "TracerPid:\t0\n") != NULL, "the guest is left traced:\n%s", st);
-    free(st);
+    FILE *st = fopen(path, "re");
+    cr_assert_not_null(st, "the guest %ld is gone: %s", guest, strerror(errno));
+    long tracer = -1;
+    while (fgets(line, sizeof(line), st) != NULL && sscanf(line, "TracerPid: %ld", &tracer) != 1)
+        ;
+    fclose(st);
+    cr_expect_eq(tracer, 0, "the guest is left traced by %ld", tracer);
     char *status = state_field("\"status\"");
     cr_expect(strstr(status, "running") != NULL, "%s", status);
     free(status);
