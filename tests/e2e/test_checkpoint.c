@@ -351,17 +351,17 @@ Test(checkpoint, private_criu_dumps_and_restores_a_host_python_process)
     free(text);
 }
 
-/* The refusal's reason, measured: CRIU's parasite, injected into a
- * container-tier guest, cannot connect to CRIU's abstract socket (the
- * guest's Landlock domain scopes abstract sockets), so the dump fails and
- * the guest runs on, untraced, with its state. The bind mounts bulkhead
- * makes are passed as external, as runc passes its own, so that the dump
- * gets as far as the parasite. If this ever dumps, the scope is gone and the
- * refusal's text is wrong: both must be looked at. */
-Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
+/* The refusal's reason, measured: CRIU's parasite, injected into a guest,
+ * cannot connect to CRIU's abstract socket (the guest's Landlock domain, at
+ * either tier, scopes abstract sockets), so the dump fails and the guest
+ * runs on, untraced, with its state. The bind mounts bulkhead makes are
+ * passed as external, as runc passes its own, so that the dump gets as far
+ * as the parasite. If this ever dumps, the scope is gone and the refusal's
+ * text is wrong: both must be looked at. */
+static void criu_cannot_dump_a_guest(const char *tier)
 {
     const char *criu = criu_path();
-    start_counter("container");
+    start_counter(tier);
     long before = counter();
     char *sentry = state_field("\"pid\"");
     long sentry_pid = atol(strchr(sentry, ':') + 1);
@@ -397,7 +397,7 @@ Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
     argv[argc] = NULL;
     char *log;
     int rc = run_criu(argv, images, "dump.log", &log);
-    cr_expect_neq(rc, 0, "CRIU dumped a container-tier guest: the Landlock scope is gone");
+    cr_expect_neq(rc, 0, "CRIU dumped a %s-tier guest: the Landlock scope is gone", tier);
     cr_expect(strstr(log, "Unable to connect a transport socket: Operation not permitted") != NULL,
               "the dump failed elsewhere than at the parasite's socket:\n%s", log);
     free(log);
@@ -418,4 +418,15 @@ Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
         usleep(20000);
     cr_expect_gt(after, before, "the guest's counter stopped at %ld", before);
     free(sentry);
+}
+
+Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
+{
+    criu_cannot_dump_a_guest("container");
+}
+
+Test(checkpoint, private_criu_cannot_dump_a_kernel_tier_guest)
+{
+    h_require_kernel_tier();
+    criu_cannot_dump_a_guest("kernel");
 }
