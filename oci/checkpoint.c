@@ -10,20 +10,30 @@
  *   filter, so restored guests would have no broker: every brokered syscall
  *   would fail, or the filter would have to be dropped.
  * - container tier: every guest runs in a Landlock domain (part of the
- *   tier, see the README's table). The kernel offers no way to read a
- *   process's Landlock rules, so CRIU cannot restore them, and a restored
- *   guest would silently run without that layer. Its filter also sends
- *   io_setup to the sentry (the per-sandbox AIO cap, sentry/aio-cap.c)
- *   through a notification listener, which CRIU cannot dump either, so a
- *   restored guest would lose that cap too. A restore that loses a
- *   layer is a restore to a lower tier, which bulkhead never does without
- *   saying so; it refuses instead (fail closed).
- * The CRIU in Debian bookworm (3.17.1) does not start on kernels whose vDSO
- * layout it does not know (6.18 here maps [vvar], [vvar_vclock] and [vdso]:
- * its kernel-feature detection stops at "Unexpected rt vDSO area bounds",
- * so `criu check`, a `criu dump` of a plain host process and runc's own
- * checkpoint tests all fail), so nothing beyond the refusal could be
- * verified on such a host either. */
+ *   tier, see the README's table). Measured with CRIU 4.1.1 (Debian
+ *   trixie's, tests/deps-criu; its `criu check` passes on kernel 6.18):
+ *   - dump: CRIU injects its parasite code into the guest, which must then
+ *     connect to CRIU's abstract unix socket. The guest's domain scopes
+ *     abstract sockets (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, ABI 6): a
+ *     connect from inside to a socket made outside is refused, so the dump
+ *     stops at "Unable to connect a transport socket: Operation not
+ *     permitted" and the guest runs on untouched. The scope is the wall
+ *     that keeps guests off the host's abstract sockets; lifting it for
+ *     CRIU would lift it for every guest.
+ *   - restore: CRIU 4.1.1 has no Landlock support at all (its images carry
+ *     no Landlock state; the kernel cannot report a process's rules), so a
+ *     restored guest would run without that layer.
+ *   Its filter also sends io_setup to the sentry (the per-sandbox AIO cap,
+ *   sentry/aio-cap.c) through a notification listener, which CRIU can
+ *   neither dump nor re-create (a restored notify filter has no listener).
+ *   A restore that loses a layer is a restore to a lower tier, which
+ *   bulkhead never does; it refuses instead (fail closed).
+ * Facts of this machine that bear on any CRIU here, runc's too: criu waits
+ * forever for a hardware breakpoint a PVM guest never fires (CRIU_FAULT=130
+ * turns them off: tests/deps-criu's wrapper sets it), and the kernel has no
+ * soft-dirty tracking (`criu check --feature mem_dirty_track` fails), so no
+ * --pre-dump works. Bookworm's CRIU 3.17.1 does not start at all on 6.18
+ * ("Unexpected rt vDSO area bounds": [vvar], [vvar_vclock], [vdso]). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,13 +44,15 @@
 #include "oci-internal.h"
 
 static const char *const lost_layer[] = {
-    [BH_TIER_CONTAINER] = "its guests' Landlock domains (the kernel cannot report a process's "
-                          "Landlock rules, so CRIU cannot restore them and the restored guests "
-                          "would run without that layer of the container tier), and the "
-                          "sentry's notification listener that caps the sandbox's Linux AIO "
-                          "contexts (CRIU can neither dump nor re-create it)",
+    [BH_TIER_CONTAINER] =
+        "its guests' Landlock domains (CRIU 4.1.1 cannot dump a guest: the domain's "
+        "abstract-socket scope refuses its parasite's connection to CRIU, EPERM; nor restore "
+        "one: CRIU has no Landlock support, so restored guests would run without that layer of "
+        "the container tier), and the sentry's notification listener that caps the sandbox's "
+        "Linux AIO contexts (CRIU can neither dump nor re-create it)",
     [BH_TIER_KERNEL] = "the sentry's seccomp notification listeners (CRIU can neither dump nor "
-                       "re-create them, so the restored guests would have no syscall broker)",
+                       "re-create them, so the restored guests would have no syscall broker), "
+                       "and its guests' Landlock domains (as at the container tier)",
 };
 
 /* runc's checks of --parent-path, made before anything else (scripts and
