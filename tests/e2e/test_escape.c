@@ -171,23 +171,29 @@ Test(escape, sentry_and_runtime_binaries)
     free(bh);
 }
 
-Test(escape, path_tricks_and_writes_to_proc_sys)
+/* A host secret where no sandbox layout mounts anything: dir (a mkdtemp
+ * template) gets a file "secret" (its path in path) holding a random token. */
+static void make_host_secret(char *dir, char *path, size_t path_size, char token[33])
 {
-    require_kernel_tier();
-    /* A host secret where no sandbox layout mounts anything. */
-    char dir[] = "/run/bh-escape-secret-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     chmod(dir, 0755);
-    char path[128], token[33];
     uint8_t raw[16];
     cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
     bh_hex(raw, sizeof(raw), token);
-    snprintf(path, sizeof(path), "%s/secret", dir);
+    snprintf(path, path_size, "%s/secret", dir);
     FILE *f = fopen(path, "we");
     cr_assert_not_null(f);
     fputs(token, f);
     fclose(f);
     chmod(path, 0644);
+}
+
+Test(escape, path_tricks_and_writes_to_proc_sys)
+{
+    require_kernel_tier();
+    char dir[] = "/run/bh-escape-secret-XXXXXX";
+    char path[128], token[33];
+    make_host_secret(dir, path, sizeof(path), token);
 
     static const char *const names[] = {
         "direct",
@@ -457,6 +463,49 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
         cr_expect(access(dir, F_OK) < 0, "cgroup %s is left behind", dir);
     }
     free(bh);
+}
+
+/* The broker's parent-directory cache (sentry/broker-fs.c) against a
+ * second guest process that renames the cached directory away, puts
+ * symlinks out of the sandbox in its place (to "/", the sentry's
+ * /proc/1/root and cwd, /proc/self/root, ".." far above), removes it, and
+ * moves its parent, while the first creates, opens, stats and removes names
+ * in it. Judged from the host too: the secret unread and unchanged, and no
+ * name with the token anywhere the host shows outside the sandbox. */
+Test(escape, dircache_rename_race)
+{
+    require_kernel_tier();
+    char dir[] = "/run/bh-escape-dircache-XXXXXX";
+    char path[128], text[33], token[33];
+    make_host_secret(dir, path, sizeof(path), text);
+    uint8_t raw[16];
+    cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
+    bh_hex(raw, sizeof(raw), token);
+    char *args[] = {path, text, token, "3", NULL};
+    struct run_result r = run_attack("dircache", args);
+    char cwd[PATH_MAX];
+    cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
+    const char *places[] = {"/", "/tmp", "/run", "/root", "/var/tmp", "/dev/shm", dir, cwd};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(places); i++) {
+        DIR *d = opendir(places[i]);
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL)
+            cr_expect(strncmp(de->d_name, token, strlen(token)) != 0,
+                      "%s/%s was made on the host by the guest", places[i], de->d_name);
+        if (d != NULL)
+            closedir(d);
+    }
+    int sfd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(sfd, 0, "open %s", path);
+    char *now = h_read_fd(sfd);
+    close(sfd);
+    cr_expect_str_eq(now, text, "the host secret changed");
+    free(now);
+    unlink(path);
+    rmdir(dir);
+    static const char *const names[] = {"dircache_race"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
 }
 
 /* fstat() of a held fd is direct (kernel.policy): a guest that races the ""
