@@ -295,14 +295,22 @@ static void finish_guest(struct guest *g)
  * multi-threaded process can leave an allocator lock held in the child
  * (seen as a deadlock under AddressSanitizer). Its notified calls simply
  * wait until the broker serves its listener. */
-static void run_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+static void run_guest_stats(const struct guest_opts *o, guest_fn fn, void *arg,
+                            struct bh_broker_stats *st)
 {
     struct guest g = spawn_guest(o, fn, arg);
     struct bh_broker *b = start_broker();
     struct bh_error err = {0};
     cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
     finish_guest(&g);
+    if (st != NULL)
+        bh_broker_get_stats(b, st);
     bh_broker_free(b);
+}
+
+static void run_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+{
+    run_guest_stats(o, fn, arg, NULL);
 }
 
 static const int open_calls[] = {SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(openat2)};
@@ -1571,14 +1579,8 @@ static void g_dir_loop(void *arg)
 
 static unsigned long dir_loop_hits(void)
 {
-    struct guest g = spawn_guest(&dir_cache_opts, g_dir_loop, NULL);
-    struct bh_broker *b = start_broker();
-    struct bh_error err = {0};
-    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
-    finish_guest(&g);
     struct bh_broker_stats st;
-    bh_broker_get_stats(b, &st);
-    bh_broker_free(b);
+    run_guest_stats(&dir_cache_opts, g_dir_loop, NULL, &st);
     char p[512];
     snprintf(p, sizeof(p), "%s/d/f0", root);
     cr_expect(access(p, F_OK) < 0, "%s is left", p);
@@ -1691,14 +1693,8 @@ static void g_dir_fchmod(void *arg)
 Test(broker, fchmod_of_a_directory_drops_the_cache, .fini = unmount_tmpfs_root)
 {
     mount_tmpfs_root(false);
-    struct guest g = spawn_guest(&dir_cache_opts, g_dir_fchmod, NULL);
-    struct bh_broker *b = start_broker();
-    struct bh_error err = {0};
-    cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
-    finish_guest(&g);
     struct bh_broker_stats st;
-    bh_broker_get_stats(b, &st);
-    bh_broker_free(b);
+    run_guest_stats(&dir_cache_opts, g_dir_fchmod, NULL, &st);
     cr_expect_eq(st.dir_cache_hits, 3, "%lu creates answered from the cache, expected 3 (2, 3, 5)",
                  st.dir_cache_hits);
 }
