@@ -70,7 +70,8 @@
  * openat2, read, pread64, close, fstat, newfstatat, statx, fstatfs,
  * readlinkat, faccessat2, mkdirat, mknodat, unlinkat, renameat2, symlinkat,
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
- * umask, fchdir,
+ * umask, fchdir, statmount and fcntl (F_DUPFD_CLOEXEC; the parent-directory
+ * cache),
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
  * write (debug log), madvise, exit, clock_gettime (vDSO; the alive window),
  * and at start sched_getaffinity (sysconf of the CPU count).
