@@ -691,6 +691,182 @@ static int slow_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t
     return rc;
 }
 
+/* ---- the parent-directory cache ---------------------------------------- */
+
+static bool has_dotdot(const char *p)
+{
+    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
+        if ((c == p || c[-1] == '/') && (c[2] == '/' || c[2] == '\0'))
+            return true;
+    return false;
+}
+
+/* Each worker keeps an O_PATH fd of the directory its last plain lookups
+ * resolved in, so that the next create, open, stat or unlink there walks
+ * one component instead of the whole path (sentry/README.md, "The
+ * parent-directory cache", has the reasoning). An entry is used only while
+ *  - its path string is the parent of the call's path, which like the
+ *    entry's is plain: absolute in the guest's view after the cwd is
+ *    joined, no "..", not under /proc or /sys, and the broker saw no special
+ *    filesystem mounted elsewhere (plain_paths): the same conditions under
+ *    which a fresh walk's result is taken as landing where the path says;
+ *  - no brokered call has since changed which directory a path names or
+ *    who may search it (names_gen: rename, rmdir, chmod, chown, all brokered
+ *    at the kernel tier, fchmod and fchown included); the guest has no
+ *    other way to change them (mount, bind mounts and the xattr calls that
+ *    set ACLs are refused);
+ *  - the worker runs under the ids it was filled under (bh_worker_ids_epoch):
+ *    the walk it skips checked search permission on every ancestor for them;
+ *  - the directory lies on a tmpfs mounted whole (mount root = the
+ *    filesystem's root) at or below the guest's root, so that no rename by
+ *    anyone (the host, another sandbox that shares the filesystem) can take
+ *    it anywhere the guest's root does not reach: a tree shared with the
+ *    host or bound from a part of a filesystem is never cached.
+ * An entry is filled only for a parent seen twice in a row with nothing
+ * changed in between, so a call in a new directory pays no extra syscall. */
+struct dir_cache {
+    char path[PATH_MAX]; /* the parent, as the guest's path spelled it */
+    size_t len;          /* 0: empty */
+    int fd;              /* O_PATH on it; -1: seen once, not opened */
+    bool unusable;       /* not cacheable (not a whole tmpfs in the root) */
+    uint64_t gen, epoch;
+    uint64_t mnt_id; /* the last mount judged, and the verdict */
+    bool mnt_ok;
+};
+static __thread struct dir_cache dcache = {.fd = -1};
+
+void bh_dir_cache_drop(void)
+{
+    if (dcache.fd >= 0)
+        close(dcache.fd);
+    dcache.fd = -1;
+    dcache.len = 0;
+}
+
+/* Around a call that changes names or search rights: before it, so that no
+ * lookup from then on trusts an entry; after it, so that an entry filled
+ * while it ran is not trusted either. */
+static void names_changing(struct bh_broker *b)
+{
+    atomic_fetch_add(&b->names_gen, 1);
+}
+
+/* The mount of fd shows a whole tmpfs and is mounted at or below the root. */
+static bool whole_tmpfs_in_root(struct bh_broker *b, int fd)
+{
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC)
+        return false;
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID_UNIQUE, &stx) < 0 ||
+        !(stx.stx_mask & STATX_MNT_ID_UNIQUE))
+        return false;
+    if (stx.stx_mnt_id == dcache.mnt_id && dcache.mnt_id != 0)
+        return dcache.mnt_ok;
+    union {
+        struct statmount sm;
+        char buf[sizeof(struct statmount) + 2 * PATH_MAX];
+    } u;
+    struct mnt_id_req req = {.size = sizeof(req),
+                             .mnt_id = stx.stx_mnt_id,
+                             .param = STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT};
+    bool ok = false;
+    if (syscall(SYS_statmount, &req, &u.sm, sizeof(u), 0) == 0 &&
+        (u.sm.mask & (STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT)) ==
+            (STATMOUNT_MNT_ROOT | STATMOUNT_MNT_POINT)) {
+        const char *root = u.sm.str + u.sm.mnt_root, *point = u.sm.str + u.sm.mnt_point;
+        ok = strcmp(root, "/") == 0 &&
+             (b->root_len == 0 || (strncmp(point, b->root_path, b->root_len) == 0 &&
+                                   (point[b->root_len] == '/' || point[b->root_len] == '\0')));
+    }
+    dcache.mnt_id = stx.stx_mnt_id;
+    dcache.mnt_ok = ok;
+    return ok;
+}
+
+/* Where abs's last component starts, or 0 when abs does not qualify (not a
+ * plain absolute path, or its last name is empty, "." or ".."). */
+static size_t last_name_at(struct bh_req *r, const char *abs)
+{
+    if (!r->b->plain_paths || abs[0] != '/' || starts_with_dir(abs, "proc") ||
+        starts_with_dir(abs, "sys") || has_dotdot(abs))
+        return 0;
+    const char *slash = strrchr(abs, '/');
+    const char *last = slash + 1;
+    if (last[0] == '\0' || strcmp(last, ".") == 0)
+        return 0;
+    return (size_t)(last - abs);
+}
+
+/* The cached fd of the directory dir[0, len) names (a plain absolute path),
+ * or -1: the caller walks from the root. */
+static int dir_cache_get(struct bh_req *r, const char *dir, size_t len)
+{
+    struct bh_broker *b = r->b;
+    if (len >= sizeof(dcache.path))
+        return -1;
+    uint64_t gen = atomic_load(&b->names_gen);
+    uint64_t epoch = bh_worker_ids_epoch();
+    bool same = dcache.len == len && memcmp(dcache.path, dir, len) == 0;
+    bool current = same && dcache.gen == gen && dcache.epoch == epoch;
+    if (current && dcache.fd >= 0)
+        return dcache.fd;
+    if (!current || dcache.unusable) {
+        if (!current) {
+            if (dcache.fd >= 0)
+                close(dcache.fd);
+            dcache.fd = -1;
+            memcpy(dcache.path, dir, len);
+            dcache.path[len] = '\0';
+            dcache.len = len;
+            dcache.unusable = false;
+            dcache.gen = gen;
+            dcache.epoch = epoch;
+        }
+        return -1;
+    }
+    /* Seen twice with nothing changed since: open it, as a walk from the
+     * root under the caller's ids. */
+    struct open_how how = {
+        .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+    };
+    int fd = (int)sys_openat2_raw(b->root_fd, dcache.path, &how);
+    if (fd < 0 || !whole_tmpfs_in_root(b, fd)) {
+        if (fd >= 0)
+            close(fd);
+        dcache.unusable = true;
+        return -1;
+    }
+    dcache.fd = fd;
+    return fd;
+}
+
+/* The last name of abs opened from the cached parent: an fd, -errno (the
+ * answer), or -EAGAIN when the cache cannot answer (no entry; a symlink,
+ * which the walk from the root handles). */
+static int dir_cache_open(struct bh_req *r, const char *abs, uint64_t flags, uint64_t mode)
+{
+    size_t at = last_name_at(r, abs);
+    if (at == 0)
+        return -EAGAIN;
+    int dfd = dir_cache_get(r, abs, at > 1 ? at - 1 : 1); /* "/tmp/f": "/tmp"; "/f": "/" */
+    if (dfd < 0)
+        return -EAGAIN;
+    struct open_how how = {
+        .flags = how_flags(flags),
+        .mode = creates(flags) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+    };
+    bh_blocking_begin();
+    int fd = (int)sys_openat2_raw(dfd, abs + at, &how);
+    bh_blocking_end();
+    if (fd == -ELOOP || fd == -EAGAIN)
+        return -EAGAIN;
+    atomic_fetch_add(&r->b->n_dir_cache_hits, 1);
+    return fd;
+}
+
 /* The core: (dirfd, path) with open flags to an fd, confined (see above).
  * With text_out, a final own magic link not to be followed is answered as
  * its text (RES_TEXT). */
@@ -716,14 +892,6 @@ static int resolve_st(struct bh_req *r, int dirfd, const char *path, uint64_t fl
  * no special filesystem is mounted elsewhere: so it did not land on one. */
 static __thread bool resolved_plain;
 
-static bool has_dotdot(const char *p)
-{
-    for (const char *c = p; (c = strstr(c, "..")) != NULL; c += 2)
-        if ((c == p || c[-1] == '/') && (c[2] == '/' || c[2] == '\0'))
-            return true;
-    return false;
-}
-
 static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags, uint64_t mode,
                    uint64_t extra_resolve, char *text_out, struct stat *st_out)
 {
@@ -738,6 +906,13 @@ static int resolve(struct bh_req *r, int dirfd, const char *path, uint64_t flags
         return rc;
     if (starts_with_dir(abs, "proc") || starts_with_dir(abs, "sys"))
         return slow_open(r, abs, flags, mode, text_out);
+    if (extra_resolve == 0) {
+        int cached = dir_cache_open(r, abs, flags, mode);
+        if (cached != -EAGAIN) {
+            resolved_plain = cached >= 0;
+            return cached;
+        }
+    }
     /* First without following any symlink: most paths have none. */
     struct open_how how = {
         .flags = how_flags(flags),
@@ -801,8 +976,25 @@ int bh_resolve_open(struct bh_req *r, int dirfd, const char *path, uint64_t flag
     return rc == RES_TEXT ? -ELOOP : rc;
 }
 
+static int resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last,
+                          bool *borrowed);
+
 int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last)
 {
+    bool borrowed = false;
+    int fd = resolve_parent(r, dirfd, path, last, &borrowed);
+    if (fd >= 0 && borrowed) {
+        fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        return fd < 0 ? -errno : fd;
+    }
+    return fd;
+}
+
+/* As bh_resolve_parent, but the parent may be the worker's cached fd
+ * (*borrowed): the caller must not close it. */
+static int resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last, bool *borrowed)
+{
+    *borrowed = false;
     size_t len = strlen(path);
     if (len == 0)
         return -ENOENT;
@@ -833,7 +1025,25 @@ int bh_resolve_parent(struct bh_req *r, int dirfd, const char *path, char *last)
         memcpy(parent, path, start);
         parent[start] = '\0';
     }
-    int fd = bh_resolve_open(r, dirfd, parent, O_PATH | O_DIRECTORY, 0);
+    /* The guest's view once (a relative path reads the cwd's link), for
+     * the cache and for the walk. */
+    char abs[PATH_MAX * 2];
+    int rc = guest_abs_path(r, dirfd, parent, abs, sizeof(abs));
+    if (rc < 0)
+        return rc;
+    size_t al = strlen(abs);
+    while (al > 1 && abs[al - 1] == '/')
+        abs[--al] = '\0';
+    if (r->b->plain_paths && !starts_with_dir(abs, "proc") && !starts_with_dir(abs, "sys") &&
+        !has_dotdot(abs)) {
+        int cached = dir_cache_get(r, abs, al);
+        if (cached >= 0) {
+            atomic_fetch_add(&r->b->n_dir_cache_hits, 1);
+            *borrowed = true;
+            return cached;
+        }
+    }
+    int fd = bh_resolve_open(r, AT_FDCWD, abs, O_PATH | O_DIRECTORY, 0);
     if (fd < 0)
         return fd;
     long type = 0;
@@ -1264,7 +1474,9 @@ long bh_sys_mkdirat(struct bh_req *r)
         return rc;
     if ((rc = apply_guest_umask(r)) < 0)
         return rc;
-    cleanup_close_after_answer int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
+    bool borrowed;
+    int pfd = resolve_parent(r, ARG_FD(0), path, last, &borrowed);
+    cleanup_close_after_answer int owned = borrowed ? -1 : pfd;
     if (pfd < 0)
         return pfd;
     return mkdirat(pfd, last, (mode_t)(ARG(2) & 07777)) < 0 ? -errno : 0;
@@ -1293,7 +1505,9 @@ long bh_sys_mknodat(struct bh_req *r)
         return rc;
     if ((rc = apply_guest_umask(r)) < 0)
         return rc;
-    cleanup_close_after_answer int pfd = bh_resolve_parent(r, ARG_FD(0), path, last);
+    bool borrowed;
+    int pfd = resolve_parent(r, ARG_FD(0), path, last, &borrowed);
+    cleanup_close_after_answer int owned = borrowed ? -1 : pfd;
     if (pfd < 0)
         return pfd;
     return mknodat(pfd, last, mode & (S_IFMT | 07777), 0) < 0 ? -errno : 0;
@@ -1316,10 +1530,18 @@ static long do_unlinkat(struct bh_req *r, int dirfd, uint64_t path_addr, int fla
     long rc = read_path(r, path_addr, path);
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    cleanup_close_after_answer int pfd = bh_resolve_parent(r, dirfd, path, last);
+    bool removes_dir = flags & AT_REMOVEDIR;
+    if (removes_dir)
+        names_changing(r->b);
+    bool borrowed;
+    int pfd = resolve_parent(r, dirfd, path, last, &borrowed);
+    cleanup_close_after_answer int owned = borrowed ? -1 : pfd;
     if (pfd < 0)
         return pfd;
-    if (unlinkat(pfd, last, flags) == 0)
+    int done = unlinkat(pfd, last, flags);
+    if (removes_dir)
+        names_changing(r->b);
+    if (done == 0)
         return 0;
     /* Linux checks the mount before the name, so removing a name that does
      * not exist under the read-only system trees says EROFS where a writable
@@ -1355,13 +1577,16 @@ static long do_renameat2(struct bh_req *r, int odir, uint64_t oaddr, int ndir, u
     long rc = read_path(r, oaddr, opath);
     if (rc < 0 || (rc = read_path(r, naddr, npath)) < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
+    names_changing(r->b);
     cleanup_close_after_answer int ofd = bh_resolve_parent(r, odir, opath, olast);
     if (ofd < 0)
         return ofd;
     cleanup_close_after_answer int nfd = bh_resolve_parent(r, ndir, npath, nlast);
     if (nfd < 0)
         return nfd;
-    return renameat2(ofd, olast, nfd, nlast, flags) < 0 ? -errno : 0;
+    rc = renameat2(ofd, olast, nfd, nlast, flags) < 0 ? -errno : 0;
+    names_changing(r->b);
+    return rc;
 }
 
 long bh_sys_rename(struct bh_req *r)
@@ -1469,10 +1694,20 @@ static long do_fchmodat(struct bh_req *r, int dirfd, uint64_t path_addr, mode_t 
     if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
         return -EINVAL;
     cleanup_close int fd = -1;
+    names_changing(r->b); /* a directory's mode decides who may search it */
     long rc = attr_fd(r, dirfd, path_addr, flags, &fd);
     if (rc < 0)
         return rc;
-    return syscall(SYS_fchmodat2, fd, "", mode & 07777, AT_EMPTY_PATH) < 0 ? -errno : 0;
+    rc = syscall(SYS_fchmodat2, fd, "", mode & 07777, AT_EMPTY_PATH) < 0 ? -errno : 0;
+    names_changing(r->b);
+    return rc;
+}
+
+/* fchmod and fchown are brokered only so that the parent-directory cache
+ * hears of every change of a directory's search rights. */
+long bh_sys_fchmod(struct bh_req *r)
+{
+    return do_fchmodat(r, ARG_FD(0), 0, (mode_t)ARG(1), AT_EMPTY_PATH);
 }
 
 long bh_sys_chmod(struct bh_req *r)
@@ -1496,10 +1731,18 @@ static long do_fchownat(struct bh_req *r, int dirfd, uint64_t path_addr, uid_t u
     if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
         return -EINVAL;
     cleanup_close int fd = -1;
+    names_changing(r->b); /* the owner and group decide who may search */
     long rc = attr_fd(r, dirfd, path_addr, flags, &fd);
     if (rc < 0)
         return rc;
-    return fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 ? -errno : 0;
+    rc = fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 ? -errno : 0;
+    names_changing(r->b);
+    return rc;
+}
+
+long bh_sys_fchown(struct bh_req *r)
+{
+    return do_fchownat(r, ARG_FD(0), 0, (uid_t)ARG(1), (gid_t)ARG(2), AT_EMPTY_PATH);
 }
 
 long bh_sys_chown(struct bh_req *r)

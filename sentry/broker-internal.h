@@ -109,6 +109,12 @@ struct bh_broker {
      * calls answered CONTINUE whose thread has not made a call since. */
     atomic_uint_fast64_t umask_gen;
     atomic_long umask_unsettled;
+    /* Bumped before and after every brokered call that can change which
+     * directory a path names, or who may search it (rename, rmdir, chmod,
+     * chown and their fd forms): a worker's parent-directory cache
+     * (broker-fs.c) is valid only while it is unchanged. */
+    atomic_uint_fast64_t names_gen;
+    atomic_ulong n_dir_cache_hits;
 };
 
 /* One notification being answered. */
@@ -142,6 +148,11 @@ uint64_t bh_now_ns(void);
 /* Switches the calling worker's fs ids to the guest's (real ids instead of
  * the effective ones when real_ids, for access(2)). */
 int bh_req_become_guest(struct bh_req *r, bool real_ids);
+/* Counts the calling worker's switches of fs ids: the parent-directory
+ * cache was filled under the ids current at that count (broker.c). */
+uint64_t bh_worker_ids_epoch(void);
+/* Closes the calling worker's parent-directory cache (at thread exit). */
+void bh_dir_cache_drop(void);
 /* The guest's umask (read fresh: umask(2) is not brokered). */
 int bh_req_umask(struct bh_req *r, mode_t *mask);
 /* Closes *fd once the call is answered (the answer never depends on a
@@ -180,7 +191,7 @@ void bh_blocking_end(void);
     X(openat) X(openat2) \
     X(newfstatat) X(statx) X(statfs) X(faccessat) X(faccessat2) X(readlinkat) \
     X(mkdirat) X(mknodat) X(unlinkat) X(renameat) X(renameat2) X(symlinkat) X(linkat) \
-    X(fchmodat) X(fchmodat2) X(fchownat) X(utimensat) X(truncate) \
+    X(fchmod) X(fchmodat) X(fchmodat2) X(fchown) X(fchownat) X(utimensat) X(truncate) \
     X(inotify_add_watch)
 #define BH_BROKER_NET_SYSCALLS(X) \
     X(connect) X(bind) X(sendto) X(sendmsg)

@@ -15,7 +15,7 @@
  *     readlink readlinkat
  *     mkdir mkdirat mknod mknodat rmdir unlink unlinkat
  *     rename renameat renameat2 symlink symlinkat link linkat
- *     chmod fchmodat fchmodat2 chown lchown fchownat truncate
+ *     chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat truncate
  *     utimensat utimes utime futimesat
  *     inotify_add_watch                            (on a copy of the inotify fd)
  *   sockets, performed on a dup of the guest's socket (pidfd_getfd):
@@ -70,7 +70,8 @@
  * openat2, read, pread64, close, fstat, newfstatat, statx, fstatfs,
  * readlinkat, faccessat2, mkdirat, mknodat, unlinkat, renameat2, symlinkat,
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
- * umask, fchdir,
+ * umask, fchdir, statmount and fcntl (F_DUPFD_CLOEXEC; the parent-directory
+ * cache),
  * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
  * write (debug log), madvise, exit, clock_gettime (vDSO; the alive window),
  * and at start sched_getaffinity (sysconf of the CPU count).
@@ -476,6 +477,13 @@ static __thread struct {
     uint32_t groups[BH_BROKER_MAX_GROUPS];
 } worker_ids;
 
+static __thread uint64_t ids_epoch;
+
+uint64_t bh_worker_ids_epoch(void)
+{
+    return ids_epoch;
+}
+
 int bh_req_become_guest(struct bh_req *r, bool real_ids)
 {
     const struct bh_guest *g = r->g;
@@ -486,6 +494,7 @@ int bh_req_become_guest(struct bh_req *r, bool real_ids)
         memcmp(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups) == 0)
         return 0;
     worker_ids.set = false;
+    ids_epoch++;
     /* Raw syscalls: glibc's wrappers would change every thread of the sentry. */
     if (syscall(SYS_setgroups, (size_t)g->ngroups, g->groups) < 0)
         return -EPERM;
@@ -1111,6 +1120,7 @@ static void *worker_main(void *arg)
     }
     w->exited = true;
     pthread_mutex_unlock(&b->lock);
+    bh_dir_cache_drop();
     return NULL;
 }
 
@@ -1333,6 +1343,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->closed_after_answer = atomic_load(&b->n_closed_after);
     out->sync_listeners = atomic_load(&b->n_sync_listeners);
     out->batch_workers = atomic_load(&b->n_batch_workers);
+    out->dir_cache_hits = atomic_load(&b->n_dir_cache_hits);
 }
 
 void bh_broker_free(struct bh_broker *b)

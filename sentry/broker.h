@@ -89,6 +89,9 @@ struct bh_broker_stats {
      * config.plain_wake_up): a wake-up of the broker never preempts a guest
      * (broker.c, worker_main). */
     unsigned long batch_workers;
+    /* Opens, stats and removals answered from a worker's cached fd of the
+     * parent directory instead of a walk from the root (broker-fs.c). */
+    unsigned long dir_cache_hits;
 };
 
 struct bh_broker;

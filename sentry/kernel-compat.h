@@ -158,6 +158,47 @@
 #ifndef STATX_ATTR_MOUNT_ROOT
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+/* statmount(2), Linux 6.8: the broker asks which part of a filesystem a
+ * mount shows (broker-fs.c, the parent-directory cache). */
+#ifndef SYS_statmount
+#define SYS_statmount 457
+#endif
+#ifndef STATMOUNT_MNT_ROOT
+#define STATMOUNT_MNT_ROOT 0x00000008U
+#define STATMOUNT_MNT_POINT 0x00000010U
+struct mnt_id_req {
+    __u32 size;
+    __u32 spare;
+    __u64 mnt_id;
+    __u64 param;
+};
+struct statmount {
+    __u32 size;
+    __u32 __spare1;
+    __u64 mask;
+    __u32 sb_dev_major;
+    __u32 sb_dev_minor;
+    __u64 sb_magic;
+    __u32 sb_flags;
+    __u32 fs_type;
+    __u64 mnt_id;
+    __u64 mnt_parent_id;
+    __u32 mnt_id_old;
+    __u32 mnt_parent_id_old;
+    __u64 mnt_attr;
+    __u64 mnt_propagation;
+    __u64 mnt_peer_group;
+    __u64 mnt_master;
+    __u64 propagate_from;
+    __u32 mnt_root;
+    __u32 mnt_point;
+    __u64 __spare2[50];
+    char str[];
+};
+#endif
 
 /* ---- filesystem magic numbers (statfs f_type) */
 #ifndef CGROUP_SUPER_MAGIC

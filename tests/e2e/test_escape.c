@@ -174,23 +174,42 @@ Test(escape, sentry_and_runtime_binaries)
     free(bh);
 }
 
-Test(escape, path_tricks_and_writes_to_proc_sys)
+/* A host secret where no sandbox layout mounts anything: dir (a mkdtemp
+ * template) gets a file "secret" (its path in path) holding a random token. */
+static void make_host_secret(char *dir, char *path, size_t path_size, char token[33])
 {
-    require_kernel_tier();
-    /* A host secret where no sandbox layout mounts anything. */
-    char dir[] = "/run/bh-escape-secret-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     chmod(dir, 0755);
-    char path[128], token[33];
     uint8_t raw[16];
     cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
     bh_hex(raw, sizeof(raw), token);
-    snprintf(path, sizeof(path), "%s/secret", dir);
+    snprintf(path, path_size, "%s/secret", dir);
     FILE *f = fopen(path, "we");
     cr_assert_not_null(f);
     fputs(token, f);
     fclose(f);
     chmod(path, 0644);
+}
+
+/* Checks the secret still holds text, then removes it and its dir. */
+static void remove_host_secret(const char *dir, const char *path, const char *text)
+{
+    int sfd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(sfd, 0, "open %s", path);
+    char *now = h_read_fd(sfd);
+    close(sfd);
+    cr_expect_str_eq(now, text, "the host secret changed");
+    free(now);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(escape, path_tricks_and_writes_to_proc_sys)
+{
+    require_kernel_tier();
+    char dir[] = "/run/bh-escape-secret-XXXXXX";
+    char path[128], token[33];
+    make_host_secret(dir, path, sizeof(path), token);
 
     static const char *const names[] = {
         "direct",
@@ -462,6 +481,42 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
     free(bh);
 }
 
+/* The broker's parent-directory cache (sentry/broker-fs.c) against a
+ * second guest process that renames the cached directory away, puts
+ * symlinks out of the sandbox in its place (to "/", the sentry's
+ * /proc/1/root and cwd, /proc/self/root, ".." far above), removes it, and
+ * moves its parent, while the first creates, opens, stats and removes names
+ * in it. Judged from the host too: the secret unread and unchanged, and no
+ * name with the token anywhere the host shows outside the sandbox. */
+Test(escape, dircache_rename_race)
+{
+    require_kernel_tier();
+    char dir[] = "/run/bh-escape-dircache-XXXXXX";
+    char path[128], text[33], token[33];
+    make_host_secret(dir, path, sizeof(path), text);
+    uint8_t raw[16];
+    cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
+    bh_hex(raw, sizeof(raw), token);
+    char *args[] = {path, text, token, "3", NULL};
+    struct run_result r = run_attack("dircache", args);
+    char cwd[PATH_MAX];
+    cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
+    const char *places[] = {"/", "/tmp", "/run", "/root", "/var/tmp", "/dev/shm", dir, cwd};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(places); i++) {
+        DIR *d = opendir(places[i]);
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL)
+            cr_expect(strncmp(de->d_name, token, strlen(token)) != 0,
+                      "%s/%s was made on the host by the guest", places[i], de->d_name);
+        if (d != NULL)
+            closedir(d);
+    }
+    remove_host_secret(dir, path, text);
+    static const char *const names[] = {"dircache_race"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
 /* fstat() of a held fd is direct (kernel.policy): a guest that races the ""
  * of newfstatat/statx into a path must still reach nothing outside. */
 Test(escape, fstat_path_race)
@@ -689,12 +744,10 @@ static void delete_exec_container(void)
 /* The same AIO attacks from a process `bulkhead exec` started in a running
  * container-tier container: each exec'd process brings its own seccomp
  * listener, which the sentry must serve (and count) like the first's. */
-Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
+/* Creates and starts container exec_id from bundle, its stdio /dev/null
+ * (create keeps the container's stdio: not our capture pipe). */
+static void create_and_start(const char *tier, const char *bundle)
 {
-    char bundle[128];
-    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", NULL, bundle);
-    snprintf(exec_id, sizeof(exec_id), "escape-aio-exec-%d", (int)getpid());
-    /* create keeps the container's stdio: /dev/null, not our capture pipe */
     char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
     snprintf(root, sizeof(root), "%s/root", tmpdir);
     snprintf(log, sizeof(log), "%s/log.json", tmpdir);
@@ -706,15 +759,56 @@ Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
     struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
     if (r.status != 0) {
         h_free(&r);
-        h_skip_kernel("bulkhead create of a container-tier container failed (exit %d)", r.status);
+        h_skip_kernel("bulkhead create of a %s-tier container failed (exit %d)", tier, r.status);
     }
     h_free(&r);
     h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
     cr_assert_eq(r.status, 0, "start: %s", r.err);
     h_free(&r);
+}
+
+Test(escape, aio_cap_counts_exec_d_processes, .fini = delete_exec_container)
+{
+    char bundle[128];
+    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", NULL, bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-aio-exec-%d", (int)getpid());
+    create_and_start("container", bundle);
+    struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"exec", exec_id, "/aio", NULL}, 120, &r);
     static const char *const names[] = {"aio_flood", "aio_exit",   "aio_exec",
                                         "aio_vfork", "aio_thread", "aio_unmap"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+/* The parent-directory cache across broker workers: a kernel-tier
+ * container's process and one `exec`'d into it each have a seccomp
+ * listener of their own, so a worker of the broker each. In turn, the
+ * exec'd one fills its cache with /dev/shm/c/d (a whole tmpfs) and the
+ * container's renames it away and makes its name a symlink: the old name
+ * must follow the symlink. Then they race as in dircache_rename_race. */
+Test(escape, dircache_rename_by_another_worker, .fini = delete_exec_container)
+{
+    char dir[] = "/run/bh-escape-dircache2-XXXXXX";
+    char path[128], text[33], token[33], args[512];
+    make_host_secret(dir, path, sizeof(path), text);
+    uint8_t raw[16];
+    cr_assert_eq(getrandom(raw, sizeof(raw), 0), (ssize_t)sizeof(raw));
+    bh_hex(raw, sizeof(raw), token);
+    snprintf(args, sizeof(args),
+             "[\"/dircache\", \"%s\", \"%s\", \"%s\", \"10\", \"flip\", \"/dev/shm/c\"]", path,
+             text, token);
+    char bundle[128];
+    oci_attack_bundle("kernel", "dircache", args, NULL, bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-dircache-%d", (int)getpid());
+    create_and_start("kernel", bundle);
+    struct run_result r;
+    h_bulkhead_in(tmpdir,
+                  (const char *const[]){"exec", exec_id, "/dircache", path, text, token, "3",
+                                        "work", "/dev/shm/c", NULL},
+                  120, &r);
+    remove_host_secret(dir, path, text);
+    static const char *const names[] = {"dircache_other_worker", "dircache_race"};
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
 }

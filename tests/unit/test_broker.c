@@ -295,14 +295,22 @@ static void finish_guest(struct guest *g)
  * multi-threaded process can leave an allocator lock held in the child
  * (seen as a deadlock under AddressSanitizer). Its notified calls simply
  * wait until the broker serves its listener. */
-static void run_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+static void run_guest_stats(const struct guest_opts *o, guest_fn fn, void *arg,
+                            struct bh_broker_stats *st)
 {
     struct guest g = spawn_guest(o, fn, arg);
     struct bh_broker *b = start_broker();
     struct bh_error err = {0};
     cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
     finish_guest(&g);
+    if (st != NULL)
+        bh_broker_get_stats(b, st);
     bh_broker_free(b);
+}
+
+static void run_guest(const struct guest_opts *o, guest_fn fn, void *arg)
+{
+    run_guest_stats(o, fn, arg, NULL);
 }
 
 static const int open_calls[] = {SCMP_SYS(open), SCMP_SYS(openat), SCMP_SYS(openat2)};
@@ -1489,4 +1497,204 @@ Test(broker, speed_of_brokered_and_direct_calls)
     bench(IDS_READ_PER_CALL);
     bench(IDS_NOTIFIED);
     bench(IDS_FROZEN);
+}
+
+/* ---- the parent-directory cache (broker-fs.c) ---------------------------- */
+
+static bool root_overmounted;
+
+/* In a mount namespace of this test process only: a whole tmpfs at the
+ * root (what the cache serves), or with part a bind of a directory inside
+ * a tmpfs mounted elsewhere (what it must not serve: a rename on the
+ * tmpfs's other mount could take a cached directory out of the root). */
+static void mount_tmpfs_root(bool part)
+{
+    if (unshare(CLONE_NEWNS) < 0)
+        cr_skip_test("cannot unshare a mount namespace: %s", strerror(errno));
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+    if (part) {
+        cr_assert_eq(mount("tmpfs", outside, "tmpfs", 0, "mode=0755"), 0, "%s", strerror(errno));
+        char p[512];
+        snprintf(p, sizeof(p), "%s/part", outside);
+        cr_assert_eq(mkdir(p, 0755), 0);
+        cr_assert_eq(mount(p, root, NULL, MS_BIND, NULL), 0, "%s", strerror(errno));
+    } else {
+        cr_assert_eq(mount("tmpfs", root, "tmpfs", 0, "mode=0755"), 0, "%s", strerror(errno));
+    }
+    root_overmounted = true;
+    reopen_root();
+    char p[512];
+    snprintf(p, sizeof(p), "%s/d", root);
+    cr_assert_eq(mkdir(p, 0755), 0);
+}
+
+/* Before the suite's teardown removes the trees. */
+static void unmount_tmpfs_root(void)
+{
+    if (root_overmounted) {
+        umount2(root, MNT_DETACH);
+        umount2(outside, MNT_DETACH);
+    }
+}
+
+static const int dir_cache_calls[] = {SCMP_SYS(open),    SCMP_SYS(openat),    SCMP_SYS(newfstatat),
+                                      SCMP_SYS(stat),    SCMP_SYS(unlink),    SCMP_SYS(unlinkat),
+                                      SCMP_SYS(rename),  SCMP_SYS(renameat),  SCMP_SYS(renameat2),
+                                      SCMP_SYS(symlink), SCMP_SYS(symlinkat), SCMP_SYS(mkdir),
+                                      SCMP_SYS(mkdirat), SCMP_SYS(rmdir),     SCMP_SYS(fchmod)};
+static const struct guest_opts dir_cache_opts = {
+    dir_cache_calls, sizeof(dir_cache_calls) / sizeof(dir_cache_calls[0]), false};
+
+static void create_in(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    GCHECK(fd >= 0);
+    GCHECK(write(fd, "x", 1) == 1);
+    close(fd);
+}
+
+/* 20 names in /d, each created, opened, stat'ed and removed. */
+static void g_dir_loop(void *arg)
+{
+    (void)arg;
+    char p[64];
+    struct stat st;
+    for (int i = 0; i < 20; i++) {
+        snprintf(p, sizeof(p), "/d/f%d", i);
+        create_in(p);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(p, sizeof(p), "/d/f%d", i);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        GCHECK(fd >= 0);
+        close(fd);
+        GCHECK(stat(p, &st) == 0 && st.st_size == 1);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(p, sizeof(p), "/d/f%d", i);
+        GCHECK(unlink(p) == 0);
+        GCHECK(stat(p, &st) < 0 && errno == ENOENT);
+    }
+}
+
+static unsigned long dir_loop_hits(void)
+{
+    struct bh_broker_stats st;
+    run_guest_stats(&dir_cache_opts, g_dir_loop, NULL, &st);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/d/f0", root);
+    cr_expect(access(p, F_OK) < 0, "%s is left", p);
+    return st.dir_cache_hits;
+}
+
+/* 100 calls in one directory of a whole tmpfs: all but the first (the
+ * directory seen once; the second call opens it) come from the cached
+ * parent. */
+Test(broker, a_loop_in_one_directory_walks_one_name, .fini = unmount_tmpfs_root)
+{
+    mount_tmpfs_root(false);
+    unsigned long hits = dir_loop_hits();
+    cr_expect_eq(hits, 99, "%lu of 100 calls answered from the cached parent", hits);
+}
+
+/* The same loop where the root is a bind of a directory inside a tmpfs
+ * mounted elsewhere: never cached. */
+Test(broker, a_directory_of_a_partly_bound_tmpfs_is_not_cached, .fini = unmount_tmpfs_root)
+{
+    mount_tmpfs_root(true);
+    unsigned long hits = dir_loop_hits();
+    cr_expect_eq(hits, 0, "%lu calls answered from a cached parent", hits);
+}
+
+/* Two guests, each with its own listener and so its own receiver: the
+ * first fills its cache with /d, the second renames /d to /e and makes /d
+ * a symlink to x, then the first creates /d/c, which follows the symlink.
+ * (A single receiver drops its entry by itself: the rename's own parent
+ * lookups replace it. Across workers only names_gen tells.) */
+static int turn_ab[2], turn_ba[2];
+
+static void g_fill_then_create(void *arg)
+{
+    (void)arg;
+    GCHECK(mkdir("/x", 0755) == 0);
+    create_in("/d/a");
+    create_in("/d/b");
+    char c = 'a';
+    GCHECK(write(turn_ab[1], &c, 1) == 1);
+    GCHECK(read(turn_ba[0], &c, 1) == 1);
+    create_in("/d/c");
+    create_in("/d/c2");
+}
+
+static void g_rename_away(void *arg)
+{
+    (void)arg;
+    char c;
+    GCHECK(read(turn_ab[0], &c, 1) == 1);
+    GCHECK(rename("/d", "/e") == 0);
+    GCHECK(symlink("x", "/d") == 0);
+    GCHECK(write(turn_ba[1], &c, 1) == 1);
+}
+
+Test(broker, a_directory_renamed_by_another_worker_is_not_used_under_its_old_name,
+     .fini = unmount_tmpfs_root)
+{
+    mount_tmpfs_root(false);
+    cr_assert_eq(pipe2(turn_ab, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(turn_ba, O_CLOEXEC), 0);
+    struct guest a = spawn_guest(&dir_cache_opts, g_fill_then_create, NULL);
+    struct guest r = spawn_guest(&dir_cache_opts, g_rename_away, NULL);
+    struct bh_broker *b = start_broker();
+    struct bh_error err = {0};
+    cr_assert_eq(bh_broker_add_listener(b, a.listener, &err), 0, "%s", err.msg);
+    cr_assert_eq(bh_broker_add_listener(b, r.listener, &err), 0, "%s", err.msg);
+    finish_guest(&r);
+    finish_guest(&a);
+    struct bh_broker_stats st;
+    bh_broker_get_stats(b, &st);
+    bh_broker_free(b);
+    for (int i = 0; i < 2; i++) {
+        close(turn_ab[i]);
+        close(turn_ba[i]);
+    }
+    cr_expect_geq(st.dir_cache_hits, 1, "the first guest's creates never used the cache");
+    static const char *const there[] = {"x/c", "x/c2", "e/a", "e/b"};
+    static const char *const not_there[] = {"e/c", "e/c2"};
+    char p[512];
+    for (size_t i = 0; i < sizeof(there) / sizeof(there[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, there[i]);
+        cr_expect(access(p, F_OK) == 0, "%s is missing", p);
+    }
+    for (size_t i = 0; i < sizeof(not_there) / sizeof(not_there[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", root, not_there[i]);
+        cr_expect(access(p, F_OK) < 0, "%s exists: a create went to the renamed directory", p);
+    }
+}
+
+/* fchmod of the cached directory (brokered for this) drops the cache: of
+ * five creates, the one after it walks from the root again and the next
+ * fills the cache anew. */
+static void g_dir_fchmod(void *arg)
+{
+    (void)arg;
+    int dfd = open("/d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    GCHECK(dfd >= 0);
+    create_in("/d/1");
+    create_in("/d/2");
+    create_in("/d/3");
+    GCHECK(fchmod(dfd, 0700) == 0);
+    create_in("/d/4");
+    create_in("/d/5");
+    struct stat st;
+    GCHECK(fstat(dfd, &st) == 0 && (st.st_mode & 07777) == 0700);
+    close(dfd);
+}
+
+Test(broker, fchmod_of_a_directory_drops_the_cache, .fini = unmount_tmpfs_root)
+{
+    mount_tmpfs_root(false);
+    struct bh_broker_stats st;
+    run_guest_stats(&dir_cache_opts, g_dir_fchmod, NULL, &st);
+    cr_expect_eq(st.dir_cache_hits, 3, "%lu creates answered from the cache, expected 3 (2, 3, 5)",
+                 st.dir_cache_hits);
 }
