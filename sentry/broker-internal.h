@@ -102,7 +102,8 @@ struct bh_broker {
     struct bh_guest *cache[256];
 
     atomic_ulong n_handled, n_refused, n_continued, n_unknown, n_dead, n_interrupted, n_rechecked;
-    atomic_ulong n_id_checks, n_umask_reads, n_closed_after, n_sync_listeners, n_batch_workers;
+    atomic_ulong n_id_checks, n_recv_proofs, n_umask_reads, n_closed_after, n_sync_listeners,
+        n_batch_workers;
     /* Bumped by every umask call of any guest (a umask is shared by every
      * task that shares its fs_struct, across threads and CLONE_FS
      * children) and again when it has taken effect; unsettled counts the

@@ -249,6 +249,7 @@ int bh_req_valid(struct bh_req *r)
      * this call, or the call was slow) the ioctl proves it. */
     uint64_t t = bh_now_ns();
     if (r->recv_ns != 0 && t - r->recv_ns < r->b->alive_window_ns) {
+        atomic_fetch_add(&r->b->n_recv_proofs, 1);
         note_alive(r, r->recv_ns);
         return 0;
     }
@@ -1339,6 +1340,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->interrupted = atomic_load(&b->n_interrupted);
     out->rechecked = atomic_load(&b->n_rechecked);
     out->id_checks = atomic_load(&b->n_id_checks);
+    out->recv_proofs = atomic_load(&b->n_recv_proofs);
     out->umask_reads = atomic_load(&b->n_umask_reads);
     out->closed_after_answer = atomic_load(&b->n_closed_after);
     out->sync_listeners = atomic_load(&b->n_sync_listeners);

@@ -75,6 +75,10 @@ struct bh_broker_stats {
      * received longer than the alive window ago (within it, NOTIF_RECV
      * itself proved the caller alive; broker.c, bh_req_valid). */
     unsigned long id_checks;
+    /* Calls whose own NOTIF_RECV was recent enough to prove the caller
+     * alive (no NOTIF_ID_VALID needed): with id_checks, every call that
+     * acted on a guest's memory or cached ids proved its caller one way. */
+    unsigned long recv_proofs;
     /* Reads of a guest thread's umask from /proc/TID/status (creating
      * calls whose thread has no valid cached umask). */
     unsigned long umask_reads;
