@@ -2194,6 +2194,90 @@ Test(oci_compat_mounts, rbind_ro_is_not_recursive_rro_is_kernel_tier)
     rbind_ro_and_rro("kernel");
 }
 
+/* An rbind carries the mounts below its source, each idmapped where its
+ * filesystem allows (a v1 cgroupfs does not): a host tmpfs with a second
+ * tmpfs below it, and optionally a host cgroupfs beside that. Returns
+ * run_with_mounts's status; out holds what the guest printed. */
+static int rbind_with_submounts(const char *tier, bool with_cgroupfs, char *out, size_t outlen)
+{
+    char src[256], sub[300], cg[300], file[320], mounts[1024], cgdir[4096];
+    snprintf(src, sizeof(src), "%s/rsrc", tmp);
+    snprintf(sub, sizeof(sub), "%s/sub", src);
+    snprintf(cg, sizeof(cg), "%s/cg", src);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    cr_assert_eq(mount("tmpfs", src, "tmpfs", 0, "size=1m,mode=0755"), 0, "mount %s: %s", src,
+                 strerror(errno));
+    snprintf(host_mount, sizeof(host_mount), "%s", src);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    cr_assert_eq(mount("tmpfs", sub, "tmpfs", 0, "size=1m,mode=0755"), 0, "mount %s: %s", sub,
+                 strerror(errno));
+    snprintf(file, sizeof(file), "%s/f", sub);
+    h_write_file(sub, "f", "lower-file\n");
+    cr_assert_eq(chmod(file, 0600), 0);
+    if (with_cgroupfs) {
+        h_cgroup_dir("pids", ".", cgdir, sizeof(cgdir));
+        cr_assert_eq(mkdir(cg, 0755), 0);
+        cr_assert_eq(mount(cgdir, cg, NULL, MS_BIND, NULL), 0, "bind %s: %s", cgdir,
+                     strerror(errno));
+    }
+    snprintf(mounts, sizeof(mounts),
+             "{\"destination\": \"/mnt/r\", \"type\": \"bind\", \"source\": \"%s\", "
+             "\"options\": [\"rbind\"]}",
+             src);
+    return run_with_mounts(tier, mounts,
+                           "cat /mnt/r/sub/f; stat -c owner-%u /mnt/r/sub/f; "
+                           "test -e /mnt/r/cg/cgroup.procs && echo cgroupfs-there; true",
+                           out, outlen);
+}
+
+/* The file of host root in the lower tmpfs reaches the container's root as
+ * its own: the submount came along and is idmapped. */
+static void rbind_carries_submounts(const char *tier)
+{
+    char out[4096];
+    int rc = rbind_with_submounts(tier, false, out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "lower-file") != NULL, "the rbind lost its submount: %s", out);
+    cr_expect(strstr(out, "owner-0") != NULL, "the submount is not idmapped: %s", out);
+}
+
+Test(oci_compat_mounts, rbind_carries_submounts_container_tier)
+{
+    rbind_carries_submounts("container");
+}
+
+Test(oci_compat_mounts, rbind_carries_submounts_kernel_tier)
+{
+    h_require_kernel_tier();
+    rbind_carries_submounts("kernel");
+}
+
+/* A cgroupfs below the source refuses an idmap; the recursive idmap is all
+ * or nothing, so the whole tree used to stay unmapped (the tmpfs's file of
+ * host root read as the overflow id). Now only the cgroupfs stays as is. */
+Test(oci_compat_mounts, rbind_idmaps_the_submounts_that_allow_it_container_tier)
+{
+    char out[4096];
+    int rc = rbind_with_submounts("container", true, out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "lower-file") != NULL && strstr(out, "owner-0") != NULL,
+              "the tmpfs below the rbind is missing or unmapped: %s", out);
+    cr_expect(strstr(out, "cgroupfs-there") != NULL, "the cgroupfs did not come along: %s", out);
+}
+
+/* The kernel tier's one rule holds for what an rbind carries: the host's
+ * cgroupfs below the source is refused, named, before anything runs. */
+Test(oci_compat_mounts, rbind_of_a_host_cgroupfs_refused_kernel_tier)
+{
+    h_require_kernel_tier();
+    char out[4096];
+    int rc = rbind_with_submounts("kernel", true, out, sizeof(out));
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "lower-file") == NULL, "the guest ran: %s", out);
+    cr_expect(strstr(err_text, "cgroup on `/mnt/r/cg` is not one bulkhead made") != NULL, "%s",
+              err_text);
+}
+
 /* A /dev asked read-only gets its nodes, devpts and shm first and turns
  * read-only after (runc's order); it was refused making /dev/pts. */
 static void ro_dev(const char *tier)
