@@ -1647,9 +1647,10 @@ Test(oci_compat_cli, debug_lines_name_runcs_stages)
     expect_stages(err_text, exec_stages);
 }
 
-/* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 at the
- * container tier (nothing else leaks in); the kernel tier refuses them. */
-static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
+/* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 (nothing
+ * else leaks in); fd 3 is /dev/null, or fd3 when it is not -1. */
+static int exec_preserving_fd3(const char *id, int fd3, const char *script, char *out,
+                               size_t outlen)
 {
     char p[512];
     snprintf(p, sizeof(p), "%s/preserved.txt", tmp);
@@ -1666,7 +1667,7 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
         dup2(pp[1], 1);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, 0);
-        dup2(null, 3);
+        dup2(fd3 >= 0 ? fd3 : null, 3);
         int f = open(p, O_RDONLY);
         dup2(f, 4);
         for (int fd = 5; fd < 64; fd++)
@@ -1679,6 +1680,11 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
     int rc = wait_exit(pid);
     load_stderr();
     return rc;
+}
+
+static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
+{
+    return exec_preserving_fd3(id, -1, script, out, outlen);
 }
 
 Test(oci_compat_cli, exec_preserve_fds)
@@ -1708,14 +1714,49 @@ Test(oci_compat_cli, exec_preserve_fds_reopened_as_opened)
               "a read-only fd was reopened for writing: %s", out);
 }
 
-Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
+/* The kernel tier passes files and pipes: the guest reads and writes them
+ * directly, as data; /dev/null on fd 3 is one of the sandbox's own devices. */
+Test(oci_compat_cli, exec_preserve_fds_kernel_tier)
 {
     h_require_kernel_tier();
     const char *id = start_sleeper("kernel");
     char out[4096];
-    cr_expect_eq(exec_preserving(id, "cat <&4", out, sizeof(out)), 255);
-    cr_expect(strstr(err_text, "refused at the kernel tier") != NULL, "%s", err_text);
-    cr_expect_str_eq(out, "");
+    int rc = exec_preserving(id, "cat <&4; ls /proc/self/fd | tr '\\n' ' '", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect(strncmp(out, "hello-fd\n0 1 2 3 4 ", 19) == 0, "%s", out);
+    cr_expect(strstr(out, " 6 ") == NULL, "an fd leaked in: %s", out);
+}
+
+/* What would reach around the broker is refused, named, before anything
+ * runs: a host directory or O_PATH fd (a root for *at calls), a socket (a
+ * line to a host service), a file of the host's procfs. */
+Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
+{
+    h_require_kernel_tier();
+    const char *id = start_sleeper("kernel");
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct {
+        int fd;
+        const char *why;
+    } cases[] = {
+        {open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "it is a directory"},
+        {open(tmp, O_PATH | O_CLOEXEC), "it is an O_PATH fd"},
+        {sv[0], "it is a socket"},
+        {open("/proc/self/status", O_RDONLY | O_CLOEXEC), "a file of procfs"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[4096];
+        cr_assert_geq(cases[i].fd, 0);
+        cr_expect_eq(exec_preserving_fd3(id, cases[i].fd, "echo ran", out, sizeof(out)), 255);
+        cr_expect(strstr(err_text, "extra fd 3 (--preserve-fds) is refused at the kernel tier") !=
+                          NULL &&
+                      strstr(err_text, cases[i].why) != NULL,
+                  "case %zu: %s", i, err_text);
+        cr_expect_str_eq(out, "");
+        close(cases[i].fd);
+    }
+    close(sv[1]);
 }
 
 /* process.rlimits as runc sets them: a core limit (soft and hard) the
