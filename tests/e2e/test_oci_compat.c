@@ -2276,10 +2276,9 @@ static int rbind_with_submounts(const char *tier, bool with_cgroupfs, char *out,
 static void rbind_carries_submounts(const char *tier)
 {
     char out[4096];
-    int rc = rbind_with_submounts(tier, false, out, sizeof(out));
-    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
-    cr_expect(strstr(out, "lower-file") != NULL, "the rbind lost its submount: %s", out);
-    cr_expect(strstr(out, "owner-0") != NULL, "the submount is not idmapped: %s", out);
+    cr_expect_eq(rbind_with_submounts(tier, false, out, sizeof(out)), 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "lower-file") != NULL && strstr(out, "owner-0") != NULL,
+              "the rbind lost its submount, or it is not idmapped: %s", out);
 }
 
 Test(oci_compat_mounts, rbind_carries_submounts_container_tier)
