@@ -38,6 +38,11 @@ struct bh_guest {
 int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err);
 /* The same for a guest holding n_extra caller's fds at 3, 4, ...: their
  * files stay reachable through /proc/self/fd (container tier). */
+/* At the kernel tier, refuses (naming it and why) any fd passed for
+ * exec --preserve-fds that is not a regular file of an ordinary filesystem,
+ * a pipe or a stateless device (/dev/null, ...). */
+int bh_guest_extra_fds_check(const struct bh_sandbox_spec *spec, const int *extra, size_t n_extra,
+                             struct bh_error *err);
 int bh_guest_landlock_fds(const struct bh_sandbox_spec *spec, size_t n_extra, struct bh_error *err);
 
 /* Forks a guest, confines it, and returns once it waits for start (or with

@@ -23,6 +23,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <linux/magic.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -211,6 +214,62 @@ static unsigned extra_fd_access(int fd)
     int mode = fl & O_ACCMODE;
     return (mode == O_RDONLY || mode == O_RDWR ? BH_LL_READ : 0) |
            (mode == O_WRONLY || mode == O_RDWR ? BH_LL_WRITE : 0);
+}
+
+/* Why the kernel tier refuses the fd passed as guest fd `num`, or NULL.
+ * The guest reaches such a file with direct read/write, never through the
+ * broker: a regular file of an ordinary filesystem or a pipe is data and
+ * nothing more. A directory or O_PATH fd would be a root for *at calls the
+ * broker does not confine, a socket a line to a host service, a device or
+ * anonymous inode (pidfd, eventfd, bpf, ...) host kernel state, and a file
+ * of procfs, sysfs or cgroupfs host state by another name. */
+static const char *extra_fd_refusal(int fd)
+{
+    struct stat st;
+    struct statfs sfs;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &sfs) < 0)
+        return "it cannot be inspected";
+    if (fl & O_PATH)
+        return "it is an O_PATH fd (a root for *at calls around the broker's path checks)";
+    if (S_ISDIR(st.st_mode))
+        return "it is a directory (a root for *at calls around the broker's path checks)";
+    if (S_ISSOCK(st.st_mode))
+        return "it is a socket (a line to whatever the host side holds open)";
+    /* Pipes, and the stateless character devices every sandbox has
+     * (null, zero, full, random, urandom). */
+    if (S_ISFIFO(st.st_mode) ||
+        (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+         (minor(st.st_rdev) == 3 || minor(st.st_rdev) == 5 || minor(st.st_rdev) == 7 ||
+          minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9)))
+        return NULL;
+    if (!S_ISREG(st.st_mode))
+        return "it is a device or an anonymous inode (host kernel state)";
+    static const long pseudo[] = {PROC_SUPER_MAGIC,    SYSFS_MAGIC,   CGROUP_SUPER_MAGIC,
+                                  CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC, TRACEFS_MAGIC,
+                                  SECURITYFS_MAGIC,    BPF_FS_MAGIC,  NSFS_MAGIC,
+                                  EFIVARFS_MAGIC};
+    for (size_t i = 0; i < BH_ARRAY_SIZE(pseudo); i++)
+        if ((long)sfs.f_type == pseudo[i])
+            return "it is a file of procfs, sysfs, cgroupfs or another kernel filesystem (host "
+                   "state)";
+    return NULL;
+}
+
+int bh_guest_extra_fds_check(const struct bh_sandbox_spec *spec, const int *extra, size_t n_extra,
+                             struct bh_error *err)
+{
+    if (spec->tier < BH_TIER_KERNEL)
+        return 0;
+    for (size_t i = 0; i < n_extra; i++) {
+        const char *why = extra_fd_refusal(extra[i]);
+        if (why != NULL)
+            return bh_error_set(err, EPERM,
+                                "exec: extra fd %zu (--preserve-fds) is refused at the kernel "
+                                "tier: %s; pass regular files and pipes only",
+                                3 + i, why);
+    }
+    return 0;
 }
 
 int bh_guest_landlock(const struct bh_sandbox_spec *spec, struct bh_error *err)

@@ -405,6 +405,96 @@ out:
     return rc;
 }
 
+/* Idmaps the detached rbind tree of m mount by mount. Only the root of a
+ * detached tree takes mount_setattr, so each mount the host has below
+ * m->source (found by its mount point, reached through the tree's fd, never
+ * by a host path) is cloned out of the tree alone, idmapped as a root of its
+ * own, and mounted over its original, parents before children (the
+ * original stays below it, unmapped). A mount whose filesystem refuses
+ * stays as it is, named in a warning. */
+#define IDMAP_EACH_MAX 256
+static int idmap_each(const struct bh_mount *m, int userns, const struct bh_create_opts *opts,
+                      struct bh_error *err)
+{
+    if (set_idmap(m->tree_fd, userns, false) < 0) {
+        if (errno != EINVAL && errno != EOPNOTSUPP)
+            return bh_error_errno(err, errno, "idmap bind mount `%s` on `%s`", m->source,
+                                  m->destination);
+        warnf(opts,
+              "the top of bind mount `%s` on `%s` cannot be idmapped (%s): it stays as is, so "
+              "files of host root in it are not the container root's",
+              m->source, m->destination, strerror(errno));
+    }
+    cleanup_free char *src = realpath(m->source, NULL);
+    if (src == NULL)
+        return bh_error_errno(err, errno, "idmap bind mount `%s`: resolve its source", m->source);
+    size_t len = strcmp(src, "/") == 0 ? 0 : strlen(src);
+    struct bh_mountinfo mi;
+    if (bh_mountinfo_open(&mi, err) < 0)
+        return bh_error_prefix(err, "idmap bind mount `%s`", m->source);
+    char *rel[IDMAP_EACH_MAX];
+    int piece[IDMAP_EACH_MAX];
+    size_t n = 0;
+    struct bh_mount_entry e;
+    int rc;
+    /* Every piece is cloned before any is mounted back: a clone taken
+     * through a piece already in place would be the piece. */
+    while ((rc = bh_mountinfo_next(&mi, &e, err)) == 1) {
+        if (strncmp(e.point, src, len) != 0 || e.point[len] != '/' || e.point[len + 1] == '\0')
+            continue;
+        const char *r = e.point + len + 1;
+        bool seen = false; /* stacked mounts: the path reaches the top one */
+        for (size_t i = 0; i < n && !seen; i++)
+            seen = strcmp(rel[i], r) == 0;
+        if (seen)
+            continue;
+        if (n == IDMAP_EACH_MAX) {
+            rc = bh_error_set(err, E2BIG, "idmap bind mount `%s`: more than %d mounts below it",
+                              m->source, IDMAP_EACH_MAX);
+            break;
+        }
+        int fd = (int)syscall(SYS_open_tree, m->tree_fd, r,
+                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT)
+            continue; /* unmounted from the host since the clone */
+        if (fd < 0) {
+            rc = bh_error_errno(err, errno, "idmap bind mount `%s`: clone `%s/%s` out of it",
+                                m->source, src, r);
+            break;
+        }
+        rel[n] = strdup(r);
+        piece[n++] = fd;
+        if (rel[n - 1] == NULL) {
+            rc = bh_error_errno(err, ENOMEM, "idmap bind mount `%s`", m->source);
+            break;
+        }
+        if (set_idmap(fd, userns, false) == 0)
+            continue;
+        /* Refused: the original below stays in place, so this clone goes. */
+        int code = errno;
+        free(rel[--n]);
+        close(fd);
+        if (code != EINVAL && code != EOPNOTSUPP) {
+            rc = bh_error_errno(err, code, "idmap `%s/%s` of bind mount `%s`", src, r, m->source);
+            break;
+        }
+        warnf(opts,
+              "`%s/%s` (%s) in bind mount `%s` on `%s` cannot be idmapped (%s): it stays as is, "
+              "so files of host root in it are not the container root's",
+              src, r, e.fstype, m->source, m->destination, strerror(code));
+    }
+    bh_mountinfo_close(&mi);
+    for (size_t i = 0; i < n; i++) {
+        if (rc >= 0 &&
+            syscall(SYS_move_mount, piece[i], "", m->tree_fd, rel[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            rc = bh_error_errno(err, errno, "idmap bind mount `%s`: mount `%s/%s` back", m->source,
+                                src, rel[i]);
+        close(piece[i]);
+        free(rel[i]);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 int bh_idmap_trees(const struct bh_sandbox_spec *spec, const struct bh_create_opts *opts,
                    int userns, const struct bh_idmap *uid, size_t n_uid, const struct bh_idmap *gid,
                    size_t n_gid, int *rootfs_fd, struct bh_error *err)
@@ -419,6 +509,14 @@ int bh_idmap_trees(const struct bh_sandbox_spec *spec, const struct bh_create_op
         if (set_idmap(m->tree_fd, userns, true) == 0)
             continue;
         int e = errno;
+        if ((m->flags & MS_REC) && (e == EINVAL || e == EOPNOTSUPP)) {
+            /* One mount of the rbind refuses (e.g. a v1 cgroupfs below a
+             * tmpfs): idmap the others one by one, so the tree keeps every
+             * submount and only the refusing ones stay as they are. */
+            if (idmap_each(m, userns, opts, err) < 0)
+                return -1;
+            continue;
+        }
         if (e != EINVAL && e != EOPNOTSUPP && e != EPERM)
             return bh_error_errno(err, e, "idmap bind mount `%s` on `%s`", m->source,
                                   m->destination);

@@ -649,12 +649,8 @@ static void op_exec(int fd, json_t *msg, int *fds, size_t n_fds)
         reply_error(fd, &err);
         return;
     }
-    /* A host fd inside the kernel tier would be a path root the broker
-     * resolves relative to: refused there. */
-    if (n_extra > 0 && S.spec.tier >= BH_TIER_KERNEL) {
-        bh_error_set(&err, EPERM,
-                     "extra fds (--preserve-fds) are refused at the kernel tier: a host fd "
-                     "in the sandbox is a way around the sentry's path checks");
+    if (bh_guest_extra_fds_check(&S.spec, fds + 3 + (has_console ? 1 : 0), (size_t)n_extra, &err) <
+        0) {
         bh_process_free(&proc);
         reply_error(fd, &err);
         return;

@@ -1647,9 +1647,10 @@ Test(oci_compat_cli, debug_lines_name_runcs_stages)
     expect_stages(err_text, exec_stages);
 }
 
-/* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 at the
- * container tier (nothing else leaks in); the kernel tier refuses them. */
-static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
+/* exec --preserve-fds N: our 3..3+N-1 are the process's 3..3+N-1 (nothing
+ * else leaks in); fd 3 is /dev/null, or fd3 when it is not -1. */
+static int exec_preserving_fd3(const char *id, int fd3, const char *script, char *out,
+                               size_t outlen)
 {
     char p[512];
     snprintf(p, sizeof(p), "%s/preserved.txt", tmp);
@@ -1666,7 +1667,7 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
         dup2(pp[1], 1);
         int null = open("/dev/null", O_RDONLY);
         dup2(null, 0);
-        dup2(null, 3);
+        dup2(fd3 >= 0 ? fd3 : null, 3);
         int f = open(p, O_RDONLY);
         dup2(f, 4);
         for (int fd = 5; fd < 64; fd++)
@@ -1679,6 +1680,11 @@ static int exec_preserving(const char *id, const char *script, char *out, size_t
     int rc = wait_exit(pid);
     load_stderr();
     return rc;
+}
+
+static int exec_preserving(const char *id, const char *script, char *out, size_t outlen)
+{
+    return exec_preserving_fd3(id, -1, script, out, outlen);
 }
 
 Test(oci_compat_cli, exec_preserve_fds)
@@ -1708,14 +1714,49 @@ Test(oci_compat_cli, exec_preserve_fds_reopened_as_opened)
               "a read-only fd was reopened for writing: %s", out);
 }
 
-Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
+/* The kernel tier passes files and pipes: the guest reads and writes them
+ * directly, as data; /dev/null on fd 3 is one of the sandbox's own devices. */
+Test(oci_compat_cli, exec_preserve_fds_kernel_tier)
 {
     h_require_kernel_tier();
     const char *id = start_sleeper("kernel");
     char out[4096];
-    cr_expect_eq(exec_preserving(id, "cat <&4", out, sizeof(out)), 255);
-    cr_expect(strstr(err_text, "refused at the kernel tier") != NULL, "%s", err_text);
-    cr_expect_str_eq(out, "");
+    int rc = exec_preserving(id, "cat <&4; ls /proc/self/fd | tr '\\n' ' '", out, sizeof(out));
+    cr_expect_eq(rc, 0, "%s", err_text);
+    cr_expect(strncmp(out, "hello-fd\n0 1 2 3 4 ", 19) == 0, "%s", out);
+    cr_expect(strstr(out, " 6 ") == NULL, "an fd leaked in: %s", out);
+}
+
+/* What would reach around the broker is refused, named, before anything
+ * runs: a host directory or O_PATH fd (a root for *at calls), a socket (a
+ * line to a host service), a file of the host's procfs. */
+Test(oci_compat_cli, exec_preserve_fds_refused_at_kernel_tier)
+{
+    h_require_kernel_tier();
+    const char *id = start_sleeper("kernel");
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct {
+        int fd;
+        const char *why;
+    } cases[] = {
+        {open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "it is a directory"},
+        {open(tmp, O_PATH | O_CLOEXEC), "it is an O_PATH fd"},
+        {sv[0], "it is a socket"},
+        {open("/proc/self/status", O_RDONLY | O_CLOEXEC), "a file of procfs"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[4096];
+        cr_assert_geq(cases[i].fd, 0);
+        cr_expect_eq(exec_preserving_fd3(id, cases[i].fd, "echo ran", out, sizeof(out)), 255);
+        cr_expect(strstr(err_text, "extra fd 3 (--preserve-fds) is refused at the kernel tier") !=
+                          NULL &&
+                      strstr(err_text, cases[i].why) != NULL,
+                  "case %zu: %s", i, err_text);
+        cr_expect_str_eq(out, "");
+        close(cases[i].fd);
+    }
+    close(sv[1]);
 }
 
 /* process.rlimits as runc sets them: a core limit (soft and hard) the
@@ -2192,6 +2233,89 @@ Test(oci_compat_mounts, rbind_ro_is_not_recursive_rro_is_kernel_tier)
 {
     h_require_kernel_tier();
     rbind_ro_and_rro("kernel");
+}
+
+/* An rbind carries the mounts below its source, each idmapped where its
+ * filesystem allows (a v1 cgroupfs does not): a host tmpfs with a second
+ * tmpfs below it, and optionally a host cgroupfs beside that. Returns
+ * run_with_mounts's status; out holds what the guest printed. */
+static int rbind_with_submounts(const char *tier, bool with_cgroupfs, char *out, size_t outlen)
+{
+    char src[256], sub[300], cg[300], file[320], mounts[1024], cgdir[4096];
+    snprintf(src, sizeof(src), "%s/rsrc", tmp);
+    snprintf(sub, sizeof(sub), "%s/sub", src);
+    snprintf(cg, sizeof(cg), "%s/cg", src);
+    cr_assert_eq(mkdir(src, 0755), 0);
+    cr_assert_eq(mount("tmpfs", src, "tmpfs", 0, "size=1m,mode=0755"), 0, "mount %s: %s", src,
+                 strerror(errno));
+    snprintf(host_mount, sizeof(host_mount), "%s", src);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    cr_assert_eq(mount("tmpfs", sub, "tmpfs", 0, "size=1m,mode=0755"), 0, "mount %s: %s", sub,
+                 strerror(errno));
+    snprintf(file, sizeof(file), "%s/f", sub);
+    h_write_file(sub, "f", "lower-file\n");
+    cr_assert_eq(chmod(file, 0600), 0);
+    if (with_cgroupfs) {
+        h_cgroup_dir("pids", ".", cgdir, sizeof(cgdir));
+        cr_assert_eq(mkdir(cg, 0755), 0);
+        cr_assert_eq(mount(cgdir, cg, NULL, MS_BIND, NULL), 0, "bind %s: %s", cgdir,
+                     strerror(errno));
+    }
+    snprintf(mounts, sizeof(mounts),
+             "{\"destination\": \"/mnt/r\", \"type\": \"bind\", \"source\": \"%s\", "
+             "\"options\": [\"rbind\"]}",
+             src);
+    return run_with_mounts(tier, mounts,
+                           "cat /mnt/r/sub/f; stat -c owner-%u /mnt/r/sub/f; "
+                           "test -e /mnt/r/cg/cgroup.procs && echo cgroupfs-there; true",
+                           out, outlen);
+}
+
+/* The file of host root in the lower tmpfs reaches the container's root as
+ * its own: the submount came along and is idmapped. */
+static void rbind_carries_submounts(const char *tier)
+{
+    char out[4096];
+    cr_expect_eq(rbind_with_submounts(tier, false, out, sizeof(out)), 0, "%s %s", out, err_text);
+    cr_expect(strstr(out, "lower-file") != NULL && strstr(out, "owner-0") != NULL,
+              "the rbind lost its submount, or it is not idmapped: %s", out);
+}
+
+Test(oci_compat_mounts, rbind_carries_submounts_container_tier)
+{
+    rbind_carries_submounts("container");
+}
+
+Test(oci_compat_mounts, rbind_carries_submounts_kernel_tier)
+{
+    h_require_kernel_tier();
+    rbind_carries_submounts("kernel");
+}
+
+/* A cgroupfs below the source refuses an idmap; the recursive idmap is all
+ * or nothing, so the whole tree used to stay unmapped (the tmpfs's file of
+ * host root read as the overflow id). Now only the cgroupfs stays as is. */
+Test(oci_compat_mounts, rbind_idmaps_the_submounts_that_allow_it_container_tier)
+{
+    char out[4096];
+    int rc = rbind_with_submounts("container", true, out, sizeof(out));
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "lower-file") != NULL && strstr(out, "owner-0") != NULL,
+              "the tmpfs below the rbind is missing or unmapped: %s", out);
+    cr_expect(strstr(out, "cgroupfs-there") != NULL, "the cgroupfs did not come along: %s", out);
+}
+
+/* The kernel tier's one rule holds for what an rbind carries: the host's
+ * cgroupfs below the source is refused, named, before anything runs. */
+Test(oci_compat_mounts, rbind_of_a_host_cgroupfs_refused_kernel_tier)
+{
+    h_require_kernel_tier();
+    char out[4096];
+    int rc = rbind_with_submounts("kernel", true, out, sizeof(out));
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "lower-file") == NULL, "the guest ran: %s", out);
+    cr_expect(strstr(err_text, "cgroup on `/mnt/r/cg` is not one bulkhead made") != NULL, "%s",
+              err_text);
 }
 
 /* A /dev asked read-only gets its nodes, devpts and shm first and turns
