@@ -1449,6 +1449,19 @@ static int take_forked_sentry(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
+/* The programs, the spec, the device tree and the cgroup: nothing of these
+ * needs the sentry's pid. */
+static int create_pid_free_work(struct create_ctx *c, struct bh_error *err)
+{
+    if (create_handover_fds(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: programs, spec, device tree");
+    if (create_cgroup(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: cgroup made");
+    return 0;
+}
+
 /* Parent half: the id maps before the child takes one step; then "go", and
  * while the child execs the sentry, the programs, the device nodes and the
  * spec are made, the cgroup is made and joined and the trees idmapped with
@@ -1459,7 +1472,13 @@ static int take_forked_sentry(struct create_ctx *c, struct bh_error *err)
 static int create_parent_half(struct create_ctx *c, struct bh_error *err)
 {
     struct bh_sandbox *sb = c->sb;
-    if (c->sentry_forks && take_forked_sentry(c, err) < 0)
+    /* An exec'd sentry forks itself before the maps can be written: the
+     * work that needs no pid runs meanwhile, as it runs beside the exec
+     * after "go" when the child execs inside the namespaces. */
+    bool early = c->sentry_forks;
+    if (early && create_pid_free_work(c, err) < 0)
+        return -1;
+    if (early && take_forked_sentry(c, err) < 0)
         return -1;
     if (c->own_userns && !c->in_pod &&
         bh_idmaps_write(sb->pid, c->uid_maps, c->n_uid, c->gid_maps, c->n_gid, err) < 0)
@@ -1470,12 +1489,8 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     json_decref(go);
     if (r < 0)
         return bh_error_prefix(err, "wake the sandbox's first process");
-    if (create_handover_fds(c, err) < 0)
+    if (!early && create_pid_free_work(c, err) < 0)
         return -1;
-    bh_startup_mark("fe: programs, spec, device tree");
-    if (create_cgroup(c, err) < 0)
-        return -1;
-    bh_startup_mark("fe: cgroup made");
     if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0)
         return bh_error_prefix(err, "join the sandbox's cgroup");
     if (c->own_userns && want_idmap(c->spec)) {
