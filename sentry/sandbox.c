@@ -21,6 +21,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <linux/kcmp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -57,6 +58,7 @@
 #define SENTRY_SYNC_FD 3
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
+#define SENTRY_POD_USERNS_FD 6 /* exec'd in the host's namespace: the pod's to join */
 
 struct bh_sandbox {
     pid_t pid; /* host pid of the sentry */
@@ -128,6 +130,10 @@ struct child_args {
      * forks itself into these (sentry-main.c, fork_into_sandbox). 0: the
      * child makes the namespaces and execs inside them. */
     unsigned long sentry_clone_flags;
+    /* Traced, the in-place child waits for this (its own copy, in the
+     * memory it shares) before it execs, so the front end can see that it
+     * shares that memory: the exec no longer waits for "go". */
+    int trace_gate;
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -184,11 +190,11 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
      * sync socket (so its death reads as EOF here and this child exits),
      * its lock on an OCI state directory, the id-slot lock of another
      * sandbox, fds it did not mean to pass on. */
-    int keep[9 + BH_NS_COUNT] = {
-        0,          1,          2,        a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
-        a->sync_fd, a->slot_fd, a->exe_fd};
+    int keep[10 + BH_NS_COUNT] = {
+        0,          1,          2,         a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
+        a->sync_fd, a->slot_fd, a->exe_fd, a->pod_userns_fd};
     for (int i = 0; i < BH_NS_COUNT; i++)
-        keep[9 + i] = a->ns_fds[i];
+        keep[10 + i] = a->ns_fds[i];
     close_all_but(keep, BH_ARRAY_SIZE(keep));
     bool in_host = a->sentry_clone_flags != 0;
     if (!in_host) {
@@ -218,6 +224,9 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
             CHILD_FAIL("become host id %u before the sentry's exec: %s", a->owner_uid,
                        child_strerror(errno));
     }
+    while (in_host && bh_startup_trace_on && a->child_sets_rlimits &&
+           __atomic_load_n(&a->trace_gate, __ATOMIC_ACQUIRE) == 0)
+        syscall(SYS_futex, &a->trace_gate, FUTEX_WAIT, 0, NULL, NULL, 0);
     if (in_host) {
         /* The sentry is exec'd here, in the host's user namespace, and
          * makes the sandbox's namespaces itself: root's ids, the session
@@ -250,15 +259,17 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         CHILD_FAIL("new time namespace for the guests: %s", child_strerror(errno));
 place_fds:;
     /* Guest stdio on 0..2 (moved high first so no dup clobbers another),
-     * then the sync socket, the id slot lock and the sentry binary. */
-    int hi[6];
-    int src[6] = {a->spec->stdio[0] >= 0 ? a->spec->stdio[0] : 0,
+     * then the sync socket, the id slot lock, the sentry binary and the
+     * pod's user namespace (when the sentry joins it). */
+    int hi[7];
+    int src[7] = {a->spec->stdio[0] >= 0 ? a->spec->stdio[0] : 0,
                   a->spec->stdio[1] >= 0 ? a->spec->stdio[1] : 1,
                   a->spec->stdio[2] >= 0 ? a->spec->stdio[2] : 2,
                   a->sync_fd,
                   a->slot_fd,
-                  a->exe_fd};
-    for (int i = 0; i < 6; i++) {
+                  a->exe_fd,
+                  in_host ? a->pod_userns_fd : -1};
+    for (int i = 0; i < 7; i++) {
         if (src[i] < 0) {
             hi[i] = -1;
             continue;
@@ -267,7 +278,7 @@ place_fds:;
         if (hi[i] < 0)
             CHILD_FAIL("duplicate fd %d for the sentry: %s", src[i], child_strerror(errno));
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (hi[i] < 0) {
             if (i < 3)
                 CHILD_FAIL("stdio fd %d is not open", i);
@@ -277,13 +288,13 @@ place_fds:;
             CHILD_FAIL("place fd %d for the sentry: %s", i, child_strerror(errno));
     }
     a->sync_fd = SENTRY_SYNC_FD;
-    if (syscall(SYS_close_range, SENTRY_EXE_FD + 1, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, SENTRY_POD_USERNS_FD + 1, ~0U, 0) < 0)
         CHILD_FAIL("close the front end's fds: %s", child_strerror(errno));
     char sync_arg[32], slot_arg[32], fork_arg[64];
     snprintf(sync_arg, sizeof(sync_arg), "--sync-fd=%d", SENTRY_SYNC_FD);
     snprintf(slot_arg, sizeof(slot_arg), "--slot-fd=%d", hi[4] >= 0 ? SENTRY_SLOT_FD : -1);
-    snprintf(fork_arg, sizeof(fork_arg), "--fork=%lu,%d,%d", a->sentry_clone_flags, a->owned,
-             a->ns_fds[BH_NS_TIME] < 0);
+    snprintf(fork_arg, sizeof(fork_arg), "--fork=%lu,%d,%d,%d", a->sentry_clone_flags, a->owned,
+             a->ns_fds[BH_NS_TIME] < 0, hi[6] >= 0 ? SENTRY_POD_USERNS_FD : -1);
     char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, in_host ? fork_arg : NULL, NULL};
     char *envp[] = {NULL};
     bh_startup_mark("child: execveat the sentry");
@@ -865,7 +876,7 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         }
         if (reply[0] == 0 && (reply[0] = become_owner(a)) != 0)
             reply[1] = -2;
-        if (reply[0] == 0 && a->pod_userns_fd >= 0 &&
+        if (reply[0] == 0 && a->pod_userns_fd >= 0 && a->sentry_clone_flags == 0 &&
             syscall(SYS_setns, a->pod_userns_fd, CLONE_NEWUSER) < 0) {
             reply[0] = errno;
             reply[1] = BH_NS_COUNT;
@@ -1368,13 +1379,14 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     struct bh_sandbox *sb = c->sb;
     /* The second wall (sentry/README.md): with a user namespace of its own
      * and nothing the child must join after the clone, the sentry is
-     * exec'd before any new namespace and forks itself into them, so its
-     * mm stays the host namespace's. Joins of user or mount namespaces and
-     * a pod's user namespace keep the exec inside (one wall: Landlock). */
-    bool child_joins = a.pod_userns_fd >= 0;
+     * exec'd before any new namespace and forks itself into them (after
+     * joining a pod's user namespace), so its mm stays the host
+     * namespace's. Joins of user or mount namespace paths keep the exec
+     * inside (one wall: Landlock). */
+    bool child_joins = false;
     for (int i = 0; i < BH_NS_COUNT; i++)
         child_joins = child_joins || (a.ns_fds[i] >= 0 && !a.pre_joined[i]);
-    if ((flags & CLONE_NEWUSER) && !child_joins) {
+    if (((flags & CLONE_NEWUSER) || a.pod_userns_fd >= 0) && !child_joins) {
         a.sentry_clone_flags = flags;
         flags = 0;
         c->sentry_forks = true;
@@ -1397,9 +1409,14 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     close(steal_fd(&c->child_sync));
     sb->conn.sentry_pid = sb->pid;
     /* What the trace test holds: the in-place child copied no page table. */
-    if (bh_startup_trace_on && sb->child_stack != NULL &&
-        syscall(SYS_kcmp, getpid(), sb->pid, KCMP_VM, 0, 0) == 0)
-        bh_startup_mark("fe: the child shares the front end's memory");
+    if (bh_startup_trace_on && sb->child_stack != NULL) {
+        if (syscall(SYS_kcmp, getpid(), sb->pid, KCMP_VM, 0, 0) == 0)
+            bh_startup_mark("fe: the child shares the front end's memory");
+        struct child_args *copy =
+            (struct child_args *)((char *)sb->child_stack + CHILD_STACK_SIZE - sizeof(*copy));
+        __atomic_store_n(&copy->trace_gate, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &copy->trace_gate, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
     return 0;
 }
 

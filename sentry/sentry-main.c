@@ -913,11 +913,21 @@ static __attribute__((noreturn)) void serve(void)
 static void fork_into_sandbox(const char *arg)
 {
     unsigned long flags = 0;
-    int owned = 0, new_time = 0;
+    int owned = 0, new_time = 0, pod_userns = -1;
     struct bh_error err = {0};
-    if (sscanf(arg, "%lu,%d,%d", &flags, &owned, &new_time) != 3 || !(flags & CLONE_NEWUSER)) {
+    if (sscanf(arg, "%lu,%d,%d,%d", &flags, &owned, &new_time, &pod_userns) != 4 ||
+        !(flags & CLONE_NEWUSER) == (pod_userns < 0)) {
         bh_error_set(&err, EINVAL, "bad --fork argument `%s`", arg);
         die(&err);
+    }
+    /* A pod's sandboxes share its user namespace: joined by this process
+     * (exec'd as host root for that), which leaves its mm the host's. */
+    if (pod_userns >= 0) {
+        if (setns(pod_userns, CLONE_NEWUSER) < 0) {
+            bh_error_errno(&err, errno, "join the pod's user namespace");
+            die(&err);
+        }
+        close(pod_userns);
     }
     int pidfd = -1;
     struct clone_args ca = {.flags = flags | CLONE_PARENT | CLONE_PIDFD,

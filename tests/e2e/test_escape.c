@@ -1312,15 +1312,6 @@ static size_t children_of(pid_t pid, pid_t *out, size_t max)
     return n;
 }
 
-static bool pidns_differs(pid_t a, pid_t b)
-{
-    char pa[64], pb[64];
-    struct stat sa, sb;
-    snprintf(pa, sizeof(pa), "/proc/%d/ns/pid", (int)a);
-    snprintf(pb, sizeof(pb), "/proc/%d/ns/pid", (int)b);
-    return stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_ino != sb.st_ino;
-}
-
 /* The child of sentry that has exec'd comm, waiting up to 20 s; -1 if none. */
 static pid_t wait_guest(pid_t sentry, const char *comm)
 {
@@ -1344,7 +1335,7 @@ static pid_t wait_sentry(pid_t parent)
         pid_t kids[16];
         size_t n = children_of(parent, kids, BH_ARRAY_SIZE(kids));
         for (size_t k = 0; k < n; k++)
-            if (comm_is(kids[k], "bulkhead-sentry") && pidns_differs(kids[k], parent))
+            if (comm_is(kids[k], "bulkhead-sentry") && h_pidns_differs(kids[k], parent))
                 return kids[k];
         usleep(10000);
     }

@@ -196,16 +196,6 @@ static size_t children(pid_t pid, struct proc_id *out, size_t max)
     return n;
 }
 
-/* Whether pid sits in a pid namespace other than parent's. */
-static bool in_other_pidns(pid_t pid, pid_t parent)
-{
-    char a[64], b[64];
-    struct stat sa, sb;
-    snprintf(a, sizeof(a), "/proc/%d/ns/pid", (int)pid);
-    snprintf(b, sizeof(b), "/proc/%d/ns/pid", (int)parent);
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino != sb.st_ino;
-}
-
 /* First live child of pid whose comm is one of comms ("" matches any), or -1.
  * Asked for the sentry, only pid 1 of a pid namespace of its own answers:
  * the start-up's first child execs the sentry in the host's namespaces,
@@ -220,7 +210,7 @@ static struct proc_id child_named(pid_t pid, const char *const *comms)
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; comms[k]; k++)
             if ((comms[k][0] == '\0' || strcmp(c[i].comm, comms[k]) == 0) &&
-                (!sentry || in_other_pidns(c[i].pid, pid)))
+                (!sentry || h_pidns_differs(c[i].pid, pid)))
                 return c[i];
     return (struct proc_id){.pid = -1};
 }
