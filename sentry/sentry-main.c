@@ -1,6 +1,7 @@
 /* bulkhead-sentry: pid 1 of every sandbox. The front end executes it in the
- * sandbox's fresh namespaces (as root of its user namespace) with the sync
- * socket on fd 3. It reads the spec, opens what it needs from the host,
+ * host's user namespace with the sync socket on fd 3, and it forks itself
+ * into the sandbox's fresh namespaces (fork_into_sandbox: its mm stays the
+ * host namespace's), where the child becomes root of its user namespace. It reads the spec, opens what it needs from the host,
  * compiles the policies, builds the filesystem and network, confines itself
  * (its own uid, a few capabilities, non-dumpable, no_new_privs,
  * sentry.policy), spawns the first guest, says "ready", then serves: it
