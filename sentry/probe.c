@@ -788,33 +788,43 @@ static void check_userns_owner(struct bh_tier_report *r, pid_t sentry)
                                         "root, which a guest could exhaust");
 }
 
-/* In a forked child (raw syscalls: the caller may be multi-threaded): root
- * of pid's user namespace with every capability there, CAP_SYS_PTRACE
- * included, and no Landlock domain, as a container guest root granted
- * CAP_SYS_PTRACE would be without the guest's. 0 if it opened
- * /proc/target/mem, else the errno (a negative one: it never got there). */
-static int open_mem_as_userns_root(pid_t userns_of, pid_t target)
+/* In one forked child (raw syscalls: the caller may be multi-threaded):
+ * root of the sentry's user namespace with every capability there,
+ * CAP_SYS_PTRACE included, and no Landlock domain, as a container guest
+ * root granted CAP_SYS_PTRACE would be without the guest's, opens the
+ * sentry's /proc/PID/mem and a guest's. *sentry_errno: 0 if it opened the
+ * sentry's, else the errno; *guest_ok: it opened the guest's. -1 with an
+ * errno when the child could not get in place. */
+static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno, bool *guest_ok)
 {
-    char ns[64], mem[64];
-    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)userns_of);
-    snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)target);
+    char ns[64], mem[64], gmem[64];
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)sentry);
+    snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)sentry);
+    snprintf(gmem, sizeof(gmem), "/proc/%d/mem", (int)guest);
     pid_t child = fork();
     if (child < 0)
-        return -errno;
+        return -1;
     if (child == 0) {
         int fd = (int)syscall(SYS_openat, AT_FDCWD, ns, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || syscall(SYS_setns, fd, CLONE_NEWUSER) < 0 ||
             syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
-            syscall(SYS_exit_group, 255);
+            syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);
         int m = (int)syscall(SYS_openat, AT_FDCWD, mem, O_RDONLY | O_CLOEXEC);
-        syscall(SYS_exit_group, m >= 0 ? 0 : (errno & 0x7f));
+        int code = m >= 0 ? 0 : (errno & 0x7f);
+        if (guest > 0 && syscall(SYS_openat, AT_FDCWD, gmem, O_RDONLY | O_CLOEXEC) >= 0)
+            code |= 0x80;
+        syscall(SYS_exit_group, code);
     }
     int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR)
         ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) == 255)
-        return -EPERM;
-    return WEXITSTATUS(st);
+    if (!WIFEXITED(st)) {
+        errno = EPERM;
+        return -1;
+    }
+    *sentry_errno = WEXITSTATUS(st) & 0x7f;
+    *guest_ok = (WEXITSTATUS(st) & 0x80) != 0;
+    return 0;
 }
 
 /* The sentry's second wall (sentry/README.md): it was exec'd in the host's
@@ -824,14 +834,13 @@ static int open_mem_as_userns_root(pid_t userns_of, pid_t target)
  * opens its memory, or the check proved nothing. */
 static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
 {
-    int e = open_mem_as_userns_root(sentry, sentry);
-    int ctl = guest > 0 ? open_mem_as_userns_root(sentry, guest) : -ESRCH;
-    if (e < 0 || ctl != 0)
+    int e = 0;
+    bool ctl = false;
+    if (open_mem_as_userns_root(sentry, guest, &e, &ctl) < 0 || !ctl)
         bh_tier_report_add(r, "sentry_mm", BH_CHECK_FAIL, BH_TIER_CONTAINER,
                            "sentry %d: a root of its user namespace with CAP_SYS_PTRACE could "
-                           "not be put in place (%s), or could not open a guest's memory (%s)",
-                           (int)sentry, e < 0 ? strerror(-e) : "ok",
-                           ctl == 0 ? "ok" : strerror(ctl < 0 ? -ctl : ctl));
+                           "not be put in place (%s), or could not open guest %d's memory",
+                           (int)sentry, strerror(errno), (int)guest);
     else if (e == 0)
         bh_tier_report_add(r, "sentry_mm", BH_CHECK_FAIL, BH_TIER_CONTAINER,
                            "sentry %d: a root of its user namespace with CAP_SYS_PTRACE opens "
