@@ -36,5 +36,7 @@ int bh_conn_request(struct bh_sentry_conn *conn, json_t *req, const int *fds, si
  * stream ends; returns 1 with an event, 0 at the end, -1 on error. */
 int bh_conn_next_event(struct bh_sentry_conn *conn, int64_t deadline_ms, json_t **ev,
                        struct bh_error *err);
+/* The pid of a pidfd's process in this process's pid namespace, or -1. */
+pid_t bh_pidfd_pid(int pidfd);
 
 #endif

@@ -388,7 +388,7 @@ static int inner_pid(struct bh_sentry_conn *conn, pid_t host, pid_t *inner, stru
     return bh_error_set(err, ESRCH, "process %d: no such process in this sandbox", host);
 }
 
-static pid_t pidfd_host_pid(int pidfd)
+pid_t bh_pidfd_pid(int pidfd)
 {
     char path[64], line[128];
     snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
@@ -453,7 +453,7 @@ int bh_sentry_exec_held(struct bh_sentry_conn *conn, const struct bh_process *pr
     }
     /* The process waits for our start, so its pid is still readable. */
     json_int_t inner = json_integer_value(json_object_get(reply, "pid"));
-    *pid = pidfd_host_pid(pidfd);
+    *pid = bh_pidfd_pid(pidfd);
     close(pidfd);
     json_decref(reply);
     if (*pid <= 0) {

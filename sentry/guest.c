@@ -507,6 +507,13 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     char program[4096];
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, bh_error_exit_code(&err));
+    /* Still the sentry's copy, whose mm belongs to the host's user namespace
+     * (sentry/README.md, "A second wall"): non-dumpable, the sentry could
+     * not take the listeners with pidfd_getfd. Dumpable from here (the tier's
+     * filter may refuse prctl) to the exec, which makes it dumpable anyway;
+     * no other guest can reach it, each in a sibling Landlock domain. */
+    if ((ctx->want_listener || ctx->want_user_listener) && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        _exit(BH_EXIT_REFUSED);
     /* At the kernel tier the caller's filter goes first: the tier's refuses
      * seccomp(2) itself. At the container tier it goes last, so that where
      * both refuse a syscall the caller's errno is the one seen (of equal

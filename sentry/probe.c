@@ -10,6 +10,7 @@
 #include <linux/nsfs.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -68,6 +70,7 @@ static const struct check_rule rules[] = {
     {"guests", BH_TIER_CONTAINER, false},
     {"cgroup_limits", BH_TIER_CONTAINER, false},
     {"userns_owner", BH_TIER_KERNEL, false},
+    {"sentry_mm", BH_TIER_CONTAINER, false},
     {"guest_rlimits", BH_TIER_NONE, false},
     {"probe_complete", BH_TIER_CONTAINER, false},
 };
@@ -785,6 +788,73 @@ static void check_userns_owner(struct bh_tier_report *r, pid_t sentry)
                                         "root, which a guest could exhaust");
 }
 
+/* In one forked child (raw syscalls: the caller may be multi-threaded):
+ * root of the sentry's user namespace with every capability there,
+ * CAP_SYS_PTRACE included, and no Landlock domain, as a container guest
+ * root granted CAP_SYS_PTRACE would be without the guest's, opens the
+ * sentry's /proc/PID/mem and a guest's. *sentry_errno: 0 if it opened the
+ * sentry's, else the errno; *guest_ok: it opened the guest's. -1 with an
+ * errno when the child could not get in place. */
+static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno, bool *guest_ok)
+{
+    char ns[64], mem[64], gmem[64];
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)sentry);
+    snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)sentry);
+    snprintf(gmem, sizeof(gmem), "/proc/%d/mem", (int)guest);
+    pid_t child = fork();
+    if (child < 0)
+        return -1;
+    if (child == 0) {
+        int fd = (int)syscall(SYS_openat, AT_FDCWD, ns, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || syscall(SYS_setns, fd, CLONE_NEWUSER) < 0 ||
+            syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+            syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);
+        int m = (int)syscall(SYS_openat, AT_FDCWD, mem, O_RDONLY | O_CLOEXEC);
+        int code = m >= 0 ? 0 : (errno & 0x7f);
+        if (guest > 0 && syscall(SYS_openat, AT_FDCWD, gmem, O_RDONLY | O_CLOEXEC) >= 0)
+            code |= 0x80;
+        syscall(SYS_exit_group, code);
+    }
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st)) {
+        errno = EPERM;
+        return -1;
+    }
+    *sentry_errno = WEXITSTATUS(st) & 0x7f;
+    *guest_ok = (WEXITSTATUS(st) & 0x80) != 0;
+    return 0;
+}
+
+/* The sentry's second wall (sentry/README.md): it was exec'd in the host's
+ * user namespace, so non-dumpable keeps out even a root of the sandbox's
+ * namespace holding CAP_SYS_PTRACE there, with no Landlock domain to stop
+ * it. The control is a guest, exec'd inside and dumpable: the same root
+ * opens its memory, or the check proved nothing. */
+static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
+{
+    int e = 0;
+    bool ctl = false;
+    if (open_mem_as_userns_root(sentry, guest, &e, &ctl) < 0 || !ctl)
+        bh_tier_report_add(r, "sentry_mm", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "sentry %d: a root of its user namespace with CAP_SYS_PTRACE could "
+                           "not be put in place (%s), or could not open guest %d's memory",
+                           (int)sentry, strerror(errno), (int)guest);
+    else if (e == 0)
+        bh_tier_report_add(r, "sentry_mm", BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                           "sentry %d: a root of its user namespace with CAP_SYS_PTRACE opens "
+                           "its /proc/PID/mem: it was exec'd inside the sandbox's user "
+                           "namespace, so only Landlock keeps guests out of it",
+                           (int)sentry);
+    else
+        bh_tier_report_add(r, "sentry_mm", BH_CHECK_PASS, BH_TIER_CONTAINER,
+                           "sentry %d: a root of its user namespace with CAP_SYS_PTRACE cannot "
+                           "open its memory (%s; a guest's it can): exec'd in the host's user "
+                           "namespace, non-dumpable",
+                           (int)sentry, strerror(e));
+}
+
 /* Per-user counters the kernel checks against rlimits, shown for each
  * guest; "unlimited" fails. Information, not a requirement of the tier: an
  * OCI config may ask for it (docker --ulimit), and with the user namespace
@@ -881,6 +951,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
         bh_tier_report_add(rep, "guests", BH_CHECK_PASS, BH_TIER_CONTAINER,
                            "%zu guest process(es) under the sentry", n);
     }
+    check_sentry_mm(rep, target->sentry_pid, n > 0 ? guests[0] : 0);
     for (size_t i = 0; i < n; i++) {
         check_guest_status(rep, guests[i], target->caps);
         check_guest_ns(rep, guests[i], target->sentry_pid);

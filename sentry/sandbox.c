@@ -21,6 +21,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <linux/kcmp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -57,6 +58,7 @@
 #define SENTRY_SYNC_FD 3
 #define SENTRY_SLOT_FD 4
 #define SENTRY_EXE_FD 5
+#define SENTRY_POD_USERNS_FD 6 /* exec'd in the host's namespace: the pod's to join */
 
 struct bh_sandbox {
     pid_t pid; /* host pid of the sentry */
@@ -123,6 +125,15 @@ struct child_args {
     /* Cloned in place (clone_as_owner): the front end lent only the soft
      * limits, so the child lowers its hard limits to the ceilings itself. */
     bool child_sets_rlimits;
+    /* The second wall: the child execs the sentry with no new namespace
+     * (its mm then belongs to the host's user namespace), and the sentry
+     * forks itself into these (sentry-main.c, fork_into_sandbox). 0: the
+     * child makes the namespaces and execs inside them. */
+    unsigned long sentry_clone_flags;
+    /* Traced, the in-place child waits for this (its own copy, in the
+     * memory it shares) before it execs, so the front end can see that it
+     * shares that memory: the exec no longer waits for "go". */
+    int trace_gate;
 };
 
 #define CHILD_FAIL(...)                                                                            \
@@ -179,27 +190,50 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
      * sync socket (so its death reads as EOF here and this child exits),
      * its lock on an OCI state directory, the id-slot lock of another
      * sandbox, fds it did not mean to pass on. */
-    int keep[9 + BH_NS_COUNT] = {
-        0,          1,          2,        a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
-        a->sync_fd, a->slot_fd, a->exe_fd};
+    int keep[10 + BH_NS_COUNT] = {
+        0,          1,          2,         a->spec->stdio[0], a->spec->stdio[1], a->spec->stdio[2],
+        a->sync_fd, a->slot_fd, a->exe_fd, a->pod_userns_fd};
     for (int i = 0; i < BH_NS_COUNT; i++)
-        keep[9 + i] = a->ns_fds[i];
+        keep[10 + i] = a->ns_fds[i];
     close_all_but(keep, BH_ARRAY_SIZE(keep));
-    char go[64];
-    ssize_t n;
-    do {
-        n = recv(a->sync_fd, go, sizeof(go), 0);
-    } while (n < 0 && errno == EINTR);
-    if (n <= 0) {
-        syscall(SYS_exit_group, 125);
-        __builtin_unreachable();
+    bool in_host = a->sentry_clone_flags != 0;
+    if (!in_host) {
+        char go[64];
+        ssize_t n;
+        do {
+            n = recv(a->sync_fd, go, sizeof(go), 0);
+        } while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            syscall(SYS_exit_group, 125);
+            __builtin_unreachable();
+        }
+        bh_startup_mark("child: go");
     }
-    bh_startup_mark("child: go");
     for (int i = 0; a->child_sets_rlimits && i < BH_USERNS_N_RLIMITS; i++) {
         struct rlimit rl = {a->rlimits[i].soft, a->rlimits[i].hard};
         if (syscall(SYS_prlimit64, 0, a->rlimits[i].resource, &rl, NULL) < 0)
             CHILD_FAIL("lower rlimit %d to the sandbox's ceiling: %s", a->rlimits[i].resource,
                        child_strerror(errno));
+    }
+    if (in_host && a->child_sets_rlimits) {
+        /* In place only the effective ids were the owner's: take them all,
+         * so the sentry is not exec'd with a real uid of host root (which
+         * would give it a full permitted set). Each id is one we hold. */
+        if (syscall(SYS_setresgid, a->owner_gid, a->owner_gid, a->owner_gid) < 0 ||
+            syscall(SYS_setresuid, a->owner_uid, a->owner_uid, a->owner_uid) < 0)
+            CHILD_FAIL("become host id %u before the sentry's exec: %s", a->owner_uid,
+                       child_strerror(errno));
+    }
+    while (in_host && bh_startup_trace_on && a->child_sets_rlimits &&
+           __atomic_load_n(&a->trace_gate, __ATOMIC_ACQUIRE) == 0)
+        syscall(SYS_futex, &a->trace_gate, FUTEX_WAIT, 0, NULL, NULL, 0);
+    if (in_host) {
+        /* The sentry is exec'd here, in the host's user namespace, and
+         * makes the sandbox's namespaces itself: root's ids, the session
+         * and the time namespace are then its forked child's steps. */
+        if (a->owned && syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+            CHILD_FAIL("set the sentry's death signal: %s", child_strerror(errno));
+        goto place_fds;
     }
     for (int i = 0; i < BH_NS_COUNT; i++) {
         if (a->ns_fds[i] >= 0 && !a->pre_joined[i] &&
@@ -223,16 +257,19 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
      * cgroup while this child execs it, and sends the spec only after. */
     if (a->ns_fds[BH_NS_TIME] < 0 && syscall(SYS_unshare, CLONE_NEWTIME) < 0)
         CHILD_FAIL("new time namespace for the guests: %s", child_strerror(errno));
+place_fds:;
     /* Guest stdio on 0..2 (moved high first so no dup clobbers another),
-     * then the sync socket, the id slot lock and the sentry binary. */
-    int hi[6];
-    int src[6] = {a->spec->stdio[0] >= 0 ? a->spec->stdio[0] : 0,
+     * then the sync socket, the id slot lock, the sentry binary and the
+     * pod's user namespace (when the sentry joins it). */
+    int hi[7];
+    int src[7] = {a->spec->stdio[0] >= 0 ? a->spec->stdio[0] : 0,
                   a->spec->stdio[1] >= 0 ? a->spec->stdio[1] : 1,
                   a->spec->stdio[2] >= 0 ? a->spec->stdio[2] : 2,
                   a->sync_fd,
                   a->slot_fd,
-                  a->exe_fd};
-    for (int i = 0; i < 6; i++) {
+                  a->exe_fd,
+                  in_host ? a->pod_userns_fd : -1};
+    for (int i = 0; i < 7; i++) {
         if (src[i] < 0) {
             hi[i] = -1;
             continue;
@@ -241,7 +278,7 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
         if (hi[i] < 0)
             CHILD_FAIL("duplicate fd %d for the sentry: %s", src[i], child_strerror(errno));
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (hi[i] < 0) {
             if (i < 3)
                 CHILD_FAIL("stdio fd %d is not open", i);
@@ -251,12 +288,14 @@ static __attribute__((noreturn)) void child_main(struct child_args *a)
             CHILD_FAIL("place fd %d for the sentry: %s", i, child_strerror(errno));
     }
     a->sync_fd = SENTRY_SYNC_FD;
-    if (syscall(SYS_close_range, SENTRY_EXE_FD + 1, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, SENTRY_POD_USERNS_FD + 1, ~0U, 0) < 0)
         CHILD_FAIL("close the front end's fds: %s", child_strerror(errno));
-    char sync_arg[32], slot_arg[32];
+    char sync_arg[32], slot_arg[32], fork_arg[64];
     snprintf(sync_arg, sizeof(sync_arg), "--sync-fd=%d", SENTRY_SYNC_FD);
     snprintf(slot_arg, sizeof(slot_arg), "--slot-fd=%d", hi[4] >= 0 ? SENTRY_SLOT_FD : -1);
-    char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, NULL};
+    snprintf(fork_arg, sizeof(fork_arg), "--fork=%lu,%d,%d,%d", a->sentry_clone_flags, a->owned,
+             a->ns_fds[BH_NS_TIME] < 0, hi[6] >= 0 ? SENTRY_POD_USERNS_FD : -1);
+    char *argv[] = {"bulkhead-sentry", sync_arg, slot_arg, in_host ? fork_arg : NULL, NULL};
     char *envp[] = {NULL};
     bh_startup_mark("child: execveat the sentry");
     syscall(SYS_execveat, SENTRY_EXE_FD, "", argv, envp, AT_EMPTY_PATH);
@@ -837,7 +876,7 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
         }
         if (reply[0] == 0 && (reply[0] = become_owner(a)) != 0)
             reply[1] = -2;
-        if (reply[0] == 0 && a->pod_userns_fd >= 0 &&
+        if (reply[0] == 0 && a->pod_userns_fd >= 0 && a->sentry_clone_flags == 0 &&
             syscall(SYS_setns, a->pod_userns_fd, CLONE_NEWUSER) < 0) {
             reply[0] = errno;
             reply[1] = BH_NS_COUNT;
@@ -1055,7 +1094,8 @@ struct create_ctx {
     struct bh_idmap *uid_maps, *gid_maps;
     size_t n_uid, n_gid;
     int sysfs_fd;
-    int child_sync; /* the sentry's end of the sync socket, until the clone */
+    int child_sync;    /* the sentry's end of the sync socket, until the clone */
+    bool sentry_forks; /* exec'd in the host's user namespace (second wall) */
     /* Owned here: the programs, the listen and console sockets, the spec
      * memfd, the device tree and an idmapped rootfs. Borrowed: the spec's
      * own trees and sysfs_fd. */
@@ -1337,6 +1377,20 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     if (create_child_args(c, &a, &flags, &via_helper, err) < 0)
         return -1;
     struct bh_sandbox *sb = c->sb;
+    /* The second wall (sentry/README.md): with a user namespace of its own
+     * and nothing the child must join after the clone, the sentry is
+     * exec'd before any new namespace and forks itself into them (after
+     * joining a pod's user namespace), so its mm stays the host
+     * namespace's. Joins of user or mount namespace paths keep the exec
+     * inside (one wall: Landlock). */
+    bool child_joins = false;
+    for (int i = 0; i < BH_NS_COUNT; i++)
+        child_joins = child_joins || (a.ns_fds[i] >= 0 && !a.pre_joined[i]);
+    if (((flags & CLONE_NEWUSER) || a.pod_userns_fd >= 0) && !child_joins) {
+        a.sentry_clone_flags = flags;
+        flags = 0;
+        c->sentry_forks = true;
+    }
     if (via_helper && clone_in_place(c, &a)) {
         a.child_sets_rlimits = true;
         sb->pid = clone_as_owner(flags, &a, &sb->pidfd, &sb->child_stack, err);
@@ -1355,9 +1409,73 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     close(steal_fd(&c->child_sync));
     sb->conn.sentry_pid = sb->pid;
     /* What the trace test holds: the in-place child copied no page table. */
-    if (bh_startup_trace_on && sb->child_stack != NULL &&
-        syscall(SYS_kcmp, getpid(), sb->pid, KCMP_VM, 0, 0) == 0)
-        bh_startup_mark("fe: the child shares the front end's memory");
+    if (bh_startup_trace_on && sb->child_stack != NULL) {
+        if (syscall(SYS_kcmp, getpid(), sb->pid, KCMP_VM, 0, 0) == 0)
+            bh_startup_mark("fe: the child shares the front end's memory");
+        struct child_args *copy =
+            (struct child_args *)((char *)sb->child_stack + CHILD_STACK_SIZE - sizeof(*copy));
+        __atomic_store_n(&copy->trace_gate, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &copy->trace_gate, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+    return 0;
+}
+
+/* The exec'd sentry forked itself into the sandbox's namespaces and names
+ * that child, pid 1 to be, with a pidfd: from now on it is the sandbox's
+ * process (maps, cgroup, signals, wait). The exec'd one exits at once; it
+ * is our child unless detached (then the helper's, or its subreaper's). */
+static int take_forked_sentry(struct create_ctx *c, struct bh_error *err)
+{
+    struct bh_sandbox *sb = c->sb;
+    json_t *msg = NULL;
+    int fd = -1;
+    size_t n = 0;
+    int r = bh_msg_recv(sb->conn.fd, bh_now_ms() + CREATE_TIMEOUT_MS, &msg, &fd, 1, &n, err);
+    if (r <= 0) {
+        if (r == 0)
+            bh_error_set(err, EPROTO, "the sentry ended before it made the sandbox's namespaces");
+        return bh_error_prefix(err, "wait for the sentry's namespaces");
+    }
+    const char *ev = json_string_value(json_object_get(msg, "ev"));
+    /* The pid from the pidfd: the exec'd sentry may sit in a joined pid
+     * namespace, where its numbers are not ours. */
+    pid_t pid = n == 1 ? bh_pidfd_pid(fd) : -1;
+    if (ev == NULL || strcmp(ev, "cloned") != 0 || pid <= 0) {
+        if (ev != NULL && strcmp(ev, "error") == 0)
+            bh_msg_to_error(msg, err);
+        else
+            bh_error_set(err, EPROTO, "the sentry sent `%s` instead of its forked child",
+                         ev != NULL ? ev : "?");
+        json_decref(msg);
+        if (n == 1)
+            close(fd);
+        return -1;
+    }
+    json_decref(msg);
+    /* Its message proves the exec: the in-place child's stack is free. */
+    release_child_stack(sb);
+    if (!c->detached) {
+        while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    close(sb->pidfd);
+    sb->pidfd = fd;
+    sb->pid = pid;
+    sb->conn.sentry_pid = sb->pid;
+    bh_startup_mark("fe: the sentry forked into the namespaces");
+    return 0;
+}
+
+/* The programs, the spec, the device tree and the cgroup: nothing of these
+ * needs the sentry's pid. */
+static int create_pid_free_work(struct create_ctx *c, struct bh_error *err)
+{
+    if (create_handover_fds(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: programs, spec, device tree");
+    if (create_cgroup(c, err) < 0)
+        return -1;
+    bh_startup_mark("fe: cgroup made");
     return 0;
 }
 
@@ -1371,6 +1489,14 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
 static int create_parent_half(struct create_ctx *c, struct bh_error *err)
 {
     struct bh_sandbox *sb = c->sb;
+    /* An exec'd sentry forks itself before the maps can be written: the
+     * work that needs no pid runs meanwhile, as it runs beside the exec
+     * after "go" when the child execs inside the namespaces. */
+    bool early = c->sentry_forks;
+    if (early && create_pid_free_work(c, err) < 0)
+        return -1;
+    if (early && take_forked_sentry(c, err) < 0)
+        return -1;
     if (c->own_userns && !c->in_pod &&
         bh_idmaps_write(sb->pid, c->uid_maps, c->n_uid, c->gid_maps, c->n_gid, err) < 0)
         return -1;
@@ -1380,12 +1506,8 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     json_decref(go);
     if (r < 0)
         return bh_error_prefix(err, "wake the sandbox's first process");
-    if (create_handover_fds(c, err) < 0)
+    if (!early && create_pid_free_work(c, err) < 0)
         return -1;
-    bh_startup_mark("fe: programs, spec, device tree");
-    if (create_cgroup(c, err) < 0)
-        return -1;
-    bh_startup_mark("fe: cgroup made");
     if (bh_cgroup_attach(sb->cg, sb->pid, err) < 0)
         return bh_error_prefix(err, "join the sandbox's cgroup");
     if (c->own_userns && want_idmap(c->spec)) {

@@ -1,6 +1,7 @@
 /* bulkhead-sentry: pid 1 of every sandbox. The front end executes it in the
- * sandbox's fresh namespaces (as root of its user namespace) with the sync
- * socket on fd 3. It reads the spec, opens what it needs from the host,
+ * host's user namespace with the sync socket on fd 3, and it forks itself
+ * into the sandbox's fresh namespaces (fork_into_sandbox: its mm stays the
+ * host namespace's), where the child becomes root of its user namespace. It reads the spec, opens what it needs from the host,
  * compiles the policies, builds the filesystem and network, confines itself
  * (its own uid, a few capabilities, non-dumpable, no_new_privs,
  * sentry.policy), spawns the first guest, says "ready", then serves: it
@@ -11,7 +12,10 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
 #include <sched.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -893,16 +898,91 @@ static __attribute__((noreturn)) void serve(void)
     }
 }
 
+/* The second wall (sentry/README.md): this process was exec'd in the
+ * host's user namespace, as the slot's unprivileged owner, so its mm
+ * belongs to that namespace; a fork keeps it, even into a new user
+ * namespace. So it forks itself into the sandbox's namespaces (the
+ * creator's child still: CLONE_PARENT), hands the front end a pidfd on
+ * that child and exits. The child, pid 1, waits for its id maps, becomes
+ * root of its namespace and goes on as the sentry; non-dumpable later, it
+ * is then out of reach of any guest, root of the namespace or not, with or
+ * without CAP_SYS_PTRACE there. */
+static void fork_into_sandbox(const char *arg)
+{
+    unsigned long flags = 0;
+    int owned = 0, new_time = 0, pod_userns = -1;
+    struct bh_error err = {0};
+    if (sscanf(arg, "%lu,%d,%d,%d", &flags, &owned, &new_time, &pod_userns) != 4 ||
+        !(flags & CLONE_NEWUSER) == (pod_userns < 0)) {
+        bh_error_set(&err, EINVAL, "bad --fork argument `%s`", arg);
+        die(&err);
+    }
+    /* A pod's sandboxes share its user namespace: joined by this process
+     * (exec'd as host root for that), which leaves its mm the host's. */
+    if (pod_userns >= 0) {
+        if (setns(pod_userns, CLONE_NEWUSER) < 0) {
+            bh_error_errno(&err, errno, "join the pod's user namespace");
+            die(&err);
+        }
+        close(pod_userns);
+    }
+    int pidfd = -1;
+    struct clone_args ca = {.flags = flags | CLONE_PARENT | CLONE_PIDFD,
+                            .pidfd = (uint64_t)(uintptr_t)&pidfd};
+    long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0) {
+        bh_error_errno(&err, errno, "clone the sandbox's namespaces");
+        die(&err);
+    }
+    if (pid > 0) {
+        bh_startup_mark("sentry: forked into the namespaces");
+        json_t *m = json_pack("{s:s}", "ev", "cloned");
+        int r = bh_msg_send(S.sync_fd, m, &pidfd, 1, &err);
+        json_decref(m);
+        _exit(r < 0 ? BH_EXIT_REFUSED : 0);
+    }
+    json_t *go = NULL;
+    int r = bh_msg_recv(S.sync_fd, -1, &go, NULL, 0, NULL, &err);
+    const char *op = r > 0 ? json_string_value(json_object_get(go, "op")) : NULL;
+    bool is_go = op != NULL && strcmp(op, "go") == 0;
+    json_decref(go);
+    if (!is_go)
+        _exit(BH_EXIT_REFUSED); /* the front end gave up: nothing to say to it */
+    bh_startup_mark("sentry: go");
+    if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+        bh_error_errno(&err, errno, "become root of the sandbox's user namespace");
+        die(&err);
+    }
+    /* Its own session: a terminal's ^C reaches the front end, which
+     * forwards it once, not the sentry as well. */
+    if (setsid() < 0) {
+        bh_error_errno(&err, errno, "new session for the sentry");
+        die(&err);
+    }
+    /* A fork has no death signal; the exec'd parent's was for it alone. */
+    if (owned && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+        bh_error_errno(&err, errno, "set the sentry's death signal");
+        die(&err);
+    }
+    if (new_time && unshare(CLONE_NEWTIME) < 0) {
+        bh_error_errno(&err, errno, "new time namespace for the guests");
+        die(&err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     long long entered = bh_startup_now();
     struct bh_error err = {0};
     int slot_fd = -1;
+    const char *fork_arg = NULL;
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--sync-fd=", 10) == 0)
             S.sync_fd = atoi(argv[i] + 10);
         else if (strncmp(argv[i], "--slot-fd=", 10) == 0)
             slot_fd = atoi(argv[i] + 10);
+        else if (strncmp(argv[i], "--fork=", 7) == 0)
+            fork_arg = argv[i] + 7;
     }
     if (S.sync_fd < 3) {
         fprintf(stderr, "bulkhead-sentry: started by the sandbox core only (bulkhead do, "
@@ -912,6 +992,8 @@ int main(int argc, char **argv)
     fcntl(S.sync_fd, F_SETFD, FD_CLOEXEC);
     if (slot_fd >= 0)
         fcntl(slot_fd, F_SETFD, FD_CLOEXEC); /* held for the sandbox's life */
+    if (fork_arg != NULL)
+        fork_into_sandbox(fork_arg);
 
     sigset_t all;
     sigfillset(&all);

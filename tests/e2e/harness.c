@@ -55,6 +55,15 @@ char *h_read_fd(int fd)
     return buf;
 }
 
+bool h_pidns_differs(pid_t a, pid_t b)
+{
+    char pa[64], pb[64];
+    struct stat sa, sb;
+    snprintf(pa, sizeof(pa), "/proc/%d/ns/pid", (int)a);
+    snprintf(pb, sizeof(pb), "/proc/%d/ns/pid", (int)b);
+    return stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_ino != sb.st_ino;
+}
+
 void h_remove_tree(const char *path)
 {
     struct stat st;

@@ -45,6 +45,9 @@ char *h_path(const char *name);
 char *h_read_fd(int fd);
 /* Removes path and everything under it (symlinks are not followed). */
 void h_remove_tree(const char *path);
+/* Whether a and b sit in different pid namespaces (false if either is gone):
+ * the sentry is in one of its own, the start-up's first child is not. */
+bool h_pidns_differs(pid_t a, pid_t b);
 /* out = the cgroup rel (e.g. "bulkhead/ID") in controller's hierarchy (NULL:
  * the unified one), where the core puts it (bh_cgroup_hierarchy), so a
  * leftover check holds on v1, hybrid and v2 hosts. Fails the test when the

@@ -730,9 +730,9 @@ TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
         "fe: create",
         "fe: ids",
         "fe: cloned",
-        "fe: id maps written",
         "fe: programs, spec, device tree",
         "fe: cgroup made",
+        "fe: id maps written",
         "fe: cgroup joined, trees idmapped",
         "sentry: spec read",
         "sentry: mounts, pivot_root",
@@ -756,9 +756,14 @@ TIER_TEST(startup_trace_marks_each_step_in_order, .timeout = 60)
     double shared = trace_at(r.err, "fe: the child shares the front end's memory");
     cr_assert(shared >= 0 && shared <= cloned, "[%s] the child copied the front end's memory:\n%s",
               tier_name(kernel), r.err);
-    /* The child's branch, which runs beside the cgroup's creation. */
-    static const char *const child[] = {"fe: id maps written", "child: go",
-                                        "child: execveat the sentry", "sentry: exec'd, in main",
+    /* The child's branch, which runs beside the cgroup's creation: it execs
+     * the sentry in the host's user namespace, which forks itself into the
+     * sandbox's before the maps are written (the second wall). */
+    static const char *const child[] = {"fe: cloned",
+                                        "child: execveat the sentry",
+                                        "sentry: exec'd, in main",
+                                        "fe: the sentry forked into the namespaces",
+                                        "fe: id maps written",
                                         "sentry: spec read"};
     assert_marks_in_order(r.err, kernel, child, sizeof(child) / sizeof(child[0]));
     /* "ready" reaches the front end while the command may already be done;

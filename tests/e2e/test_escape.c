@@ -10,9 +10,12 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <linux/kcmp.h>
 #include <linux/magic.h>
+#include <sched.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 
 #include "attacks/harness.h"
@@ -1245,4 +1248,159 @@ Test(escape, ping_socket_queues_stay_out_of_reach, .fini = remove_oci_tmpdir)
         remove_oci_tmpdir();
         make_tmpdir();
     }
+}
+
+/* ---- the sentry's second wall ---------------------------------------------------- */
+
+/* What passed the kernel's ptrace access check for one target, as bits. */
+#define WALL_MEM_OPEN 1
+#define WALL_VM_READV 2
+#define WALL_KCMP 4
+#define WALL_ALL (WALL_MEM_OPEN | WALL_VM_READV | WALL_KCMP)
+
+/* The three calls a guest would make on target, from a forked child that is
+ * root of the sandbox's user namespace (so CAP_SYS_PTRACE there, the most a
+ * container guest can be granted) and holds no Landlock domain: the guest's
+ * wall is taken away, the sentry's own must stand. Exit code: the bits of
+ * the calls that got past the check, or 64 when it could not get in place. */
+static int userns_root_reach(pid_t userns_of, pid_t target)
+{
+    pid_t a = fork();
+    cr_assert_geq(a, 0);
+    if (a == 0) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)userns_of);
+        int ns = open(path, O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || setns(ns, CLONE_NEWUSER) < 0 || setresgid(0, 0, 0) < 0 ||
+            setresuid(0, 0, 0) < 0)
+            _exit(64);
+        int got = 0;
+        snprintf(path, sizeof(path), "/proc/%d/mem", (int)target);
+        int mem = open(path, O_RDONLY | O_CLOEXEC);
+        if (mem >= 0)
+            got |= WALL_MEM_OPEN;
+        char buf[8];
+        /* 0x1000 is below mmap_min_addr: past the check, EFAULT */
+        struct iovec l = {buf, sizeof(buf)}, r = {(void *)0x1000, sizeof(buf)};
+        if (process_vm_readv(target, &l, 1, &r, 1, 0) >= 0 || errno == EFAULT)
+            got |= WALL_VM_READV;
+        if (syscall(SYS_kcmp, getpid(), target, KCMP_VM, 0, 0) >= 0)
+            got |= WALL_KCMP;
+        _exit(got);
+    }
+    int st;
+    cr_assert_eq(waitpid(a, &st, 0), a);
+    cr_assert(WIFEXITED(st), "the attacker died (status %#x)", st);
+    return WEXITSTATUS(st);
+}
+
+/* The children of pid's main thread (at most max). */
+static size_t children_of(pid_t pid, pid_t *out, size_t max)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f != NULL && fgets(buf, sizeof(buf), f) == NULL)
+        buf[0] = '\0';
+    if (f != NULL)
+        fclose(f);
+    size_t n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " \n", &save); t != NULL && n < max;
+         t = strtok_r(NULL, " \n", &save))
+        out[n++] = (pid_t)atoi(t);
+    return n;
+}
+
+/* The child of sentry that has exec'd comm, waiting up to 20 s; -1 if none. */
+static pid_t wait_guest(pid_t sentry, const char *comm)
+{
+    for (int i = 0; i < 2000; i++) {
+        pid_t kids[16];
+        size_t n = children_of(sentry, kids, BH_ARRAY_SIZE(kids));
+        for (size_t k = 0; k < n; k++)
+            if (comm_is(kids[k], comm))
+                return kids[k];
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* The sentry: pid 1 of a pid namespace of its own among parent's children
+ * (the start-up's first child and the sentry it execs are not), waiting up
+ * to 20 s; -1 if none. */
+static pid_t wait_sentry(pid_t parent)
+{
+    for (int i = 0; i < 2000; i++) {
+        pid_t kids[16];
+        size_t n = children_of(parent, kids, BH_ARRAY_SIZE(kids));
+        for (size_t k = 0; k < n; k++)
+            if (comm_is(kids[k], "bulkhead-sentry") && h_pidns_differs(kids[k], parent))
+                return kids[k];
+        usleep(10000);
+    }
+    return -1;
+}
+
+static void expect_second_wall(pid_t sentry, pid_t guest, const char *what)
+{
+    int s = userns_root_reach(sentry, sentry);
+    int g = userns_root_reach(sentry, guest);
+    cr_assert_neq(s, 64, "%s: could not become root of the sandbox's user namespace", what);
+    cr_expect_eq(g, WALL_ALL,
+                 "%s: control: root of the sandbox's user namespace must reach its exec'd guest "
+                 "%d (open mem, process_vm_readv, kcmp: got %#x of %#x), or nothing was tried",
+                 what, (int)guest, g, WALL_ALL);
+    cr_expect_eq(s, 0,
+                 "%s: root of the sandbox's user namespace with CAP_SYS_PTRACE and no Landlock "
+                 "domain reached the sentry %d (%#x: 1 /proc/PID/mem, 2 process_vm_readv, "
+                 "4 kcmp): it was exec'd inside that namespace (one wall left: Landlock)",
+                 what, (int)sentry, s);
+}
+
+/* The sentry's second wall (sentry/README.md): it is exec'd in the host's
+ * user namespace and forks itself into the sandbox's, so its mm belongs to
+ * the host's namespace and non-dumpable keeps out a root of the sandbox's
+ * namespace even with CAP_SYS_PTRACE and without a Landlock domain, which
+ * is what a container guest granted CAP_SYS_PTRACE would be with the
+ * Landlock wall gone. Fails on a start-up that execs the sentry inside. */
+Test(escape, the_sentry_is_beyond_its_namespace_root_without_landlock_do)
+{
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", "container", "--", "/bin/sleep", "60", NULL};
+    struct h_job j = h_spawn(argv, NULL, NULL, NULL);
+    free(bh);
+    pid_t sentry = wait_sentry(j.pid);
+    pid_t guest = sentry > 0 ? wait_guest(sentry, "sleep") : -1;
+    if (guest <= 0) {
+        kill(j.pid, SIGKILL);
+        h_finish(&j, 30, NULL, NULL);
+        h_skip_kernel("bulkhead do --tier container started no sentry or guest");
+    }
+    expect_second_wall(sentry, guest, "bulkhead do");
+    kill(j.pid, SIGKILL);
+    h_finish(&j, 30, NULL, NULL);
+}
+
+/* The same for an OCI container (created detached, through the helper). */
+Test(escape, the_sentry_is_beyond_its_namespace_root_without_landlock_oci,
+     .fini = delete_exec_container)
+{
+    char bundle[128];
+    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-wall-%d", (int)getpid());
+    create_and_start("container", bundle);
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    json_error_t je;
+    json_t *st = json_loads(r.out, 0, &je);
+    cr_assert_not_null(st, "state: %s", r.out);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    h_free(&r);
+    cr_assert_gt(sentry, 0);
+    pid_t guest = wait_guest(sentry, "aio");
+    cr_assert_gt(guest, 0, "no exec'd guest under the container's sentry %d", (int)sentry);
+    expect_second_wall(sentry, guest, "OCI container");
 }

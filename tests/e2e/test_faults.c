@@ -196,14 +196,21 @@ static size_t children(pid_t pid, struct proc_id *out, size_t max)
     return n;
 }
 
-/* First live child of pid whose comm is one of comms ("" matches any), or -1. */
+/* First live child of pid whose comm is one of comms ("" matches any), or -1.
+ * Asked for the sentry, only pid 1 of a pid namespace of its own answers:
+ * the start-up's first child execs the sentry in the host's namespaces,
+ * which forks itself into the sandbox's and exits (sentry/README.md). */
 static struct proc_id child_named(pid_t pid, const char *const *comms)
 {
+    bool sentry = false;
+    for (size_t k = 0; comms[k]; k++)
+        sentry = sentry || strcmp(comms[k], "bulkhead-sentry") == 0;
     struct proc_id c[64];
     size_t n = children(pid, c, 64);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; comms[k]; k++)
-            if (comms[k][0] == '\0' || strcmp(c[i].comm, comms[k]) == 0)
+            if ((comms[k][0] == '\0' || strcmp(c[i].comm, comms[k]) == 0) &&
+                (!sentry || h_pidns_differs(c[i].pid, pid)))
                 return c[i];
     return (struct proc_id){.pid = -1};
 }
