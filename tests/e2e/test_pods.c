@@ -175,26 +175,35 @@ static bool gone(pid_t pid)
     return zombie;
 }
 
-Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
+/* A pod as a CRI makes it: a pause container in a host-owned netns, then
+ * a container running joiner_args that joins its pid, network, ipc and uts
+ * namespaces (ids[0], ids[1]). Returns the joiner's sentry. */
+static pid_t run_pod(const char *joiner_args, pid_t *pause_sentry)
 {
-    char netns[64], ns[1][400];
+    char netns[64], ns[400];
     make_pod_netns(netns, sizeof(netns));
-    snprintf(ns[0], sizeof(ns[0]),
+    snprintf(ns, sizeof(ns),
              "[{\"type\": \"pid\"}, {\"type\": \"mount\"}, {\"type\": \"network\", \"path\": "
              "\"%s\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]",
              netns);
-    config("[\"/usr/bin/sleep\", \"1000\"]", ns[0]);
-    pid_t pause_sentry = run_container("pause");
-    pid_t pause = guest_of(pause_sentry);
+    config("[\"/usr/bin/sleep\", \"1000\"]", ns);
+    *pause_sentry = run_container("pause");
 
     char join[1024];
     snprintf(join, sizeof(join),
              "[{\"type\": \"pid\", \"path\": \"/proc/%d/ns/pid\"}, {\"type\": \"mount\"},"
              " {\"type\": \"network\", \"path\": \"%s\"}, {\"type\": \"ipc\", \"path\":"
              " \"/proc/%d/ns/ipc\"}, {\"type\": \"uts\", \"path\": \"/proc/%d/ns/uts\"}]",
-             (int)pause_sentry, netns, (int)pause_sentry, (int)pause_sentry);
-    config("[\"/usr/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000\"]", join);
-    pid_t sentry = run_container("joiner");
+             (int)*pause_sentry, netns, (int)*pause_sentry, (int)*pause_sentry);
+    config(joiner_args, join);
+    return run_container("joiner");
+}
+
+Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
+{
+    pid_t pause_sentry;
+    pid_t sentry = run_pod("[\"/usr/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000\"]", &pause_sentry);
+    pid_t pause = guest_of(pause_sentry);
     pid_t guest = guest_of(sentry);
 
     /* One user namespace for the pod, not the host's; shared net, ipc, uts, pid. */
@@ -322,22 +331,8 @@ static int ns_pid(pid_t pid)
 
 Test(pods, a_container_reaches_no_sentry_of_its_pod)
 {
-    char netns[64], ns[400];
-    make_pod_netns(netns, sizeof(netns));
-    snprintf(ns, sizeof(ns),
-             "[{\"type\": \"pid\"}, {\"type\": \"mount\"}, {\"type\": \"network\", \"path\": "
-             "\"%s\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]",
-             netns);
-    config("[\"/usr/bin/sleep\", \"1000\"]", ns);
-    pid_t pause_sentry = run_container("pause");
-    char join[1024];
-    snprintf(join, sizeof(join),
-             "[{\"type\": \"pid\", \"path\": \"/proc/%d/ns/pid\"}, {\"type\": \"mount\"},"
-             " {\"type\": \"network\", \"path\": \"%s\"}, {\"type\": \"ipc\", \"path\":"
-             " \"/proc/%d/ns/ipc\"}, {\"type\": \"uts\", \"path\": \"/proc/%d/ns/uts\"}]",
-             (int)pause_sentry, netns, (int)pause_sentry, (int)pause_sentry);
-    config("[\"/usr/bin/sleep\", \"1000\"]", join);
-    pid_t sentry = run_container("joiner");
+    pid_t pause_sentry;
+    pid_t sentry = run_pod("[\"/usr/bin/sleep\", \"1000\"]", &pause_sentry);
     char a[16], b[16];
     snprintf(a, sizeof(a), "%d", ns_pid(pause_sentry));
     snprintf(b, sizeof(b), "%d", ns_pid(sentry));
