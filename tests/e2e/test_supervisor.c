@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1625,4 +1626,81 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
         cr_assert_eq(host_count_comm(names[i]), 0, "a process named %s outlived its closed session",
                      names[i]);
     free(id);
+}
+
+/* Opens a session for owner as uid/gid 65534 (nobody/nogroup), from a child
+ * process: 0 opened, 1 at capacity, 2 another answer, 3 no answer. */
+static int open_as_nobody(const char *owner)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        int fd = h_connect(bhd.sock);
+        if (fd < 0)
+            _exit(3);
+        Req req;
+        Bulkhead__Control__OpenSession o;
+        h_open_req(&req, &o, owner);
+        struct bh_error err = {0};
+        Resp *r = h_send(fd, &req) == 0 ? h_recv(fd, 120000, &err) : NULL;
+        if (r == NULL)
+            _exit(3);
+        if (r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION)
+            _exit(0);
+        _exit(r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
+                      r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY
+                  ? 1
+                  : 2);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "the nobody client died: %d", st);
+    return WEXITSTATUS(st);
+}
+
+/* Red team (session 7, branch redteam4): owners are names the client
+ * chooses, and the global cap counted every session alike, so one uid of
+ * the socket's group naming --max-sessions owners kept every other uid out
+ * ("bulkheadd has 3 sessions (limit 3): retry later") until its sessions
+ * idled out (10 min by default). Now, at the cap, a uid holding two or more
+ * fewer sessions than the largest holder takes that holder's least
+ * recently used idle session; a uid at its fair share is refused as
+ * before, and one uid alone is never evicted this way. */
+Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
+{
+    start_daemon("--socket-group nogroup --max-sessions 2");
+    /* the harness's temporary directory is 0700: let nobody reach the socket */
+    char dir[sizeof(bhd.sock)];
+    snprintf(dir, sizeof(dir), "%s", bhd.sock);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
+    char *m1 = open_session("mallory-1");
+    char *m2 = open_session("mallory-2");
+    /* root alone at the cap: its own sessions are not evicted for it */
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, "mallory-3");
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY);
+    FREE(r);
+    cr_assert_eq(open_as_nobody("alice"), 0,
+                 "a second uid was kept out by one uid holding every session under many owners");
+    /* the room came from root's least recently used idle session */
+    r = run(m1, "python", "1");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED, "%s",
+                 r->error->message);
+    FREE(r);
+    r = run(m2, "python", "2");
+    cr_assert_str_eq(ok(r)->value, "2");
+    FREE(r);
+    /* one each now: a uid at its fair share keeps it */
+    cr_assert_eq(open_as_nobody("alice-2"), 1, "nobody evicted a session of a uid at its share");
+    r = run(m2, "python", "3");
+    cr_assert_str_eq(ok(r)->value, "3");
+    FREE(r);
+    close_session(m2);
+    free(m1);
+    free(m2);
 }
