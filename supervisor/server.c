@@ -452,6 +452,13 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
  * here, and a uid at its fair share keeps all it has. */
 static struct session *crowding_victim_locked(uid_t uid)
 {
+    /* counted per uid in one pass: the sessions of uids past the first 64
+     * others are not counted, which can only refuse (as before) */
+    struct {
+        uid_t uid;
+        int n;
+    } other[64];
+    size_t n_other = 0;
     int mine = 0, most = 0;
     uid_t top = uid;
     for (struct session *s = sessions; s; s = s->next) {
@@ -459,11 +466,16 @@ static struct session *crowding_victim_locked(uid_t uid)
             mine++;
             continue;
         }
-        int n = 0;
-        for (struct session *t = sessions; t; t = t->next)
-            n += t->uid == s->uid;
-        if (n > most) {
-            most = n;
+        size_t i = 0;
+        while (i < n_other && other[i].uid != s->uid)
+            i++;
+        if (i == n_other) {
+            if (n_other == sizeof(other) / sizeof(other[0]))
+                continue;
+            other[n_other++] = (typeof(other[0])){.uid = s->uid, .n = 0};
+        }
+        if (++other[i].n > most) {
+            most = other[i].n;
             top = s->uid;
         }
     }
