@@ -54,7 +54,8 @@ static struct limit_flag limit_flags[] = {
     {"max-sessions-per-owner", "BULKHEADD_MAX_SESSIONS_PER_OWNER", &bhd_cfg.per_owner, 3, 1, 1000,
      "", "a further OpenSession evicts the owner's least recently used idle session"},
     {"max-sessions", "BULKHEADD_MAX_SESSIONS", &bhd_cfg.max_sessions, 64, 1, 100000, "",
-     "sessions in all; beyond it OpenSession answers at_capacity"},
+     "sessions in all; beyond it OpenSession answers at_capacity, unless another uid holds "
+     "at least two sessions more than the caller's (its least recently used idle one is evicted)"},
     {"max-calls-per-owner", "BULKHEADD_MAX_CALLS_PER_OWNER", &bhd_cfg.owner_calls, 8, 1, 10000, "",
      "calls one owner may have in flight at once (at_capacity beyond)"},
     {"disk", "BULKHEADD_DISK_BYTES", &bhd_cfg.disk_bytes, 64 * MIB, MIB, 1LL << 40, "bytes",

@@ -443,6 +443,53 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
                          "session", s->fp));
 }
 
+/* At the global cap, the session that makes room for uid (lock held): the
+ * least recently used idle session of the uid holding the most, when that
+ * uid holds at least two more than uid does. Owners are names a client
+ * chooses, so without this one uid naming --max-sessions owners kept every
+ * other uid of the socket's group out until its sessions went idle. Only
+ * another uid's surplus is taken: one uid's own sessions are never evicted
+ * here, and a uid at its fair share keeps all it has. */
+static struct session *crowding_victim_locked(uid_t uid)
+{
+    /* counted per uid in one pass: the sessions of uids past the first 64
+     * others are not counted, which can only refuse (as before) */
+    struct {
+        uid_t uid;
+        int n;
+    } other[64];
+    size_t n_other = 0;
+    int mine = 0, most = 0;
+    uid_t top = uid;
+    for (struct session *s = sessions; s; s = s->next) {
+        if (s->uid == uid) {
+            mine++;
+            continue;
+        }
+        size_t i = 0;
+        while (i < n_other && other[i].uid != s->uid)
+            i++;
+        if (i == n_other) {
+            if (n_other == sizeof(other) / sizeof(other[0]))
+                continue;
+            other[n_other++] = (typeof(other[0])){.uid = s->uid, .n = 0};
+        }
+        if (++other[i].n > most) {
+            most = other[i].n;
+            top = s->uid;
+        }
+    }
+    if (top == uid || most < mine + 2)
+        return NULL;
+    struct session *victim = NULL;
+    for (struct session *s = sessions; s; s = s->next)
+        if (s->uid == top && s->in_flight == 0 &&
+            (victim == NULL || s->last_used_ms < victim->last_used_ms))
+            victim = s;
+    /* the list's reference passes to the caller with session_end_locked */
+    return victim;
+}
+
 static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
                     Bulkhead__Control__Response *resp)
 {
@@ -528,6 +575,14 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     } else {
         victim = NULL;
     }
+    struct session *crowd = NULL;
+    if (all >= bhd_cfg.max_sessions && victim == NULL) {
+        crowd = crowding_victim_locked(uid);
+        if (crowd != NULL) {
+            session_end_locked(crowd, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
+            all--;
+        }
+    }
     if (all >= bhd_cfg.max_sessions) {
         pthread_mutex_unlock(&lock);
         if (victim)
@@ -541,6 +596,8 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
     pthread_mutex_unlock(&lock);
     if (victim)
         session_put(victim);
+    if (crowd)
+        session_put(crowd);
 
     bool warm = box != NULL;
     if (box == NULL) {
@@ -883,7 +940,7 @@ static Bulkhead__Control__CellResult *cell_result(struct cell_call *c)
         bhd_log("session %.12s: the sandbox ended during a call: %s", c->s->fp, c->err.msg);
         cr->exit_code = BH_EXIT_SIGNAL_BASE + SIGKILL;
         cr->stderr = bhd_xstrdup("bulkhead: the session sandbox ended during this call; "
-                            "the session is closed\n");
+                                 "the session is closed\n");
         cr->stdout = bhd_xstrdup("");
         cr->value = bhd_xstrdup("");
     } else {

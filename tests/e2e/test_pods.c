@@ -175,26 +175,35 @@ static bool gone(pid_t pid)
     return zombie;
 }
 
-Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
+/* A pod as a CRI makes it: a pause container in a host-owned netns, then
+ * a container running joiner_args that joins its pid, network, ipc and uts
+ * namespaces (ids[0], ids[1]). Returns the joiner's sentry. */
+static pid_t run_pod(const char *joiner_args, pid_t *pause_sentry)
 {
-    char netns[64], ns[1][400];
+    char netns[64], ns[400];
     make_pod_netns(netns, sizeof(netns));
-    snprintf(ns[0], sizeof(ns[0]),
+    snprintf(ns, sizeof(ns),
              "[{\"type\": \"pid\"}, {\"type\": \"mount\"}, {\"type\": \"network\", \"path\": "
              "\"%s\"}, {\"type\": \"ipc\"}, {\"type\": \"uts\"}]",
              netns);
-    config("[\"/usr/bin/sleep\", \"1000\"]", ns[0]);
-    pid_t pause_sentry = run_container("pause");
-    pid_t pause = guest_of(pause_sentry);
+    config("[\"/usr/bin/sleep\", \"1000\"]", ns);
+    *pause_sentry = run_container("pause");
 
     char join[1024];
     snprintf(join, sizeof(join),
              "[{\"type\": \"pid\", \"path\": \"/proc/%d/ns/pid\"}, {\"type\": \"mount\"},"
              " {\"type\": \"network\", \"path\": \"%s\"}, {\"type\": \"ipc\", \"path\":"
              " \"/proc/%d/ns/ipc\"}, {\"type\": \"uts\", \"path\": \"/proc/%d/ns/uts\"}]",
-             (int)pause_sentry, netns, (int)pause_sentry, (int)pause_sentry);
-    config("[\"/usr/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000\"]", join);
-    pid_t sentry = run_container("joiner");
+             (int)*pause_sentry, netns, (int)*pause_sentry, (int)*pause_sentry);
+    config(joiner_args, join);
+    return run_container("joiner");
+}
+
+Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
+{
+    pid_t pause_sentry;
+    pid_t sentry = run_pod("[\"/usr/bin/sh\", \"-c\", \"sleep 1000 & sleep 1000\"]", &pause_sentry);
+    pid_t pause = guest_of(pause_sentry);
     pid_t guest = guest_of(sentry);
 
     /* One user namespace for the pod, not the host's; shared net, ipc, uts, pid. */
@@ -263,5 +272,84 @@ Test(pods, host_pid_namespace_refused)
     bh((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
     cr_expect_neq(r.status, 0);
     cr_expect(strstr(r.err, "only a pod's pid namespace") != NULL, "%s", r.err);
+    h_free(&r);
+}
+
+/* Red team (session 7, branch redteam4): a container of a pod shares the
+ * pause sandbox's user and pid namespaces, so both sentries are processes
+ * it can name. A sentry holds host descriptors (the broker's), so its
+ * memory, descriptors and root must stay out of reach of every container of
+ * the pod, its own sentry included. Each target is tried through
+ * /proc/PID/{mem,environ,fd,root}, pidfd_getfd and process_vm_readv; the
+ * probe's own child is the control (its descriptors must be readable, or
+ * the probe could not show anything). */
+static const char pod_probe_py[] =
+    "import ctypes, os, subprocess, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "def probe(p):\n"
+    "    got, no = [], []\n"
+    "    for what, f in (('mem', lambda: open(f'/proc/{p}/mem', 'rb').read(1)),\n"
+    "                    ('environ', lambda: open(f'/proc/{p}/environ', 'rb').read(1)),\n"
+    "                    ('fd', lambda: os.listdir(f'/proc/{p}/fd')),\n"
+    "                    ('root', lambda: os.listdir(f'/proc/{p}/root/'))):\n"
+    "        try: f(); got.append(what)\n"
+    "        except OSError as e: no.append('%s:%d' % (what, e.errno))\n"
+    "    pfd = libc.syscall(434, p, 0)\n" /* pidfd_open */
+    "    if pfd < 0: no.append('pidfd:%d' % ctypes.get_errno())\n"
+    "    if pfd >= 0:\n"
+    "        for n in range(64):\n"
+    "            if libc.syscall(438, pfd, n, 0) >= 0:\n" /* pidfd_getfd */
+    "                got.append('getfd'); break\n"
+    "        else: no.append('getfd:%d' % ctypes.get_errno())\n"
+    "    buf = ctypes.create_string_buffer(8)\n"
+    "    local = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 8)\n"
+    "    remote = (ctypes.c_void_p * 2)(0x1000, 8)\n"
+    "    if libc.syscall(310, p, local, 1, remote, 1, 0) >= 0 or ctypes.get_errno() == 14:\n"
+    "        got.append('vm')\n" /* EFAULT: the access check let it through */
+    "    else: no.append('vm:%d' % ctypes.get_errno())\n"
+    "    return 'reached=%s refused=%s' % (','.join(got) or '-', ','.join(no))\n"
+    "print('control', probe(os.getpid()))\n"
+    "for p in sys.argv[1:]: print(p, probe(int(p)))\n";
+
+/* The pid of host pid in its innermost pid namespace (NSpid's last). */
+static int ns_pid(pid_t pid)
+{
+    char p[64], line[256];
+    snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(p, "re");
+    cr_assert_not_null(f, "%s", p);
+    int last = -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            char *s = line + 6, *end;
+            for (long v; (v = strtol(s, &end, 10)), end != s; s = end)
+                last = (int)v;
+        }
+    fclose(f);
+    return last;
+}
+
+Test(pods, a_container_reaches_no_sentry_of_its_pod)
+{
+    pid_t pause_sentry;
+    pid_t sentry = run_pod("[\"/usr/bin/sleep\", \"1000\"]", &pause_sentry);
+    char a[16], b[16];
+    snprintf(a, sizeof(a), "%d", ns_pid(pause_sentry));
+    snprintf(b, sizeof(b), "%d", ns_pid(sentry));
+    struct run_result r;
+    bh((const char *const[]){"exec", ids[1], "/usr/bin/python3", "-c", pod_probe_py, a, b, NULL},
+       60, &r);
+    cr_assert_eq(r.status, 0, "the probe did not run: %s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "control reached=") && strstr(r.out, "control reached=-") == NULL,
+              "the probe reaches nothing even of its own child: it could not show an escape\n%s",
+              r.out);
+    char want[64];
+    snprintf(want, sizeof(want), "\n%s reached=- ", a);
+    cr_expect(strstr(r.out, want) != NULL,
+              "the pause sandbox's sentry (pod pid %s) was reached:\n%s", a, r.out);
+    snprintf(want, sizeof(want), "\n%s reached=- ", b);
+    cr_expect(strstr(r.out, want) != NULL,
+              "the container's own sentry (pod pid %s) was reached:\n%s", b, r.out);
+    fprintf(stderr, "pod probe:\n%s", r.out);
     h_free(&r);
 }

@@ -5,6 +5,7 @@
  * tries a fork or memory bomb, and the host side checks it was contained.
  * These tests are about the kernel tier: one that cannot get it fails. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <sched.h>
 #include <stdarg.h>
 
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "attacks/harness.h"
+#include "cleanup.h"
 #include "control.pb-c.h"
 
 #define PY "/usr/bin/python3"
@@ -728,4 +730,139 @@ Test(shared_state, socket_buffers_stay_within_the_memory_limit_container, .timeo
     socket_buffers_under_do("container", "tcp");
     socket_buffers_under_do("container", "udp");
     socket_buffers_under_do("container", "netlink");
+}
+
+/* ---- red team, session 7 second wave (branch redteam4): the broker pool ----
+ * 300 guest threads in 20 processes each park in a brokered connect to a
+ * unix socket that listens with a backlog of 0 and never accepts, so each
+ * connect blocks in the sentry (or is interrupted past the broker's shares
+ * and retried). The pool must stay bounded (the sentry's threads are read on
+ * the host), the sandbox's other calls must still be answered, and killing
+ * `bulkhead do` must end the sentry and every guest process promptly. */
+static const char connect_wedge_py[] =
+    "import ctypes, errno, os, socket, sys, threading, time\n"
+    "srv = socket.socket(socket.AF_UNIX); srv.bind('/tmp/never'); srv.listen(0)\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "addr = b'\\x01\\x00/tmp/never\\x00'\n" /* sockaddr_un, AF_UNIX */
+    "def client():\n"
+    /* libc's connect, not Python's: Python takes an EINTR'd unix connect
+     * for a finished one, so its threads would leave the broker early */
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    while libc.connect(s.fileno(), addr, len(addr)) != 0 and ctypes.get_errno() == "
+    "errno.EINTR:\n"
+    "        time.sleep(0.05)\n"
+    "    time.sleep(3600)\n"
+    "for _ in range(20):\n"
+    "    if os.fork() == 0:\n"
+    "        for _ in range(15): threading.Thread(target=client, daemon=True).start()\n"
+    "        time.sleep(3600)\n"
+    "time.sleep(5)\n"
+    "t0 = time.monotonic(); os.stat('/tmp'); d = time.monotonic() - t0\n"
+    "print('held 300 0 stat %.3f' % d, flush=True)\n"
+    "sys.stdin.read()\n";
+
+/* pid and the pids of all its descendants (host view); returns the count. */
+static size_t host_tree(pid_t root, pid_t *out, size_t max)
+{
+    pid_t pids[32768], ppids[32768];
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    cr_assert_not_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 32768) {
+        char path[300];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        cleanup_fclose FILE *f = fopen(path, "re");
+        char line[1024];
+        if (f == NULL || fgets(line, sizeof(line), f) == NULL)
+            continue;
+        const char *rp = strrchr(line, ')');
+        int pp;
+        if (rp && sscanf(rp + 1, " %*c %d", &pp) == 1) {
+            pids[n] = atoi(e->d_name);
+            ppids[n++] = pp;
+        }
+    }
+    closedir(d);
+    size_t k = 0;
+    out[k++] = root;
+    for (size_t i = 0; i < k; i++)
+        for (size_t j = 0; j < n && k < max; j++)
+            if (ppids[j] == out[i])
+                out[k++] = pids[j];
+    return k;
+}
+
+static long proc_status_field(pid_t pid, const char *key, char *comm, size_t commlen)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    cleanup_fclose FILE *f = fopen(path, "re");
+    long v = -1;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "Name:", 5) == 0)
+            snprintf(comm, commlen, "%s", line + 5 + strspn(line + 5, " \t"));
+        if (strncmp(line, key, strlen(key)) == 0)
+            v = strtol(line + strlen(key), NULL, 10);
+    }
+    comm[strcspn(comm, "\n")] = '\0';
+    return v;
+}
+
+Test(shared_state, blocked_connects_keep_the_broker_pool_bounded_and_kill_ends_all,
+     .fini = release_held, .timeout = 300)
+{
+    need_kernel_tier();
+    holder_start(&held, connect_wedge_py);
+    char buf[512];
+    ssize_t n = pread(held.job.out, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    const char *st = strstr(buf, "stat ");
+    cr_assert_not_null(st, "%s", buf);
+    double stat_s = strtod(st + 5, NULL);
+    /* generous for a loaded machine, far below a wedged sentry's forever */
+    cr_expect_lt(stat_s, 10.0, "a stat took %.3f s behind 300 blocked connects", stat_s);
+
+    static pid_t tree[4096];
+    size_t k = host_tree(held.job.pid, tree, 4096);
+    long sentry_threads = 0, guest_threads = 0;
+    for (size_t i = 0; i < k; i++) {
+        char comm[64] = "";
+        long t = proc_status_field(tree[i], "Threads:", comm, sizeof(comm));
+        if (strcmp(comm, "python3") == 0)
+            guest_threads += t;
+        else if (t > sentry_threads)
+            sentry_threads = t;
+    }
+    cr_assert_gt(guest_threads, 250, "the guest's threads are not seen on the host (%zu pids)", k);
+    fprintf(stderr, "blocked connects: stat %.3f s, sentry threads %ld, guest threads %ld\n",
+            stat_s, sentry_threads, guest_threads);
+    /* the broker's max_workers (64) plus its fixed threads */
+    cr_expect_lt(sentry_threads, 64 + 16,
+                 "a sandbox process other than the guest runs %ld threads for 300 blocked "
+                 "connects: the broker pool grows with the guest",
+                 sentry_threads);
+
+    /* kill the front end: the sentry and every guest process must end */
+    cr_assert_eq(kill(held.job.pid, SIGKILL), 0);
+    int wst;
+    cr_assert_eq(waitpid(held.job.pid, &wst, 0), held.job.pid);
+    held.job.pid = -1;
+    double end = h_now() + 20;
+    size_t alive;
+    do {
+        alive = 0;
+        for (size_t i = 1; i < k; i++)
+            alive += kill(tree[i], 0) == 0;
+        if (alive == 0)
+            break;
+        usleep(100 * 1000);
+    } while (h_now() < end);
+    fprintf(stderr, "blocked connects: %zu processes ended %.1f s after the kill\n", k - 1,
+            h_now() - (end - 20));
+    cr_assert_eq(alive, 0,
+                 "%zu of the sandbox's %zu processes outlived a SIGKILL of bulkhead do by 20 s",
+                 alive, k - 1);
 }

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1462,4 +1464,240 @@ Test(agent, cleanup_kills_a_process_that_reuses_a_killed_pid, .timeout = 60)
     cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out, r.err);
     cr_assert_str_eq(r.out, "killed\n", "the process on the reused pid: %s%s", r.out, r.err);
     h_free(&r);
+}
+
+/* Red team (session 7, branch redteam4): what one session's cell leaves
+ * behind that another session's cell could reach. Each session must have a
+ * network namespace (abstract unix sockets, loopback ports), an IPC
+ * namespace (SysV keys), a pid namespace and a /tmp and /dev/shm of its own.
+ * The same probe run in the session that made them is the control: it must
+ * find each of them, so an empty answer in the other session means the wall
+ * held, not that the probe is blind. */
+static const char cross_make_py[] =
+    "import socket, ctypes, os\n"
+    "ctypes.CDLL(None).prctl(15, b'bhrt4mark')\n" /* PR_SET_NAME */
+    "ab = socket.socket(socket.AF_UNIX); ab.bind('\\0bhrt4-abstract'); ab.listen(8)\n"
+    "tc = socket.socket(); tc.bind(('127.0.0.1', 45123)); tc.listen(8)\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "shm = libc.shmget(0x5eed4, 4096, 0o1600)\n" /* IPC_CREAT | 0600 */
+    "mq = libc.msgget(0x5eed4, 0o1600)\n"
+    "for f in ('/dev/shm/bhrt4', '/tmp/bhrt4'):\n"
+    "    try: open(f, 'w').write('a')\n"
+    "    except OSError: pass\n"
+    "(shm >= 0, mq >= 0)";
+
+static const char cross_probe_py[] =
+    "import socket, ctypes, os\n"
+    "def probe():\n"
+    "    got = []\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    try: s.connect('\\0bhrt4-abstract'); got.append('abstract')\n"
+    "    except OSError: pass\n"
+    "    s.close(); s = socket.socket()\n"
+    "    try: s.connect(('127.0.0.1', 45123)); got.append('tcp')\n"
+    "    except OSError: pass\n"
+    "    s.close()\n"
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"
+    "    if libc.shmget(0x5eed4, 0, 0) >= 0: got.append('shm')\n"
+    "    if libc.msgget(0x5eed4, 0) >= 0: got.append('msg')\n"
+    "    for f in ('/dev/shm/bhrt4', '/tmp/bhrt4'):\n"
+    "        if os.path.exists(f): got.append(f)\n"
+    "    import glob\n"
+    "    for c in glob.glob('/proc/[0-9]*/task/*/comm'):\n"
+    "        try:\n"
+    "            if open(c).read().strip() == 'bhrt4mark' and 'process' not in got:\n"
+    "                got.append('process')\n"
+    "        except OSError: pass\n"
+    "    return ' '.join(got)\n"
+    "probe()";
+
+Test(supervisor, a_session_reaches_no_socket_ipc_key_tmp_file_or_process_of_another)
+{
+    start_daemon(NULL);
+    char *a = open_session("alice");
+    char *b = open_session("alice"); /* the same owner: the closest neighbour */
+    Resp *r = run(a, "python", cross_make_py);
+    cr_assert_str_eq(ok(r)->value, "(True, True)", "session A could not make its objects: %s",
+                     ok(r)->stderr);
+    FREE(r);
+    r = run(a, "python", cross_probe_py);
+    const char *own = ok(r)->value;
+    /* the control: A's own probe finds every object it made */
+    const char *need[] = {"abstract", "tcp", "shm", "msg", "process", "/tmp/bhrt4"};
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        cr_assert(strstr(own, need[i]) != NULL,
+                  "the probe does not see A's own %s (%s): it could not show an escape", need[i],
+                  own);
+    FREE(r);
+    r = run(b, "python", cross_probe_py);
+    cr_assert_str_eq(ok(r)->value, "''",
+                     "session B reached what session A made (abstract socket, loopback port, "
+                     "SysV key, file or process): %s",
+                     ok(r)->value);
+    FREE(r);
+    close_session(a);
+    close_session(b);
+    free(a);
+    free(b);
+}
+
+/* Host threads (in every pid namespace) whose comm is name. */
+static int host_count_comm(const char *name)
+{
+    glob_t g;
+    int n = 0;
+    if (glob("/proc/[0-9]*/task/*/comm", 0, NULL, &g) != 0)
+        cr_assert_fail("no /proc/PID/task/TID/comm on the host");
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        char comm[64] = "";
+        cleanup_fclose FILE *f = fopen(g.gl_pathv[i], "re");
+        if (f && fgets(comm, sizeof(comm), f)) {
+            comm[strcspn(comm, "\n")] = '\0';
+            n += strcmp(comm, name) == 0;
+        }
+    }
+    globfree(&g);
+    return n;
+}
+
+/* A cell that tries to outlive its session, racing the close: while its
+ * call still runs it has left a double-forked setsid daemon, a stopped
+ * process and a thread parked in a brokered FIFO open (the sentry holds the
+ * call), and the client closes the session from another connection. The
+ * close must end all of them (read on the host, in every pid namespace),
+ * and the call in flight must be answered, not left hanging. */
+static const char outlive_py[] =
+    "import ctypes, os, subprocess, threading, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        ctypes.CDLL(None).prctl(15, b'bhrt4orphan'); time.sleep(600)\n"
+    "    os._exit(0)\n"
+    "subprocess.Popen(['python3', '-c', \"import ctypes, os, signal; "
+    "ctypes.CDLL(None).prctl(15, b'bhrt4stopped'); os.kill(os.getpid(), "
+    "signal.SIGSTOP)\"], start_new_session=True)\n"
+    "os.mkfifo('/tmp/bhrt4fifo')\n"
+    "threading.Thread(target=lambda: os.open('/tmp/bhrt4fifo', os.O_RDONLY), daemon=True).start()\n"
+    "ctypes.CDLL(None).prctl(15, b'bhrt4cell')\n"
+    "time.sleep(600)\n";
+
+Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
+{
+    start_daemon(NULL);
+    char *id = open_session("alice");
+    Req req;
+    Bulkhead__Control__RunCell c;
+    h_cell_req(&req, &c, id, "python", outlive_py, 120000, NULL, 0);
+    int fd = conn();
+    cr_assert(fd >= 0);
+    cr_assert_eq(h_send(fd, &req), 0);
+    static const char *const names[] = {"bhrt4orphan", "bhrt4stopped", "bhrt4cell"};
+    /* the attack is in place once the host sees all three */
+    int64_t t0 = bh_now_ms();
+    for (;;) {
+        size_t seen = 0;
+        for (size_t i = 0; i < 3; i++)
+            seen += host_count_comm(names[i]) > 0;
+        if (seen == 3)
+            break;
+        cr_assert_lt(bh_now_ms() - t0, 90000,
+                     "the cell did not set up its processes within 90 s: nothing to show");
+        usleep(100 * 1000);
+    }
+    close_session(id);
+    struct bh_error err = {0};
+    Resp *r = h_recv(fd, 60000, &err);
+    cr_assert_not_null(r, "the call in flight was not answered after its session closed: %s",
+                       err.msg);
+    FREE(r);
+    close(fd);
+    /* generous for a loaded machine; a survivor stays for 600 s */
+    t0 = bh_now_ms();
+    int left = 0;
+    do {
+        left = 0;
+        for (size_t i = 0; i < 3; i++)
+            left += host_count_comm(names[i]);
+        if (left == 0)
+            break;
+        usleep(100 * 1000);
+    } while (bh_now_ms() - t0 < 20000);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(host_count_comm(names[i]), 0, "a process named %s outlived its closed session",
+                     names[i]);
+    free(id);
+}
+
+/* Opens a session for owner as uid/gid 65534 (nobody/nogroup), from a child
+ * process: 0 opened, 1 at capacity, 2 another answer, 3 no answer. */
+static int open_as_nobody(const char *owner)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        int fd = h_connect(bhd.sock);
+        if (fd < 0)
+            _exit(3);
+        Req req;
+        Bulkhead__Control__OpenSession o;
+        h_open_req(&req, &o, owner);
+        struct bh_error err = {0};
+        Resp *r = h_send(fd, &req) == 0 ? h_recv(fd, 120000, &err) : NULL;
+        if (r == NULL)
+            _exit(3);
+        if (r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION)
+            _exit(0);
+        _exit(r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
+                      r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY
+                  ? 1
+                  : 2);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "the nobody client died: %d", st);
+    return WEXITSTATUS(st);
+}
+
+/* Red team (session 7, branch redteam4): owners are names the client
+ * chooses, and the global cap counted every session alike, so one uid of
+ * the socket's group naming --max-sessions owners kept every other uid out
+ * ("bulkheadd has 3 sessions (limit 3): retry later") until its sessions
+ * idled out (10 min by default). Now, at the cap, a uid holding two or more
+ * fewer sessions than the largest holder takes that holder's least
+ * recently used idle session; a uid at its fair share is refused as
+ * before, and one uid alone is never evicted this way. */
+Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
+{
+    start_daemon("--socket-group nogroup --max-sessions 2");
+    /* the harness's temporary directory is 0700: let nobody reach the socket */
+    char dir[sizeof(bhd.sock)];
+    snprintf(dir, sizeof(dir), "%s", bhd.sock);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
+    char *m1 = open_session("mallory-1");
+    char *m2 = open_session("mallory-2");
+    /* root alone at the cap: its own sessions are not evicted for it */
+    Req req;
+    Bulkhead__Control__OpenSession o;
+    h_open_req(&req, &o, "mallory-3");
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY);
+    FREE(r);
+    cr_assert_eq(open_as_nobody("alice"), 0,
+                 "a second uid was kept out by one uid holding every session under many owners");
+    /* the room came from root's least recently used idle session */
+    r = run(m1, "python", "1");
+    cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED, "%s",
+                 r->error->message);
+    FREE(r);
+    r = run(m2, "python", "2");
+    cr_assert_str_eq(ok(r)->value, "2");
+    FREE(r);
+    /* one each now: a uid at its fair share keeps it */
+    cr_assert_eq(open_as_nobody("alice-2"), 1, "nobody evicted a session of a uid at its share");
+    close_session(m2);
+    free(m1);
+    free(m2);
 }
