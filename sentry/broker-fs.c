@@ -54,6 +54,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -711,10 +712,11 @@ static bool has_dotdot(const char *p)
  *    filesystem mounted elsewhere (plain_paths): the same conditions under
  *    which a fresh walk's result is taken as landing where the path says;
  *  - no brokered call has since changed which directory a path names or
- *    who may search it (names_gen: rename, rmdir, chmod, chown, all brokered
- *    at the kernel tier, fchmod and fchown included); the guest has no
- *    other way to change them (mount, bind mounts and the xattr calls that
- *    set ACLs are refused);
+ *    who may search it (names_gen, bumped by the dispatch around every call
+ *    whose table entry says BH_NAMES_DIRS: rename, rmdir, mkdir, chmod,
+ *    chown, all brokered at the kernel tier, fchmod and fchown included);
+ *    the guest has no other way to change them (mount, bind mounts and the
+ *    xattr calls that set ACLs are refused);
  *  - the worker runs under the ids it was filled under (bh_worker_ids_epoch):
  *    the walk it skips checked search permission on every ancestor for them;
  *  - the directory lies on a tmpfs mounted whole (mount root = the
@@ -743,15 +745,29 @@ void bh_dir_cache_drop(void)
     dcache.len = 0;
 }
 
-/* Around a call that changes names or search rights: before it, so that no
- * lookup from then on trusts an entry; after it, so that an entry filled
- * while it ran is not trusted either. */
-static void names_changing(struct bh_broker *b)
+/* Written only at set-up, before any broker thread exists. */
+static dev_t own_tmpfs[BH_BROKER_OWN_TMPFS_MAX];
+static size_t n_own_tmpfs;
+
+void bh_broker_note_own_tmpfs(dev_t dev)
 {
-    atomic_fetch_add(&b->names_gen, 1);
+    for (size_t i = 0; i < n_own_tmpfs; i++)
+        if (own_tmpfs[i] == dev)
+            return;
+    if (n_own_tmpfs < BH_BROKER_OWN_TMPFS_MAX)
+        own_tmpfs[n_own_tmpfs++] = dev;
 }
 
-/* The mount of fd shows a whole tmpfs and is mounted at or below the root. */
+static bool is_own_tmpfs(dev_t dev)
+{
+    for (size_t i = 0; i < n_own_tmpfs; i++)
+        if (own_tmpfs[i] == dev)
+            return true;
+    return false;
+}
+
+/* The mount of fd shows a whole tmpfs the sandbox made itself, mounted at or
+ * below the root. */
 static bool whole_tmpfs_in_root(struct bh_broker *b, int fd)
 {
     struct statfs sf;
@@ -763,6 +779,14 @@ static bool whole_tmpfs_in_root(struct bh_broker *b, int fd)
         return false;
     if (stx.stx_mnt_id == dcache.mnt_id && dcache.mnt_id != 0)
         return dcache.mnt_ok;
+    /* A tmpfs the host shares (a bind of its /dev/shm) shows whole too,
+     * but the host's renames there reach no broker: only superblocks made
+     * for this sandbox, whose names only its guests change. */
+    if (!is_own_tmpfs(makedev(stx.stx_dev_major, stx.stx_dev_minor))) {
+        dcache.mnt_id = stx.stx_mnt_id;
+        dcache.mnt_ok = false;
+        return false;
+    }
     union {
         struct statmount sm;
         char buf[sizeof(struct statmount) + 2 * PATH_MAX];
@@ -1530,17 +1554,12 @@ static long do_unlinkat(struct bh_req *r, int dirfd, uint64_t path_addr, int fla
     long rc = read_path(r, path_addr, path);
     if (rc < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    bool removes_dir = flags & AT_REMOVEDIR;
-    if (removes_dir)
-        names_changing(r->b);
     bool borrowed;
     int pfd = resolve_parent(r, dirfd, path, last, &borrowed);
     cleanup_close_after_answer int owned = borrowed ? -1 : pfd;
     if (pfd < 0)
         return pfd;
     int done = unlinkat(pfd, last, flags);
-    if (removes_dir)
-        names_changing(r->b);
     if (done == 0)
         return 0;
     /* Linux checks the mount before the name, so removing a name that does
@@ -1577,16 +1596,13 @@ static long do_renameat2(struct bh_req *r, int odir, uint64_t oaddr, int ndir, u
     long rc = read_path(r, oaddr, opath);
     if (rc < 0 || (rc = read_path(r, naddr, npath)) < 0 || (rc = validate_and_become(r, false)) < 0)
         return rc;
-    names_changing(r->b);
     cleanup_close_after_answer int ofd = bh_resolve_parent(r, odir, opath, olast);
     if (ofd < 0)
         return ofd;
     cleanup_close_after_answer int nfd = bh_resolve_parent(r, ndir, npath, nlast);
     if (nfd < 0)
         return nfd;
-    rc = renameat2(ofd, olast, nfd, nlast, flags) < 0 ? -errno : 0;
-    names_changing(r->b);
-    return rc;
+    return renameat2(ofd, olast, nfd, nlast, flags) < 0 ? -errno : 0;
 }
 
 long bh_sys_rename(struct bh_req *r)
@@ -1694,13 +1710,10 @@ static long do_fchmodat(struct bh_req *r, int dirfd, uint64_t path_addr, mode_t 
     if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
         return -EINVAL;
     cleanup_close int fd = -1;
-    names_changing(r->b); /* a directory's mode decides who may search it */
     long rc = attr_fd(r, dirfd, path_addr, flags, &fd);
     if (rc < 0)
         return rc;
-    rc = syscall(SYS_fchmodat2, fd, "", mode & 07777, AT_EMPTY_PATH) < 0 ? -errno : 0;
-    names_changing(r->b);
-    return rc;
+    return syscall(SYS_fchmodat2, fd, "", mode & 07777, AT_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
 /* fchmod and fchown are brokered only so that the parent-directory cache
@@ -1731,13 +1744,10 @@ static long do_fchownat(struct bh_req *r, int dirfd, uint64_t path_addr, uid_t u
     if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
         return -EINVAL;
     cleanup_close int fd = -1;
-    names_changing(r->b); /* the owner and group decide who may search */
     long rc = attr_fd(r, dirfd, path_addr, flags, &fd);
     if (rc < 0)
         return rc;
-    rc = fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 ? -errno : 0;
-    names_changing(r->b);
-    return rc;
+    return fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
 long bh_sys_fchown(struct bh_req *r)

@@ -110,12 +110,12 @@ struct bh_broker {
      * calls answered CONTINUE whose thread has not made a call since. */
     atomic_uint_fast64_t umask_gen;
     atomic_long umask_unsettled;
-    /* Bumped before and after every brokered call that can change which
-     * directory a path names, or who may search it (rename, rmdir, chmod,
-     * chown and their fd forms): a worker's parent-directory cache
+    /* Bumped by the dispatch before and after every brokered call whose
+     * table entry says it may change which directory a path names, or who
+     * may search it (BH_NAMES_DIRS): a worker's parent-directory cache
      * (broker-fs.c) is valid only while it is unchanged. */
     atomic_uint_fast64_t names_gen;
-    atomic_ulong n_dir_cache_hits;
+    atomic_ulong n_dir_cache_hits, n_names_changes;
 };
 
 /* One notification being answered. */
@@ -181,19 +181,25 @@ void bh_blocking_end(void);
  * comment, seccomp-policies/README.md) are checked against the table by
  * tests/unit/test_policy.c. Adding a brokered syscall: a line here, its
  * handler, a notify line in kernel.policy, its name in the two prose lists.
- * X(name) per syscall; the LEGACY lists exist only where the architecture
- * has those syscalls (x86-64: SYS_open; arm64 has the *at forms only). */
+ * X(name, names) per file syscall, names saying what it may do to the tree
+ * (enum bh_names_effect below; the dispatch, not the handler, tells the
+ * parent-directory cache); the LEGACY lists exist only where the
+ * architecture has those syscalls (x86-64: SYS_open; arm64 has the *at forms
+ * only). */
 /* clang-format off */
 #define BH_BROKER_FILE_SYSCALLS_LEGACY(X) \
-    X(open) X(creat) X(stat) X(lstat) X(access) X(readlink) \
-    X(mkdir) X(mknod) X(rmdir) X(unlink) X(rename) X(symlink) X(link) \
-    X(chmod) X(chown) X(lchown) X(utime) X(utimes) X(futimesat)
+    X(open, FILES) X(creat, FILES) X(stat, KEPT) X(lstat, KEPT) X(access, KEPT) \
+    X(readlink, KEPT) X(mkdir, DIRS) X(mknod, FILES) X(rmdir, DIRS) X(unlink, FILES) \
+    X(rename, DIRS) X(symlink, FILES) X(link, FILES) X(chmod, DIRS) X(chown, DIRS) \
+    X(lchown, DIRS) X(utime, KEPT) X(utimes, KEPT) X(futimesat, KEPT)
 #define BH_BROKER_FILE_SYSCALLS(X) \
-    X(openat) X(openat2) \
-    X(newfstatat) X(statx) X(statfs) X(faccessat) X(faccessat2) X(readlinkat) \
-    X(mkdirat) X(mknodat) X(unlinkat) X(renameat) X(renameat2) X(symlinkat) X(linkat) \
-    X(fchmod) X(fchmodat) X(fchmodat2) X(fchown) X(fchownat) X(utimensat) X(truncate) \
-    X(inotify_add_watch)
+    X(openat, FILES) X(openat2, FILES) \
+    X(newfstatat, KEPT) X(statx, KEPT) X(statfs, KEPT) X(faccessat, KEPT) \
+    X(faccessat2, KEPT) X(readlinkat, KEPT) \
+    X(mkdirat, DIRS) X(mknodat, FILES) X(unlinkat, DIRS_IF_AT_REMOVEDIR) \
+    X(renameat, DIRS) X(renameat2, DIRS) X(symlinkat, FILES) X(linkat, FILES) \
+    X(fchmod, DIRS) X(fchmodat, DIRS) X(fchmodat2, DIRS) X(fchown, DIRS) X(fchownat, DIRS) \
+    X(utimensat, KEPT) X(truncate, KEPT) X(inotify_add_watch, KEPT)
 #define BH_BROKER_NET_SYSCALLS(X) \
     X(connect) X(bind) X(sendto) X(sendmsg)
 /* Answered CONTINUE after forgetting the thread's cached ids. */
@@ -203,6 +209,24 @@ void bh_blocking_end(void);
 /* Answered CONTINUE after marking every cached umask stale. */
 #define BH_BROKER_UMASK_SYSCALLS(X) X(umask)
 /* clang-format on */
+
+/* What a brokered call may do to the names of the tree, for the
+ * parent-directory cache (broker-fs.c), whose entries are directories
+ * reached through no symlink: the dispatch bumps names_gen before and after
+ * every call that may change which directory a path names or who may search
+ * it. Every file syscall of the table states one (tests/unit/test_broker.c,
+ * names_effects_of_the_table, holds the list against one of its own). */
+enum bh_names_effect {
+    BH_NAMES_KEPT = 1, /* no name made or removed, no mode or owner changed */
+    /* Makes or removes names of non-directories only (a create, unlink,
+     * mknod, link, symlink): no directory a path walks through changes. Not
+     * bumped, so that a create-and-unlink loop keeps its entry. */
+    BH_NAMES_FILES,
+    /* May make, remove or replace a directory's name (rename replaces
+     * anything), or change a mode or owner (search rights): bumped. */
+    BH_NAMES_DIRS,
+    BH_NAMES_DIRS_IF_AT_REMOVEDIR, /* unlinkat: BH_NAMES_DIRS with AT_REMOVEDIR in args[2] */
+};
 
 enum bh_broker_group {
     BH_BROKER_NONE = 0, /* not answered: ENOSYS */
@@ -216,13 +240,17 @@ enum bh_broker_group {
  * broker does not handle it), and its name in the table (NULL: none). */
 enum bh_broker_group bh_broker_group_of(long nr);
 const char *bh_broker_syscall_name(long nr);
+/* What native syscall nr may do to the tree's names (0: not brokered). */
+enum bh_names_effect bh_broker_names_effect(long nr);
 /* Whether the handler table answers native syscall nr. */
 bool bh_broker_handles(long nr);
 
 #define BH_BROKER_DECLARE(name) long bh_sys_##name(struct bh_req *r);
-BH_BROKER_FILE_SYSCALLS_LEGACY(BH_BROKER_DECLARE)
-BH_BROKER_FILE_SYSCALLS(BH_BROKER_DECLARE)
+#define BH_BROKER_DECLARE_FILE(name, names) BH_BROKER_DECLARE(name)
+BH_BROKER_FILE_SYSCALLS_LEGACY(BH_BROKER_DECLARE_FILE)
+BH_BROKER_FILE_SYSCALLS(BH_BROKER_DECLARE_FILE)
 BH_BROKER_NET_SYSCALLS(BH_BROKER_DECLARE)
+#undef BH_BROKER_DECLARE_FILE
 #undef BH_BROKER_DECLARE
 
 /* broker-fs.c, for broker-net.c: resolves a guest path (dirfd AT_FDCWD

@@ -125,11 +125,14 @@ struct handler {
     bh_handler_fn fn;
     const char *name;
     enum bh_broker_group group;
+    enum bh_names_effect names;
 };
-#define FILE_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES},
-#define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS},
-#define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS},
-#define UMASK_H(name) [SYS_##name] = {sys_umask, #name, BH_BROKER_UMASK},
+#define FILE_H(name, names)                                                                        \
+    [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_FILES, BH_NAMES_##names},
+/* bind makes only a socket's name; the others touch no name. */
+#define NET_H(name) [SYS_##name] = {bh_sys_##name, #name, BH_BROKER_SOCKETS, BH_NAMES_FILES},
+#define ID_H(name) [SYS_##name] = {sys_set_ids, #name, BH_BROKER_IDS, BH_NAMES_KEPT},
+#define UMASK_H(name) [SYS_##name] = {sys_umask, #name, BH_BROKER_UMASK, BH_NAMES_KEPT},
 /* clang-format off */
 static const struct handler handlers[512] = {
 #ifdef SYS_open
@@ -159,6 +162,27 @@ enum bh_broker_group bh_broker_group_of(long nr)
 const char *bh_broker_syscall_name(long nr)
 {
     return bh_broker_handles(nr) ? handlers[nr].name : NULL;
+}
+
+enum bh_names_effect bh_broker_names_effect(long nr)
+{
+    return bh_broker_handles(nr) ? handlers[nr].names : 0;
+}
+
+/* Whether this call may change which directory a path names or who may
+ * search it. An entry without a stated effect counts as one that may. */
+static bool changes_dirs(const struct handler *h, const struct seccomp_notif *n)
+{
+    switch (h->names) {
+    case BH_NAMES_KEPT:
+    case BH_NAMES_FILES:
+        return false;
+    case BH_NAMES_DIRS_IF_AT_REMOVEDIR:
+        return (n->data.args[2] & AT_REMOVEDIR) != 0;
+    case BH_NAMES_DIRS:
+    default:
+        return true;
+    }
 }
 
 /* ---- guest memory ------------------------------------------------------ */
@@ -682,7 +706,16 @@ static void handle(struct bh_broker *b, struct bh_listener *l, struct seccomp_no
     if (self_worker != NULL)
         set_req_tgid(self_worker, r.g->tgid);
     after_answer.in_call = true;
+    /* Before the call, so that no lookup from then on trusts an entry; after
+     * it, so that an entry filled while it ran is not trusted either. */
+    bool dirs = changes_dirs(&handlers[nr], n);
+    if (dirs) {
+        atomic_fetch_add(&b->names_gen, 1);
+        atomic_fetch_add(&b->n_names_changes, 1);
+    }
     long ret = handlers[nr].fn(&r);
+    if (dirs)
+        atomic_fetch_add(&b->names_gen, 1);
     reply(&r, ret);
     close_after_answer(b);
     guest_put(r.g);
@@ -1346,6 +1379,7 @@ void bh_broker_get_stats(struct bh_broker *b, struct bh_broker_stats *out)
     out->sync_listeners = atomic_load(&b->n_sync_listeners);
     out->batch_workers = atomic_load(&b->n_batch_workers);
     out->dir_cache_hits = atomic_load(&b->n_dir_cache_hits);
+    out->names_changes = atomic_load(&b->n_names_changes);
 }
 
 void bh_broker_free(struct bh_broker *b)

@@ -96,9 +96,22 @@ struct bh_broker_stats {
     /* Opens, stats and removals answered from a worker's cached fd of the
      * parent directory instead of a walk from the root (broker-fs.c). */
     unsigned long dir_cache_hits;
+    /* Calls the dispatch bracketed as changing which directory a path names
+     * or who may search it (the call table's BH_NAMES_DIRS): each one
+     * invalidates every worker's parent-directory cache. */
+    unsigned long names_changes;
 };
 
 struct bh_broker;
+
+/* Notes that the tmpfs with superblock dev was made by this sandbox itself
+ * (mounts.c, at set-up, before any broker starts): the parent-directory
+ * cache serves only directories of such a tmpfs. A tmpfs the host shares
+ * into the sandbox (a bind of its /dev/shm) may be renamed in by the host,
+ * which the broker never hears of (sentry/README.md, "The parent-directory
+ * cache"). Past BH_BROKER_OWN_TMPFS_MAX notes the rest is not cached. */
+#define BH_BROKER_OWN_TMPFS_MAX 64
+void bh_broker_note_own_tmpfs(dev_t dev);
 
 int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err);
 /* Starts the broker's threads. Signals must already be blocked in the caller

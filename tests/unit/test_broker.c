@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "broker-internal.h"
+#include "cleanup.h"
 
 /* ---- fixture: a root, a secret outside it ------------------------------ */
 
@@ -743,11 +744,12 @@ Test(broker, a_blocked_fifo_open_does_not_stall_other_threads)
 
 /* Every file syscall the broker answers, from its own list. */
 #define NOTIFY(name) SYS_##name,
+#define NOTIFY_FILE(name, names) NOTIFY(name)
 static const int fs_calls[] = {
 #ifdef SYS_open
-    BH_BROKER_FILE_SYSCALLS_LEGACY(NOTIFY)
+    BH_BROKER_FILE_SYSCALLS_LEGACY(NOTIFY_FILE)
 #endif
-        BH_BROKER_FILE_SYSCALLS(NOTIFY)};
+        BH_BROKER_FILE_SYSCALLS(NOTIFY_FILE)};
 
 static void g_names(void *arg)
 {
@@ -1518,7 +1520,7 @@ static bool root_overmounted;
  * root (what the cache serves), or with part a bind of a directory inside
  * a tmpfs mounted elsewhere (what it must not serve: a rename on the
  * tmpfs's other mount could take a cached directory out of the root). */
-static void mount_tmpfs_root(bool part)
+static void mount_tmpfs_root_noted(bool part, bool noted)
 {
     if (unshare(CLONE_NEWNS) < 0)
         cr_skip_test("cannot unshare a mount namespace: %s", strerror(errno));
@@ -1533,10 +1535,19 @@ static void mount_tmpfs_root(bool part)
         cr_assert_eq(mount("tmpfs", root, "tmpfs", 0, "mode=0755"), 0, "%s", strerror(errno));
     }
     root_overmounted = true;
+    struct stat st;
+    cr_assert_eq(stat(root, &st), 0);
+    if (noted) /* as mounts.c notes every tmpfs it makes */
+        bh_broker_note_own_tmpfs(st.st_dev);
     reopen_root();
     char p[512];
     snprintf(p, sizeof(p), "%s/d", root);
     cr_assert_eq(mkdir(p, 0755), 0);
+}
+
+static void mount_tmpfs_root(bool part)
+{
+    mount_tmpfs_root_noted(part, true);
 }
 
 /* Before the suite's teardown removes the trees. */
@@ -1613,6 +1624,16 @@ Test(broker, a_loop_in_one_directory_walks_one_name, .fini = unmount_tmpfs_root)
 Test(broker, a_directory_of_a_partly_bound_tmpfs_is_not_cached, .fini = unmount_tmpfs_root)
 {
     mount_tmpfs_root(true);
+    unsigned long hits = dir_loop_hits();
+    cr_expect_eq(hits, 0, "%lu calls answered from a cached parent", hits);
+}
+
+/* The same loop on a whole tmpfs the sandbox did not make (as a bind of
+ * the host's /dev/shm is): the host's renames there reach no broker, so
+ * nothing of it is cached. */
+Test(broker, a_whole_tmpfs_the_sandbox_did_not_make_is_not_cached, .fini = unmount_tmpfs_root)
+{
+    mount_tmpfs_root_noted(false, false);
     unsigned long hits = dir_loop_hits();
     cr_expect_eq(hits, 0, "%lu calls answered from a cached parent", hits);
 }
@@ -1708,4 +1729,138 @@ Test(broker, fchmod_of_a_directory_drops_the_cache, .fini = unmount_tmpfs_root)
     run_guest_stats(&dir_cache_opts, g_dir_fchmod, NULL, &st);
     cr_expect_eq(st.dir_cache_hits, 3, "%lu creates answered from the cache, expected 3 (2, 3, 5)",
                  st.dir_cache_hits);
+}
+
+/* ---- which calls tell the cache (the call table's names effect) ---------- */
+
+/* What each brokered file call may do to the tree, written here apart from
+ * the table: a call added to the table without a line here fails, and so
+ * does a line that disagrees with the table. */
+static const struct {
+    const char *name;
+    enum bh_names_effect names;
+} names_expected[] = {
+    /* Reads, times, contents: no name made or removed, no mode or owner. */
+    {"stat", BH_NAMES_KEPT},
+    {"lstat", BH_NAMES_KEPT},
+    {"newfstatat", BH_NAMES_KEPT},
+    {"statx", BH_NAMES_KEPT},
+    {"statfs", BH_NAMES_KEPT},
+    {"access", BH_NAMES_KEPT},
+    {"faccessat", BH_NAMES_KEPT},
+    {"faccessat2", BH_NAMES_KEPT},
+    {"readlink", BH_NAMES_KEPT},
+    {"readlinkat", BH_NAMES_KEPT},
+    {"utime", BH_NAMES_KEPT},
+    {"utimes", BH_NAMES_KEPT},
+    {"futimesat", BH_NAMES_KEPT},
+    {"utimensat", BH_NAMES_KEPT},
+    {"truncate", BH_NAMES_KEPT},
+    {"inotify_add_watch", BH_NAMES_KEPT},
+    /* Names of non-directories only: no directory a path walks through
+     * appears, goes or moves. */
+    {"open", BH_NAMES_FILES},
+    {"creat", BH_NAMES_FILES},
+    {"openat", BH_NAMES_FILES},
+    {"openat2", BH_NAMES_FILES},
+    {"mknod", BH_NAMES_FILES},
+    {"mknodat", BH_NAMES_FILES},
+    {"unlink", BH_NAMES_FILES},
+    {"symlink", BH_NAMES_FILES},
+    {"symlinkat", BH_NAMES_FILES},
+    {"link", BH_NAMES_FILES},
+    {"linkat", BH_NAMES_FILES},
+    /* Directories' names, or search rights. */
+    {"mkdir", BH_NAMES_DIRS},
+    {"mkdirat", BH_NAMES_DIRS},
+    {"rmdir", BH_NAMES_DIRS},
+    {"unlinkat", BH_NAMES_DIRS_IF_AT_REMOVEDIR},
+    {"rename", BH_NAMES_DIRS},
+    {"renameat", BH_NAMES_DIRS},
+    {"renameat2", BH_NAMES_DIRS},
+    {"chmod", BH_NAMES_DIRS},
+    {"fchmod", BH_NAMES_DIRS},
+    {"fchmodat", BH_NAMES_DIRS},
+    {"fchmodat2", BH_NAMES_DIRS},
+    {"chown", BH_NAMES_DIRS},
+    {"lchown", BH_NAMES_DIRS},
+    {"fchown", BH_NAMES_DIRS},
+    {"fchownat", BH_NAMES_DIRS},
+};
+
+Test(broker, names_effects_of_the_table)
+{
+    int checked = 0;
+    for (long nr = 0; nr < 512; nr++) {
+        if (bh_broker_group_of(nr) != BH_BROKER_FILES)
+            continue;
+        const char *name = bh_broker_syscall_name(nr);
+        size_t i = 0;
+        while (i < BH_ARRAY_SIZE(names_expected) && strcmp(names_expected[i].name, name) != 0)
+            i++;
+        if (i == BH_ARRAY_SIZE(names_expected)) {
+            cr_expect_fail("brokered file call %s has no line in names_expected: say whether it "
+                           "may change a directory's name or search rights",
+                           name);
+            continue;
+        }
+        cr_expect_eq(bh_broker_names_effect(nr), names_expected[i].names,
+                     "%s: the table says %d, expected %d", name, bh_broker_names_effect(nr),
+                     names_expected[i].names);
+        checked++;
+    }
+    /* Every line names a call the table answers (where the architecture has it). */
+    for (size_t i = 0; i < BH_ARRAY_SIZE(names_expected); i++) {
+        int nr = seccomp_syscall_resolve_name(names_expected[i].name);
+        if (nr >= 0)
+            cr_expect_eq(bh_broker_group_of(nr), BH_BROKER_FILES, "%s is not brokered",
+                         names_expected[i].name);
+    }
+    cr_expect_geq(checked, 30, "only %d file calls in the table", checked);
+}
+
+/* Each call the table marks as changing directories is bracketed by the
+ * dispatch (14 here), and none of the others is: creates, links, symlinks,
+ * a FIFO, unlinks and stats leave every worker's cache in place. */
+static void g_names_changes(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    /* Not counted. */
+    create_in("/f1");
+    GCHECK(link("/f1", "/f2") == 0);
+    GCHECK(symlink("f1", "/f3") == 0);
+    GCHECK(mknod("/f4", S_IFIFO | 0600, 0) == 0);
+    GCHECK(stat("/f1", &st) == 0);
+    GCHECK(unlink("/f2") == 0);
+    GCHECK(unlinkat(AT_FDCWD, "/f3", 0) == 0);
+    GCHECK(unlink("/f4") == 0);
+    GCHECK(unlink("/f1") == 0);
+    /* Counted: 14. */
+    GCHECK(mkdir("/n1", 0755) == 0);
+    GCHECK(mkdirat(AT_FDCWD, "/n2", 0755) == 0);
+    GCHECK(rename("/n1", "/n3") == 0);
+    GCHECK(renameat(AT_FDCWD, "/n3", AT_FDCWD, "/n1") == 0);
+    GCHECK(syscall(SYS_renameat2, AT_FDCWD, "/n1", AT_FDCWD, "/n3", 0) == 0);
+    GCHECK(chmod("/n3", 0700) == 0);
+    GCHECK(fchmodat(AT_FDCWD, "/n3", 0755, 0) == 0);
+    int dfd = open("/n3", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    GCHECK(dfd >= 0);
+    GCHECK(fchmod(dfd, 0711) == 0);
+    GCHECK(chown("/n3", getuid(), getgid()) == 0);
+    GCHECK(lchown("/n3", getuid(), getgid()) == 0);
+    GCHECK(fchownat(AT_FDCWD, "/n3", getuid(), getgid(), 0) == 0);
+    GCHECK(fchown(dfd, getuid(), getgid()) == 0);
+    close(dfd);
+    GCHECK(rmdir("/n2") == 0);
+    GCHECK(unlinkat(AT_FDCWD, "/n3", AT_REMOVEDIR) == 0);
+}
+
+Test(broker, the_dispatch_tells_the_cache_of_every_call_that_changes_directories)
+{
+    struct guest_opts o = {fs_calls, BH_ARRAY_SIZE(fs_calls), false};
+    struct bh_broker_stats st;
+    run_guest_stats(&o, g_names_changes, NULL, &st);
+    cr_expect_eq(st.names_changes, 14, "%lu calls bracketed as changing directories, expected 14",
+                 st.names_changes);
 }
