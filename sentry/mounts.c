@@ -89,6 +89,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "cleanup.h"
 #include "kernel-compat.h"
 #include "mountinfo.h"
@@ -583,6 +584,18 @@ static int note_own_kfs(struct setup *s, const char *dest, struct bh_error *err)
     return push_id(&s->own_kfs, &s->n_own_kfs, &s->cap_own_kfs, 8, stx.stx_mnt_id, err);
 }
 
+/* A tmpfs made here is one whose names only the sandbox's guests change:
+ * the broker's parent-directory cache serves its directories alone. */
+static void note_own_tmpfs(struct setup *s, const char *dest)
+{
+    if (s->spec->tier < BH_TIER_KERNEL)
+        return;
+    cleanup_close int fd = open_in_root(s->root_fd, dest, 0);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        bh_broker_note_own_tmpfs(st.st_dev); /* else not cached: slower, never wrong */
+}
+
 static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
                     unsigned long flags, const char *data, struct bh_error *err)
 {
@@ -594,6 +607,8 @@ static int mount_fs(struct setup *s, const char *type, const char *source, const
     if (mount(source, path, type, flags, data) < 0)
         return bh_error_errno(err, errno, "mount %s `%s` on `%s`%s%s%s", type, source, dest,
                               data ? " (" : "", data ? data : "", data ? ")" : "");
+    if (strcmp(type, "tmpfs") == 0)
+        note_own_tmpfs(s, dest);
     return is_kernel_fs(type) ? note_own_kfs(s, dest, err) : 0;
 }
 
