@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +404,20 @@ void h_bulkhead_in(const char *dir, const char *const *args, int timeout_s, stru
     argv[n] = NULL;
     *r = h_run(argv, NULL, NULL, timeout_s);
     free(argv[0]);
+}
+
+void *h_spec_config(const char *dir, const char *bundle)
+{
+    struct run_result r;
+    h_bulkhead_in(dir, (const char *const[]){"spec", "--bundle", bundle, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "bulkhead spec: %s", r.err);
+    h_free(&r);
+    char config[PATH_MAX];
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    json_error_t je;
+    json_t *c = json_load_file(config, 0, &je);
+    cr_assert_not_null(c, "%s: %s", config, je.text);
+    return c;
 }
 
 void h_write_file(const char *dir, const char *rel, const char *text)

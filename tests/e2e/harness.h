@@ -74,6 +74,11 @@ void h_free(struct run_result *r);
  * NULL-terminated, at most 26) into *r. */
 void h_bulkhead_in(const char *dir, const char *const *args, int timeout_s, struct run_result *r);
 
+/* `bulkhead spec --bundle BUNDLE` run in DIR, then BUNDLE/config.json
+ * loaded (a json_t *, the caller's to json_dump_file and json_decref; void *
+ * so that this header needs no jansson). The test fails if either fails. */
+void *h_spec_config(const char *dir, const char *bundle);
+
 /* bulkhead do --tier TIER [pre...] [args from ap...]: pre is NULL-terminated
  * (may be NULL), ap ends with NULL. */
 struct run_result h_do_va(const char *tier, char *const extra_env[], int timeout_s,

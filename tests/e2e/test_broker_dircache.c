@@ -57,15 +57,7 @@ static json_t *bind_mount(const char *dest, const char *src, const char *mode)
 
 static void write_bundle(const char *bundle)
 {
-    struct run_result r;
-    h_bulkhead_in(dir, (const char *const[]){"spec", "--bundle", bundle, NULL}, 30, &r);
-    cr_assert_eq(r.status, 0, "bulkhead spec: %s", r.err);
-    h_free(&r);
-    char config[160];
-    snprintf(config, sizeof(config), "%s/config.json", bundle);
-    json_error_t je;
-    json_t *c = json_load_file(config, 0, &je);
-    cr_assert_not_null(c, "config.json: %s", je.text);
+    json_t *c = h_spec_config(dir, bundle);
     json_t *proc = json_object_get(c, "process");
     json_object_set_new(proc, "args", json_pack("[s, s, s]", "/usr/bin/python3", "-c", shared_py));
     json_object_set_new(proc, "terminal", json_false());
@@ -77,6 +69,8 @@ static void write_bundle(const char *bundle)
     cr_assert(json_is_array(mounts), "config.json has no mounts");
     json_array_append_new(mounts, bind_mount("/usr", "/usr", "ro"));
     json_array_append_new(mounts, bind_mount("/shared", shm, "rw"));
+    char config[160];
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
     cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
     json_decref(c);
 }
