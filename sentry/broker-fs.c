@@ -719,11 +719,13 @@ static bool has_dotdot(const char *p)
  *    xattr calls that set ACLs are refused);
  *  - the worker runs under the ids it was filled under (bh_worker_ids_epoch):
  *    the walk it skips checked search permission on every ancestor for them;
- *  - the directory lies on a tmpfs mounted whole (mount root = the
- *    filesystem's root) at or below the guest's root, so that no rename by
- *    anyone (the host, another sandbox that shares the filesystem) can take
- *    it anywhere the guest's root does not reach: a tree shared with the
- *    host or bound from a part of a filesystem is never cached.
+ *  - the directory lies on a tmpfs the sandbox made (bh_broker_note_own_tmpfs),
+ *    mounted whole (mount root = the filesystem's root) at or below the
+ *    guest's root, so that no rename by anyone can take it anywhere the
+ *    guest's root does not reach, and no rename the broker does not see
+ *    (the host's, in a tmpfs it shares in) can make a name stale: a tree
+ *    shared with the host or bound from a part of a filesystem is never
+ *    cached.
  * An entry is filled only for a parent seen twice in a row with nothing
  * changed in between, so a call in a new directory pays no extra syscall. */
 struct dir_cache {
