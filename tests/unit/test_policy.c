@@ -979,6 +979,8 @@ static int container_checks(struct child_ctx *ctx)
     EXPECT_ERRNO(syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_io_uring_setup, 1, NULL), EPERM);
     EXPECT_ERRNO(syscall(SYS_userfaultfd, 0), EPERM);
+    /* splits the host's direct map: as a kernel without secretmem */
+    EXPECT_ERRNO(syscall(SYS_memfd_secret, 0), ENOSYS);
     EXPECT_ERRNO(syscall(SYS_setns, 0, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_open_by_handle_at, AT_FDCWD, NULL, 0), EPERM);
     EXPECT_ERRNO(syscall(SYS_clone3, NULL, 0), ENOSYS);
