@@ -14,23 +14,24 @@
 
 #define PY "/usr/bin/python3"
 
-static struct run_result in_tier(const char *tier, int timeout_s, ...)
+/* Runs a Python script in a fresh sandbox of the tier and expects its
+ * output. */
+static void expect_prints(const char *tier, const char *script, const char *want)
 {
-    va_list ap;
-    va_start(ap, timeout_s);
-    struct run_result r = h_do_va(tier, NULL, timeout_s, NULL, ap);
-    va_end(ap);
-    return r;
+    struct run_result r = h_do(tier, 60, "--", PY, "-c", script, NULL);
+    cr_assert_eq(r.status, 0, "[%s] exit %d: %s", tier, r.status, r.err);
+    cr_expect_str_eq(r.out, want, "[%s] %s", tier, r.err);
+    h_free(&r);
 }
 
 Test(container_netlink, ip_getifaddrs_and_if_nameindex_work, .timeout = 120)
 {
-    struct run_result r = in_tier(
-        "container", 60, "--", "/bin/sh", "-c",
-        "ip -o addr show dev lo | awk '{print $3, $4}' | head -1; "
-        "python3 -c 'import socket; print(socket.if_nameindex())'; "
-        "node -e 'console.log(Object.keys(require(\"os\").networkInterfaces()).join(\",\"))'",
-        NULL);
+    struct run_result r =
+        h_do("container", 60, "--", "/bin/sh", "-c",
+             "ip -o addr show dev lo | awk '{print $3, $4}' | head -1; "
+             "python3 -c 'import socket; print(socket.if_nameindex())'; "
+             "node -e 'console.log(Object.keys(require(\"os\").networkInterfaces()).join(\",\"))'",
+             NULL);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "inet 127.0.0.1/8\n") != NULL, "`ip addr` did not list lo: %s %s",
               r.out, r.err);
@@ -49,16 +50,9 @@ Test(container_netlink, ip_getifaddrs_and_if_nameindex_work, .timeout = 120)
 
 Test(container_netlink, other_families_refused_and_the_kernel_tier_refuses_all, .timeout = 120)
 {
-    struct run_result r = in_tier("container", 60, "--", PY, "-c", FAMILIES, NULL);
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    cr_expect_str_eq(r.out, "4 1\n9 1\n15 1\n16 1\nroute made\n");
-    h_free(&r);
-
+    expect_prints("container", FAMILIES, "4 1\n9 1\n15 1\n16 1\nroute made\n");
     h_require_kernel_tier();
-    r = in_tier("kernel", 60, "--", PY, "-c", FAMILIES, NULL);
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    cr_expect_str_eq(r.out, "4 1\n9 1\n15 1\n16 1\nroute 1\n");
-    h_free(&r);
+    expect_prints("kernel", FAMILIES, "4 1\n9 1\n15 1\n16 1\nroute 1\n");
 }
 
 /* The count is of live sockets, wherever their references are: one sent
@@ -91,14 +85,12 @@ Test(container_netlink, other_families_refused_and_the_kernel_tier_refuses_all, 
 
 Test(container_netlink, route_sockets_capped_per_sandbox_and_freed_when_gone, .timeout = 120)
 {
-    struct run_result r = in_tier("container", 60, "--", PY, "-c", COUNT, NULL);
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     /* 105: ENOBUFS. */
-    cr_expect_str_eq(r.out, "first 16 105\n"
-                            "one in flight, three in a child 12 105\n"
-                            "one in flight 15 105\n"
-                            "all closed 16 105\n");
-    h_free(&r);
+    expect_prints("container", COUNT,
+                  "first 16 105\n"
+                  "one in flight, three in a child 12 105\n"
+                  "one in flight 15 105\n"
+                  "all closed 16 105\n");
 }
 
 /* SO_RCVBUF and SO_SNDBUF are set by the sentry: clamped on a netlink
@@ -125,16 +117,14 @@ Test(container_netlink, route_sockets_capped_per_sandbox_and_freed_when_gone, .t
 
 Test(container_netlink, buffer_sizes_clamped_on_netlink_only, .timeout = 120)
 {
-    struct run_result r = in_tier("container", 60, "--", PY, "-c", BUFFERS, NULL);
-    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     /* 100000 asked: the kernel keeps twice it (below every rmem_max a host
      * ships with, 212992). */
-    cr_expect_str_eq(r.out, "netlink 262144 262144\n"
-                            "tcp 200000\n"
-                            "32 1\n33 1\n"
-                            "syncnt 3\n"
-                            "short 22\n");
-    h_free(&r);
+    expect_prints("container", BUFFERS,
+                  "netlink 262144 262144\n"
+                  "tcp 200000\n"
+                  "32 1\n33 1\n"
+                  "syncnt 3\n"
+                  "short 22\n");
 }
 
 /* redteam3's fill, on the sockets now allowed: each socket's receive buffer
@@ -163,7 +153,7 @@ Test(container_netlink, buffer_sizes_clamped_on_netlink_only, .timeout = 120)
 
 Test(container_netlink, many_filled_sockets_stay_bounded, .timeout = 180)
 {
-    struct run_result r = in_tier("container", 150, "--memory", "64m", "--", PY, "-c", FILL, NULL);
+    struct run_result r = h_do("container", 150, "--memory", "64m", "--", PY, "-c", FILL, NULL);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     int n = 0;
     long total = 0;

@@ -39,14 +39,7 @@ static void need_kernel_tier(void)
 }
 
 /* bulkhead do --tier TIER -- args..., no limit flags. */
-static struct run_result do_noflags(const char *tier, int timeout_s, ...)
-{
-    va_list ap;
-    va_start(ap, timeout_s);
-    struct run_result r = h_do_va(tier, NULL, timeout_s, NULL, ap);
-    va_end(ap);
-    return r;
-}
+#define do_noflags h_do
 
 /* ---- a guest that holds what it took ----------------------------------------
  * The guest's stdin is a FIFO we hold open: it takes its maximum, prints
