@@ -34,15 +34,19 @@
 #include <sys/sysmacros.h>
 
 #include "cleanup.h"
+#include "mounts.h"
 #include "oci-internal.h"
 
-static const struct {
-    const char *path;
-    unsigned major, minor;
-} own_nodes[] = {
-    {"/dev/null", 1, 3},    {"/dev/zero", 1, 5}, {"/dev/full", 1, 7}, {"/dev/random", 1, 8},
-    {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0},  {"/dev/ptmx", 5, 2},
-};
+/* Every sandbox's own nodes (sentry/mounts.c's table), matched by path. */
+static const struct bh_dev_node *own_node(const char *path)
+{
+    if (strncmp(path, "/dev/", 5) != 0)
+        return NULL;
+    for (size_t k = 0; k < BH_N_DEV_NODES; k++)
+        if (strcmp(path + 5, bh_dev_nodes[k].name) == 0)
+            return &bh_dev_nodes[k];
+    return NULL;
+}
 
 int oci_devices_validate(json_t *devs, struct bh_error *err)
 {
@@ -151,21 +155,15 @@ int oci_devices_apply(struct oci_config *cfg, struct bh_error *err)
         const char *type = json_string_value(json_object_get(d, "type"));
         unsigned major = (unsigned)json_integer_value(json_object_get(d, "major"));
         unsigned minor = (unsigned)json_integer_value(json_object_get(d, "minor"));
-        bool own = false;
-        for (size_t k = 0; k < BH_ARRAY_SIZE(own_nodes); k++) {
-            if (strcmp(path, own_nodes[k].path) != 0)
-                continue;
-            if (strcmp(type, "c") != 0 || major != own_nodes[k].major ||
-                minor != own_nodes[k].minor)
+        const struct bh_dev_node *own = own_node(path);
+        if (own != NULL) {
+            if (strcmp(type, "c") != 0 || major != own->major || minor != own->minor)
                 return bh_error_set(err, EINVAL,
                                     "config.json: device `%s` is listed as %s %u:%u, but every "
                                     "sandbox's %s is c %u:%u",
-                                    path, type, major, minor, path, own_nodes[k].major,
-                                    own_nodes[k].minor);
-            own = true;
-        }
-        if (own)
+                                    path, type, major, minor, path, own->major, own->minor);
             continue;
+        }
         bool block = strcmp(type, "b") == 0, fifo = strcmp(type, "p") == 0;
         if (spec->tier >= BH_TIER_KERNEL && fifo)
             return bh_error_set(err, EPERM,

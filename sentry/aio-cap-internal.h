@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "netlink-cap-internal.h"
+
 /* fs.aio-max-nr is 65536 events for the whole host: 16 full sandboxes drain
  * it, as 48 drain the pty pool (sentry/README.md, "Global pools"). InnoDB
  * asks 256 events per I/O thread (8 by default), ScyllaDB one context per
@@ -22,6 +24,8 @@ struct bh_aio_cap {
         int mem_fd; /* /proc/TID/mem of the caller: pins its mm, not its pages */
         unsigned events;
     } held[BH_AIO_CAP_CONTEXTS];
+    /* The same listener serves NETLINK_ROUTE sockets (netlink-cap.c). */
+    struct bh_netlink_cap nl;
 };
 
 /* proc_fd: an O_PATH fd of a procfs whose pid namespace is the caller's own
@@ -41,7 +45,8 @@ int bh_aio_cap_hold(struct bh_aio_cap *cap, int mem_fd, unsigned nr_events);
 void bh_aio_cap_release_dead(struct bh_aio_cap *cap);
 
 /* Receives one notification on listener and answers it: io_setup within the
- * cap continues, past it fails with EAGAIN; anything else (a policy that
+ * cap continues, past it fails with EAGAIN; socket and setsockopt go to
+ * netlink-cap.c; anything else (a policy that
  * notifies more than this serves) fails with ENOSYS. -1 when the listener is
  * dead (no guest left on its filter). */
 int bh_aio_cap_serve(struct bh_aio_cap *cap, int listener);

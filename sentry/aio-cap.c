@@ -76,6 +76,7 @@ void bh_aio_cap_init(struct bh_aio_cap *cap, int proc_fd, unsigned max_events,
         close(proc_fd);
     cap->max_events = max_events;
     cap->max_contexts = max_contexts < BH_AIO_CAP_CONTEXTS ? max_contexts : BH_AIO_CAP_CONTEXTS;
+    bh_netlink_cap_init(&cap->nl, cap->proc_fd, BH_NETLINK_CAP_SOCKETS);
 }
 
 void bh_aio_cap_free(struct bh_aio_cap *cap)
@@ -84,6 +85,7 @@ void bh_aio_cap_free(struct bh_aio_cap *cap)
         close(cap->held[i].mem_fd);
     cap->n = 0;
     cap->events = 0;
+    bh_netlink_cap_free(&cap->nl);
     if (cap->proc_fd >= 0)
         close(cap->proc_fd);
     cap->proc_fd = -1;
@@ -182,6 +184,11 @@ int bh_aio_cap_serve(struct bh_aio_cap *cap, int listener)
         /* ENOENT: the caller died before we took it. */
         return errno == ENOENT || errno == EINTR ? 0 : -1;
     struct seccomp_notif_resp resp = {.id = req.id};
+    if (bh_netlink_cap_wants(&req)) {
+        if (bh_netlink_cap_answer(&cap->nl, &req, listener, &resp) == 0)
+            ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+        return 0;
+    }
     int r = answer(&req, cap, listener);
     if (r == 0)
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;

@@ -36,6 +36,7 @@
 #include "frame.h"
 #include "kernel-compat.h"
 #include "landlock.h"
+#include "mounts.h"
 #include "policy.h"
 #include "caps-internal.h"
 #include "guest-internal.h"
@@ -237,11 +238,9 @@ static const char *extra_fd_refusal(int fd)
     if (S_ISSOCK(st.st_mode))
         return "it is a socket (a line to whatever the host side holds open)";
     /* Pipes, and the stateless character devices every sandbox has
-     * (null, zero, full, random, urandom). */
-    if (S_ISFIFO(st.st_mode) ||
-        (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
-         (minor(st.st_rdev) == 3 || minor(st.st_rdev) == 5 || minor(st.st_rdev) == 7 ||
-          minor(st.st_rdev) == 8 || minor(st.st_rdev) == 9)))
+     * (mounts.c's table). */
+    const struct bh_dev_node *node = S_ISCHR(st.st_mode) ? bh_dev_node_by_rdev(st.st_rdev) : NULL;
+    if (S_ISFIFO(st.st_mode) || (node != NULL && node->stateless))
         return NULL;
     if (!S_ISREG(st.st_mode))
         return "it is a device or an anonymous inode (host kernel state)";

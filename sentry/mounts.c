@@ -86,6 +86,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -125,7 +126,35 @@ static const char *const default_readonly_paths[] = {
 /* Host directories of the embedded default; /usr is required. */
 static const char *const system_dirs[] = {"usr", "bin", "lib", "lib32", "lib64", "libx32", "sbin"};
 
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+const struct bh_dev_node bh_dev_nodes[BH_N_DEV_NODES] = {
+    {"null", 1, 3, true, true},   {"zero", 1, 5, true, true},    {"full", 1, 7, true, true},
+    {"random", 1, 8, true, true}, {"urandom", 1, 9, true, true}, {"tty", 5, 0, true, false},
+    {"ptmx", 5, 2, false, false},
+};
+
+const struct bh_dev_node *bh_dev_node_by_rdev(dev_t rdev)
+{
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++)
+        if (major(rdev) == bh_dev_nodes[i].major && minor(rdev) == bh_dev_nodes[i].minor)
+            return &bh_dev_nodes[i];
+    return NULL;
+}
+
+/* A host node bound or copied into a sandbox must be the device the table
+ * names: a host whose /dev/null was replaced by a disk would otherwise give
+ * every sandbox that disk. */
+static int check_dev_node(const struct bh_dev_node *n, const struct stat *st, const char *where,
+                          struct bh_error *err)
+{
+    if (!S_ISCHR(st->st_mode) || major(st->st_rdev) != n->major || minor(st->st_rdev) != n->minor)
+        return bh_error_set(err, ENODEV,
+                            "%s/dev/%s is not the character device %u:%u every sandbox's %s is "
+                            "(found %s %u:%u): refusing to give it to the sandbox",
+                            where, n->name, n->major, n->minor, n->name,
+                            S_ISCHR(st->st_mode) ? "char" : "non-char", major(st->st_rdev),
+                            minor(st->st_rdev));
+    return 0;
+}
 
 /* Host files and directories of the embedded default's /etc, bound read-only
  * when the host has them. /etc/ssl/private is deliberately absent. */
@@ -159,9 +188,9 @@ struct setup {
     const struct bh_mounts_pause *pause; /* or NULL */
     int rootfs_fd;                       /* O_PATH of spec->rootfs or the prepared tree, or -1 */
     bool rootfs_fd_borrowed;
-    int devnull_fd;  /* O_PATH of the host's /dev/null, for masking files */
-    int *source_fds; /* per spec mount: O_PATH of a bind source, else -1 */
-    int dev_fds[BH_ARRAY_SIZE(dev_nodes)];
+    int devnull_fd;              /* O_PATH of the host's /dev/null, for masking files */
+    int *source_fds;             /* per spec mount: O_PATH of a bind source, else -1 */
+    int dev_fds[BH_N_DEV_NODES]; /* -1 for the nodes not bound (ptmx) */
     int etc_fds[BH_ARRAY_SIZE(etc_binds)];
     int system_fds[BH_ARRAY_SIZE(system_dirs)];
     char system_links[BH_ARRAY_SIZE(system_dirs)][PATH_MAX];
@@ -698,23 +727,38 @@ static int open_sources(struct setup *s, struct bh_error *err)
         s->devnull_fd = openat(s->dev_tree, "null", O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (s->devnull_fd < 0)
             return bh_error_errno(err, errno, "open null in the sandbox's device tree");
-        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
-            s->dev_fds[i] = openat(s->dev_tree, dev_nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+            if (!bh_dev_nodes[i].bound)
+                continue;
+            s->dev_fds[i] =
+                openat(s->dev_tree, bh_dev_nodes[i].name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
             if (s->dev_fds[i] < 0)
                 return bh_error_errno(err, errno, "open %s in the sandbox's device tree",
-                                      dev_nodes[i]);
+                                      bh_dev_nodes[i].name);
         }
     } else {
         s->devnull_fd = open_host("/dev/null", 0);
         if (s->devnull_fd < 0)
             return bh_error_errno(err, errno, "open the host's /dev/null");
-        for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+        for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+            if (!bh_dev_nodes[i].bound)
+                continue;
             char path[64];
-            snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+            snprintf(path, sizeof(path), "/dev/%s", bh_dev_nodes[i].name);
             s->dev_fds[i] = open_host(path, 0);
             if (s->dev_fds[i] < 0)
                 return bh_error_errno(err, errno, "open the host's %s", path);
         }
+    }
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+        struct stat st;
+        if (s->dev_fds[i] < 0)
+            continue;
+        if (fstat(s->dev_fds[i], &st) < 0)
+            return bh_error_errno(err, errno, "stat /dev/%s", bh_dev_nodes[i].name);
+        if (check_dev_node(&bh_dev_nodes[i], &st,
+                           s->dev_tree >= 0 ? "the device tree's " : "the host's ", err) < 0)
+            return -1;
     }
 
     if (s->embedded) {
@@ -1021,9 +1065,11 @@ static int dev_symlink(struct setup *s, const char *target, const char *name, st
 
 static int populate_dev(struct setup *s, struct bh_error *err)
 {
-    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+        if (!bh_dev_nodes[i].bound)
+            continue;
         char dest[64];
-        snprintf(dest, sizeof(dest), "/dev/%s", dev_nodes[i]);
+        snprintf(dest, sizeof(dest), "/dev/%s", bh_dev_nodes[i].name);
         if (bind_fd(s, s->dev_fds[i], dest, dest, false, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0,
                     err) < 0)
             return -1;
@@ -1816,23 +1862,27 @@ int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err)
         fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOATIME);
     if (tree < 0)
         return bh_error_errno(err, errno, "device nodes of the sandbox's own: mount the tmpfs");
-    for (size_t i = 0; i < BH_ARRAY_SIZE(dev_nodes); i++) {
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+        const struct bh_dev_node *n = &bh_dev_nodes[i];
+        if (!n->bound)
+            continue;
         char path[64];
         struct stat st;
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+        snprintf(path, sizeof(path), "/dev/%s", n->name);
         if (stat(path, &st) < 0)
             return bh_error_errno(err, errno,
                                   "device nodes of the sandbox's own: stat the host's %s", path);
-        if (!S_ISCHR(st.st_mode))
-            return bh_error_set(err, ENODEV, "the host's %s is not a character device", path);
-        if (mknodat(tree, dev_nodes[i], S_IFCHR | (st.st_mode & 0777), st.st_rdev) < 0 ||
-            fchmodat(tree, dev_nodes[i], st.st_mode & 0777, 0) < 0 ||
-            fchownat(tree, dev_nodes[i], uid >= 0 ? (uid_t)uid : st.st_uid,
+        if (check_dev_node(n, &st, "the host's ", err) < 0)
+            return -1;
+        if (mknodat(tree, n->name, S_IFCHR | (st.st_mode & 0777), makedev(n->major, n->minor)) <
+                0 ||
+            fchmodat(tree, n->name, st.st_mode & 0777, 0) < 0 ||
+            fchownat(tree, n->name, uid >= 0 ? (uid_t)uid : st.st_uid,
                      gid >= 0 ? (gid_t)gid : st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
             return bh_error_errno(err, errno,
                                   "device nodes of the sandbox's own: make %s (needs "
                                   "host root, which may make device nodes)",
-                                  dev_nodes[i]);
+                                  n->name);
     }
     return steal_fd(&tree);
 }

@@ -3,7 +3,9 @@
 #ifndef BH_MOUNTS_H
 #define BH_MOUNTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 #include "sandbox-spec.h"
@@ -45,5 +47,26 @@ int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
  * uid:gid (the sandbox's root, so that they show as 0:0 inside, as runc's
  * do), or with -1 to the host's owners of the host's nodes. The fd, or -1. */
 int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err);
+
+/* The device nodes every sandbox has of its own, with the numbers they must
+ * carry: one table for the nodes mounts.c binds into /dev, for the OCI
+ * front end's check of a config's linux.devices, and for the kernel tier's
+ * check of an exec's extra fds (guest.c), so that a node added to one is
+ * known to all. */
+struct bh_dev_node {
+    const char *name; /* under /dev */
+    unsigned major, minor;
+    /* Bound from the device tree (or the host's /dev) into /dev; false for
+     * ptmx, a symlink to the sandbox's own devpts instance. */
+    bool bound;
+    /* Holds no state across opens and reaches nothing of the host but its
+     * bytes (null, zero, full, random, urandom; not tty, which is the
+     * caller's terminal). */
+    bool stateless;
+};
+#define BH_N_DEV_NODES 7
+extern const struct bh_dev_node bh_dev_nodes[BH_N_DEV_NODES];
+/* The entry for a character device's numbers, or NULL. */
+const struct bh_dev_node *bh_dev_node_by_rdev(dev_t rdev);
 
 #endif

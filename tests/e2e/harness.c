@@ -171,6 +171,15 @@ struct run_result h_do_va(const char *tier, char *const extra_env[], int timeout
     return r;
 }
 
+struct run_result h_do(const char *tier, int timeout_s, ...)
+{
+    va_list ap;
+    va_start(ap, timeout_s);
+    struct run_result r = h_do_va(tier, NULL, timeout_s, NULL, ap);
+    va_end(ap);
+    return r;
+}
+
 bool h_kernel_required(void)
 {
     const char *v = getenv("BULKHEAD_REQUIRE_KERNEL");

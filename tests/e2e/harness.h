@@ -83,6 +83,8 @@ void *h_spec_config(const char *dir, const char *bundle);
  * (may be NULL), ap ends with NULL. */
 struct run_result h_do_va(const char *tier, char *const extra_env[], int timeout_s,
                           const char *const *pre, va_list ap);
+/* h_do_va with no extra environment and no pre-arguments. */
+struct run_result h_do(const char *tier, int timeout_s, ...);
 /* BULKHEAD_REQUIRE_KERNEL=1 (CI exports it): a test that cannot get the
  * kernel tier fails instead of skipping, so a regression that breaks only
  * the kernel tier cannot hide as a skip. */

@@ -1394,3 +1394,44 @@ Test(mounts, kernel_tier_checks_the_pauses_mounts, .fini = tmp_cleanup)
     run_paused(PAUSE_PROC_OUTSIDE, BH_TIER_CONTAINER, &r);
     cr_expect_eq(r.setup_rc, 0, "container tier: %s", r.err.msg);
 }
+
+/* The one table of every sandbox's own nodes: its numbers are the host's
+ * (the nodes are copied and bound from there, and a mismatch fails the
+ * set-up), and the kernel tier's extra-fd check finds by number only the
+ * stateless ones. */
+Test(dev_nodes, the_table_carries_the_hosts_numbers)
+{
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+        const struct bh_dev_node *n = &bh_dev_nodes[i];
+        char path[64];
+        struct stat st;
+        snprintf(path, sizeof(path), "/dev/%s", n->name);
+        cr_assert_eq(stat(path, &st), 0, "stat %s: %s", path, strerror(errno));
+        cr_expect(S_ISCHR(st.st_mode), "%s is not a character device", path);
+        cr_expect(major(st.st_rdev) == n->major && minor(st.st_rdev) == n->minor,
+                  "%s is %u:%u on this host, the table says %u:%u", path, major(st.st_rdev),
+                  minor(st.st_rdev), n->major, n->minor);
+        cr_expect_eq(bh_dev_node_by_rdev(st.st_rdev), n, "%s not found by its numbers", path);
+    }
+}
+
+Test(dev_nodes, only_the_stateless_nodes_are_stateless)
+{
+    static const char *const stateless[] = {"null", "zero", "full", "random", "urandom"};
+    size_t found = 0;
+    for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
+        bool want = false;
+        for (size_t k = 0; k < sizeof(stateless) / sizeof(stateless[0]); k++)
+            want |= strcmp(bh_dev_nodes[i].name, stateless[k]) == 0;
+        cr_expect_eq(bh_dev_nodes[i].stateless, want, "/dev/%s", bh_dev_nodes[i].name);
+        found += want;
+    }
+    cr_expect_eq(found, 5);
+    /* tty is the caller's terminal, ptmx a devpts instance's: not stateless. */
+    cr_expect(!bh_dev_node_by_rdev(makedev(5, 0))->stateless);
+    cr_expect(!bh_dev_node_by_rdev(makedev(5, 2))->stateless);
+    /* /dev/mem (1:1), /dev/kmsg (1:11), a disk (8:0): not every sandbox's. */
+    cr_expect_null(bh_dev_node_by_rdev(makedev(1, 1)));
+    cr_expect_null(bh_dev_node_by_rdev(makedev(1, 11)));
+    cr_expect_null(bh_dev_node_by_rdev(makedev(8, 0)));
+}

@@ -1,0 +1,48 @@
+/* Private to the core: the container tier's per-sandbox bound on the kernel
+ * memory NETLINK_ROUTE sockets can pin (netlink-cap.c), served through the
+ * AIO cap's listener (aio-cap.c). */
+#ifndef BH_NETLINK_CAP_INTERNAL_H
+#define BH_NETLINK_CAP_INTERNAL_H
+
+#include <linux/seccomp.h>
+#include <stdbool.h>
+
+/* Live NETLINK_ROUTE sockets per sandbox: `ip` holds one or two, glibc's
+ * getifaddrs and if_nameindex one for the length of the call. */
+#define BH_NETLINK_CAP_SOCKETS 16u
+/* A netlink socket's receive and send buffers as the kernel keeps them
+ * (twice what SO_RCVBUF asks): a queue holds at most this plus one message
+ * (the kernel checks before it adds), and an ack echoes at most a send
+ * buffer's worth. 16 sockets then pin at most ~8 MiB no cgroup charges. */
+#define BH_NETLINK_CAP_BUFFER (256u * 1024u)
+
+struct bh_netlink_cap {
+    /* An epoll set holding one item per socket handed to a guest; the
+     * kernel drops an item when its file's last reference goes (closed by
+     * every process, also an fd in flight in an SCM_RIGHTS message holds
+     * it), so the set's size is the number of live sockets. -1: none can be
+     * counted, and none is made. */
+    int track_fd;
+    int proc_fd; /* borrowed: the sandbox's own procfs (aio-cap.c checked it) */
+    unsigned max_sockets;
+};
+
+void bh_netlink_cap_init(struct bh_netlink_cap *cap, int proc_fd, unsigned max_sockets);
+void bh_netlink_cap_free(struct bh_netlink_cap *cap);
+
+/* The sockets handed out that are still alive, or -1. */
+int bh_netlink_cap_live(const struct bh_netlink_cap *cap);
+
+/* Whether req is a call this cap answers (socket or setsockopt). */
+bool bh_netlink_cap_wants(const struct seccomp_notif *req);
+
+/* Answers req on listener: socket(AF_NETLINK, NETLINK_ROUTE) is made by
+ * the sentry within the cap and handed over with ADDFD; setsockopt's
+ * SO_RCVBUF, SO_SNDBUF and their FORCE forms are performed by the sentry on
+ * its copy of the guest's socket, clamped to BH_NETLINK_CAP_BUFFER on a
+ * netlink socket. 1: answered already (the fd was sent); else resp is
+ * filled for the caller to send. */
+int bh_netlink_cap_answer(struct bh_netlink_cap *cap, const struct seccomp_notif *req, int listener,
+                          struct seccomp_notif_resp *resp);
+
+#endif
