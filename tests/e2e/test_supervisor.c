@@ -1466,6 +1466,55 @@ Test(agent, cleanup_kills_a_process_that_reuses_a_killed_pid, .timeout = 60)
     h_free(&r);
 }
 
+/* An interpreter killed between calls is on its way out once its main
+ * thread is a zombie, but waitpid sees it only when its other threads are
+ * gone too (node's take a moment under load). A cell sent then must run in
+ * a fresh interpreter, not fail with the dead one's status: the race
+ * faults_interp/node_killed_between_calls hit. Here the "interpreter" is a
+ * fork whose main thread exits first and whose last thread exits 9 a second
+ * later, so the state holds for as long as the agent needs to look. */
+Test(agent, a_cell_after_an_interpreter_died_runs_fresh, .timeout = 60)
+{
+    static const char script[] =
+        "import ctypes, os, socket, sys, threading, time\n"
+        "g = {'__name__': 'bh_agent_test'}\n"
+        "exec(open(sys.argv[1]).read(), g)\n"
+        "work = sys.argv[3]\n"
+        "a = g['Agent']({'workdir': work, 'sandboxed': False,\n"
+        "                'python_runner': open(sys.argv[2]).read()})\n"
+        "ctl, peer = socket.socketpair()\n"
+        "out_r, out_w = os.pipe(); err_r, err_w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    threading.Thread(target=lambda: (time.sleep(1), os._exit(9))).start()\n"
+        "    ctypes.CDLL(None).pthread_exit(None)\n"
+        "    os._exit(3)\n"
+        "peer.close(); os.close(out_w); os.close(err_w)\n"
+        "while True:\n"
+        "    s = open('/proc/%d/stat' % pid, 'rb').read()\n"
+        "    if s[s.rfind(b')') + 2:][:1] == b'Z': break\n"
+        "    time.sleep(0.01)\n"
+        "if os.waitpid(pid, os.WNOHANG)[0] != 0:\n"
+        "    print('the fake interpreter was reapable at once: nothing shown'); sys.exit(2)\n"
+        "a.interps['python'] = g['Interp']('python', pid, ctl, out_r, err_r)\n"
+        "a.used.add('python')\n"
+        "hdr, out, err, _ = a.cell({'language': 'python', 'code': '6 * 7'})\n"
+        "a.kill_interp('python')\n"
+        "print(hdr['exit'], hdr.get('fresh_interpreter'), hdr['value'], err.decode()[-300:])\n";
+    cleanup_free char *agent = h_path("runners/agent.py");
+    cleanup_free char *runner = h_path("runners/runner.py");
+    char work[] = "/tmp/bh-agent-fresh-XXXXXX";
+    cr_assert_not_null(mkdtemp(work));
+    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)script, agent, runner, work, NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 50);
+    h_remove_tree(work);
+    cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out, r.err);
+    cr_assert_str_eq(r.out, "0 True 42 \n",
+                     "the cell after the interpreter died (exit, fresh, value, stderr): %s%s",
+                     r.out, r.err);
+    h_free(&r);
+}
+
 /* Red team (session 7, branch redteam4): what one session's cell leaves
  * behind that another session's cell could reach. Each session must have a
  * network namespace (abstract unix sockets, loopback ports), an IPC
