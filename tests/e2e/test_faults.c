@@ -1401,12 +1401,15 @@ static void interp_kill(const char *lang, bool mid_call)
                           "[seed %llu] %s: the cell finished without a fresh interpreter "
                           "(exit %d): %s",
                           seed, when, res->exit_code, res->stdout);
+                /* and that fresh one lives on, with the cell's state */
+                cr_assert(res->state_kept, "[seed %llu] %s: the fresh interpreter was not kept",
+                          seed, when);
                 ran_fresh = true;
             } else {
                 cr_assert_neq(res->exit_code, 0, "[seed %llu] %s: exit 0 for a killed interpreter",
                               seed, when);
+                cr_assert(!res->state_kept, "[seed %llu] %s: state_kept", seed, when);
             }
-            cr_assert(!res->state_kept, "[seed %llu] %s: state_kept", seed, when);
             cr_assert(res->files_persist, "[seed %llu] %s: files_persist is false", seed, when);
             FREE(r);
         } else {
