@@ -300,7 +300,10 @@ Test(supervisor, background_children_are_gone_after_the_call)
             "import os\nif os.fork() == 0:\n    os.setsid()\n    import time; "
             "time.sleep(60)\nprint('done')");
     cr_assert_str_eq(ok(r)->stdout, "done\n");
-    cr_assert_lt(bh_now_ms() - t0, 5000);
+    /* held, it would end at the 30 s default timeout; 20 s leaves a slow
+     * machine room without letting that pass */
+    cr_assert(!ok(r)->timed_out, "the call waited for the leftover holding its output pipe");
+    cr_assert_lt(bh_now_ms() - t0, 20000);
     FREE(r);
     close_session(id);
     free(id);
@@ -313,7 +316,21 @@ Test(supervisor, idle_close_and_close_give_a_fresh_sandbox)
     Resp *r = run(id, "python", "open('f', 'w').write('x')");
     ok(r);
     FREE(r);
-    usleep(1500 * 1000);
+    /* Wait for the maintenance thread to end it (a listing is not a use):
+     * a call that arrived first would still be served. Bounded, not timed. */
+    size_t listed = 1;
+    for (int64_t end = bh_now_ms() + 60000; listed > 0 && bh_now_ms() < end;) {
+        usleep(100 * 1000);
+        Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+        Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+        ls.owner = "alice";
+        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+        req.list_sessions = &ls;
+        r = roundtrip(&req);
+        listed = r->list_sessions->n_sessions;
+        FREE(r);
+    }
+    cr_assert_eq(listed, 0, "the session idle for 60 s (idle timeout 0.5 s) is still listed");
     r = run(id, "python", "1");
     Bulkhead__Control__Error *e = error_of(r);
     cr_assert_eq(e->code, BULKHEAD__CONTROL__ERROR__CODE__SESSION_ENDED);
