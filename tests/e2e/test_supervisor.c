@@ -127,6 +127,21 @@ static Bulkhead__Control__Error *error_of(Resp *r)
     return r->error;
 }
 
+/* How many live sessions owner has (ListSessions: not a use of any). */
+static size_t sessions_of(const char *owner)
+{
+    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
+    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
+    ls.owner = (char *)owner;
+    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
+    req.list_sessions = &ls;
+    Resp *r = roundtrip(&req);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_LIST_SESSIONS);
+    size_t n = r->list_sessions->n_sessions;
+    bulkhead__control__response__free_unpacked(r, NULL);
+    return n;
+}
+
 static void close_session(const char *id)
 {
     Req req;
@@ -321,14 +336,7 @@ Test(supervisor, idle_close_and_close_give_a_fresh_sandbox)
     size_t listed = 1;
     for (int64_t end = bh_now_ms() + 60000; listed > 0 && bh_now_ms() < end;) {
         usleep(100 * 1000);
-        Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-        Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
-        ls.owner = "alice";
-        req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
-        req.list_sessions = &ls;
-        r = roundtrip(&req);
-        listed = r->list_sessions->n_sessions;
-        FREE(r);
+        listed = sessions_of("alice");
     }
     cr_assert_eq(listed, 0, "the session idle for 60 s (idle timeout 0.5 s) is still listed");
     r = run(id, "python", "1");
@@ -386,14 +394,7 @@ Test(supervisor, owners_never_see_each_others_files_or_sessions)
     r = run(b, "python", "import os; os.listdir('.')");
     cr_assert(strstr(ok(r)->value, "secret") == NULL);
     FREE(r);
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
-    ls.owner = "mallory";
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
-    req.list_sessions = &ls;
-    r = roundtrip(&req);
-    cr_assert_eq(r->list_sessions->n_sessions, 1);
-    FREE(r);
+    cr_assert_eq(sessions_of("mallory"), 1);
     r = run("0123456789abcdef0123456789abcdef", "python", "1");
     cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__NOT_FOUND);
     FREE(r);
@@ -1191,14 +1192,7 @@ Test(supervisor, reuse_keeps_the_owner_cap_and_a_reopen_counts_as_use)
     r = run(t1, "python", "1");
     cr_assert_eq(error_of(r)->ended_reason, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
     FREE(r);
-    Req req = BULKHEAD__CONTROL__REQUEST__INIT;
-    Bulkhead__Control__ListSessions ls = BULKHEAD__CONTROL__LIST_SESSIONS__INIT;
-    ls.owner = "carol";
-    req.body_case = BULKHEAD__CONTROL__REQUEST__BODY_LIST_SESSIONS;
-    req.list_sessions = &ls;
-    r = roundtrip(&req);
-    cr_assert_eq(r->list_sessions->n_sessions, 3);
-    FREE(r);
+    cr_assert_eq(sessions_of("carol"), 3);
     close_session(t3);
     close_session(t4);
     close_session(t2b);
