@@ -1625,20 +1625,22 @@ static int host_count_comm(const char *name)
  * process and a thread parked in a brokered FIFO open (the sentry holds the
  * call), and the client closes the session from another connection. The
  * close must end all of them (read on the host, in every pid namespace),
- * and the call in flight must be answered, not left hanging. */
+ * and the call in flight must be answered, not left hanging. The names
+ * carry this test's pid: the same test run elsewhere on the host (another
+ * suite, ASan's) has processes of the same kind that are not ours. */
 static const char outlive_py[] =
     "import ctypes, os, subprocess, threading, time\n"
     "if os.fork() == 0:\n"
     "    os.setsid()\n"
     "    if os.fork() == 0:\n"
-    "        ctypes.CDLL(None).prctl(15, b'bhrt4orphan'); time.sleep(600)\n"
+    "        ctypes.CDLL(None).prctl(15, b'%s'); time.sleep(600)\n"
     "    os._exit(0)\n"
     "subprocess.Popen(['python3', '-c', \"import ctypes, os, signal; "
-    "ctypes.CDLL(None).prctl(15, b'bhrt4stopped'); os.kill(os.getpid(), "
+    "ctypes.CDLL(None).prctl(15, b'%s'); os.kill(os.getpid(), "
     "signal.SIGSTOP)\"], start_new_session=True)\n"
     "os.mkfifo('/tmp/bhrt4fifo')\n"
     "threading.Thread(target=lambda: os.open('/tmp/bhrt4fifo', os.O_RDONLY), daemon=True).start()\n"
-    "ctypes.CDLL(None).prctl(15, b'bhrt4cell')\n"
+    "ctypes.CDLL(None).prctl(15, b'%s')\n"
     "time.sleep(600)\n";
 
 Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
@@ -1647,11 +1649,16 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
     char *id = open_session("alice");
     Req req;
     Bulkhead__Control__RunCell c;
-    h_cell_req(&req, &c, id, "python", outlive_py, 120000, NULL, 0);
+    char names_buf[3][16], code[sizeof(outlive_py) + 64];
+    snprintf(names_buf[0], sizeof(names_buf[0]), "bh4o%d", (int)getpid());
+    snprintf(names_buf[1], sizeof(names_buf[1]), "bh4s%d", (int)getpid());
+    snprintf(names_buf[2], sizeof(names_buf[2]), "bh4c%d", (int)getpid());
+    snprintf(code, sizeof(code), outlive_py, names_buf[0], names_buf[1], names_buf[2]);
+    h_cell_req(&req, &c, id, "python", code, 120000, NULL, 0);
     int fd = conn();
     cr_assert(fd >= 0);
     cr_assert_eq(h_send(fd, &req), 0);
-    static const char *const names[] = {"bhrt4orphan", "bhrt4stopped", "bhrt4cell"};
+    const char *const names[] = {names_buf[0], names_buf[1], names_buf[2]};
     /* the attack is in place once the host sees all three */
     int64_t t0 = bh_now_ms();
     for (;;) {
