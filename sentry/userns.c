@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -40,11 +41,45 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Scans and releases of slots take a lock on the directory: shared for a
+ * scan, exclusive for a release. Without it a scan could lock a slot's file
+ * in the instant between a releaser's close of its lock and its check that
+ * the lock is free: the releaser then left the file, and the next owner
+ * took over the file of the one before, so a sandbox that ended cleanly
+ * still left its lock file behind once that next owner died unreleased.
+ * Bounded (a holder stopped mid-scan): past the bound each side goes on
+ * without it, as before; the slot's own flock alone decides who owns a
+ * range, so the worst a missed directory lock costs is a leftover file. */
+#define IDS_DIR_LOCK_MS 2000
+
+static int lock_ids_dir(int how)
+{
+    int fd = open(BH_IDS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (flock(fd, how | LOCK_NB) == 0)
+            return fd;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
+            IDS_DIR_LOCK_MS)
+            break;
+        nanosleep(&(struct timespec){0, 500000}, NULL);
+    }
+    close(fd);
+    return -1;
+}
+
 int bh_id_slot_acquire(struct bh_id_slot *s, struct bh_error *err)
 {
     s->lock_fd = -1;
     if (mkdir_p(BH_IDS_DIR) < 0)
         return bh_error_errno(err, errno, "create `%s` for id range locks", BH_IDS_DIR);
+    cleanup_close int scan = lock_ids_dir(LOCK_SH);
     /* Lowest free slot first: the lock files that exist are bounded by the
      * most sandboxes ever alive at once, even when a dead sandbox's file was
      * never unlinked (a detached sentry or a killed front end). */
@@ -83,6 +118,7 @@ void bh_id_slot_release(struct bh_id_slot *s)
         return;
     /* The sentry shares this open file (and so the lock): unlink only when the
      * lock is ours alone, i.e. a fresh open of the path can take it. */
+    cleanup_close int no_scan = lock_ids_dir(LOCK_EX);
     int probe = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (probe >= 0) {
         close(s->lock_fd);

@@ -35,6 +35,18 @@ def pidfd_ended(fd):
     return bool(p.poll(0))
 
 
+def leader_exited(pid):
+    """True once the process's main thread has exited (state Z or X): a kill
+    or crash has reached it, though waitpid may not see it until its other
+    threads are gone (node's take a moment). Unknown (no /proc) is False."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            s = f.read()
+    except OSError:
+        return False
+    return s[s.rfind(b")") + 2 :][:1] in (b"Z", b"X")
+
+
 def read_exact(fd, n):
     parts = []
     while n > 0:
@@ -357,6 +369,14 @@ class Agent:
             return hdr, b"", b"", []
         self.reap()
         it = self.interps.get(lang)
+        # An interpreter that died between calls but is not yet reapable
+        # would get this cell and fail it with its own kill status: wait for
+        # it (it is on its way out), so the cell runs in a fresh one instead.
+        if it is not None and it.status is None and leader_exited(it.pid):
+            try:
+                _, it.status = os.waitpid(it.pid, 0)
+            except OSError:
+                pass
         if it is not None and it.status is not None:
             self.kill_interp(lang)
             it = None

@@ -441,7 +441,7 @@ Test(adoption, a_session_whose_keeper_died_meanwhile_goes_on_fresh)
     cr_assert(alive(keeper), "the keeper waits for a new daemon");
     /* the keeper is killed hard: it removes nothing itself */
     kill(keeper, SIGKILL);
-    for (int i = 0; i < 200 && alive(keeper); i++)
+    for (double end = h_now() + 30; alive(keeper) && h_now() < end;)
         usleep(50000);
     cr_assert(!alive(keeper));
 
@@ -528,6 +528,27 @@ static int send_cell(const char *id, const char *code)
     return fd;
 }
 
+/* Until the session's keeper has heard that its cell number `cell` is out
+ * (its record on disk says busy, with that many calls: an earlier busy
+ * record may still be there): the cell was dispatched, which no fixed sleep
+ * promises on a slow machine. Bounded, not timed. */
+static void wait_cell_out(const char *id, json_int_t cell)
+{
+    char fp[BH_SHA256_HEX], path[256];
+    bh_sha256_hex(id, strlen(id), fp);
+    snprintf(path, sizeof(path), "%s/%s.json", state, fp);
+    for (double end = h_now() + 60; h_now() < end; usleep(20000)) {
+        json_t *j = json_load_file(path, 0, NULL);
+        bool busy = j != NULL && json_is_true(json_object_get(j, "busy")) &&
+                    json_integer_value(json_object_get(j, "calls")) == cell;
+        json_decref(j);
+        if (busy)
+            return;
+    }
+    cr_assert_fail("cell %lld of the session was not out after 60 s (keeper record %s)",
+                   (long long)cell, path);
+}
+
 Test(adoption, a_cell_running_during_a_handover_gets_its_result)
 {
     launch(NULL, NULL);
@@ -538,7 +559,7 @@ Test(adoption, a_cell_running_during_a_handover_gets_its_result)
     /* it appends to a file, so what ran can be counted afterwards */
     int fd = send_cell(id, "import time\ntime.sleep(2)\nopen('ran.txt', 'a').write('x')\nn += 1\n"
                            "'done'");
-    usleep(700000);
+    wait_cell_out(id, 2);
     kill(daemon_pid, SIGUSR2);
     struct bh_error err = {0};
     r = h_recv(fd, 60000, &err);
@@ -565,7 +586,7 @@ Test(adoption, a_cell_cut_by_a_handover_is_answered_may_have_run)
     snprintf(digest, sizeof(digest), "%s", ok(r)->record->digest);
     FREE(r);
     int fd = send_cell(id, "open('ran.txt', 'a').write('x')\nimport time\ntime.sleep(30)");
-    usleep(1500000); /* it wrote its file and sleeps */
+    wait_cell_out(id, 2);
     kill(daemon_pid, SIGUSR2);
     struct bh_error err = {0};
     r = h_recv(fd, 60000, &err);
@@ -824,7 +845,7 @@ Test(adoption, a_session_with_a_cell_out_at_a_crash_goes_on_fresh_and_never_reru
     ok(r);
     FREE(r);
     int fd = send_cell(id, "open('ran.txt', 'a').write('x')\nimport time\ntime.sleep(30)");
-    usleep(1500000);
+    wait_cell_out(id, 2);
     stop(SIGKILL);
     struct bh_error err = {0};
     r = h_recv(fd, 5000, &err);

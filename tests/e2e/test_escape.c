@@ -411,7 +411,7 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
     unsigned long ns = st.st_ino;
     /* "ready" comes before the last sleep has started: give them a moment. */
     size_t n = 0, sleeps = 0;
-    for (double t = h_now(); h_now() - t < 3; usleep(10000)) {
+    for (double t = h_now(); h_now() - t < 30; usleep(10000)) {
         n = scan(runner, NULL, ns, guests, BH_ARRAY_SIZE(guests));
         sleeps = 0;
         for (size_t i = 0; i < n; i++)
@@ -434,10 +434,14 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
                        n, sleeps);
     }
 
+    /* The front end is stopped: nothing but the kernel (the end of the pid
+     * namespace's init) can end the guests, however long that takes on a
+     * busy machine; the bound only stops a hang. */
+    cr_assert_eq(kill(runner, SIGSTOP), 0);
     double t0 = h_now();
     cr_assert_eq(kill(sentry, SIGKILL), 0);
     double gone_after = -1;
-    while (h_now() - t0 < 5) {
+    while (h_now() - t0 < 30) {
         size_t left = 0;
         for (size_t i = 0; i < n; i++)
             left += alive(guests[i]);
@@ -447,6 +451,7 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
         }
         usleep(1000);
     }
+    kill(runner, SIGCONT);
     int rst = 0;
     double waited = h_now();
     while (waitpid(runner, &rst, WNOHANG) == 0 && h_now() - waited < 10)
@@ -457,8 +462,8 @@ Test(escape, kill_9_of_the_sentry_ends_everything, .timeout = 120)
         cr_expect_fail("`bulkhead do` did not end within 10 s of its sentry's death");
     }
     close(out[0]);
-    cr_assert_geq(gone_after, 0, "guest processes outlived the sentry by 5 s");
-    cr_expect_lt(gone_after, 0.5, "guests took %.3f s to end", gone_after);
+    cr_assert_geq(gone_after, 0,
+                  "guest processes outlived the sentry by 30 s (its front end stopped)");
     cr_log_info("every guest ended %.1f ms after kill -9 of the sentry", gone_after * 1000);
     cr_expect(WIFEXITED(rst) && WEXITSTATUS(rst) != 0, "`bulkhead do` reported success");
 

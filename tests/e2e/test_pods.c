@@ -247,14 +247,14 @@ Test(pods, joiner_shares_the_pause_sandbox_user_namespace)
     }
     cr_assert_gt(grandchild, 0, "the guest has no child");
     cr_assert_eq(kill(sentry, SIGKILL), 0);
-    for (int i = 0; i < 200 && !gone(guest); i++)
+    for (double end = h_now() + 30; !gone(guest) && h_now() < end;)
         usleep(10000);
     cr_expect(gone(guest), "guest %d outlived its sentry %d", (int)guest, (int)sentry);
     /* What the shim does when that container's first process is gone. */
     bh((const char *const[]){"kill", "--all", ids[1], "KILL", NULL}, 30, &r);
     cr_expect_eq(r.status, 0, "kill --all of the stopped joiner: %s", r.err);
     h_free(&r);
-    for (int i = 0; i < 200 && !gone(grandchild); i++)
+    for (double end = h_now() + 30; !gone(grandchild) && h_now() < end;)
         usleep(10000);
     cr_expect(gone(grandchild), "the guest's child %d outlived the sentry", grandchild);
     cr_expect(!gone(pause), "the pause sandbox died with the joiner");

@@ -143,14 +143,13 @@ Test(slow_clients, a_frame_that_stalls_is_cut_off_and_others_are_served)
     cr_expect_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE);
     bulkhead__control__response__free_unpacked(r, NULL);
     close(other);
-    /* The stalled connection ends by itself shortly after --frame-timeout. */
+    /* The stalled connection ends by itself after --frame-timeout (0.5 s);
+     * without it, never: 30 s only bounds a busy machine's delay. */
     struct pollfd p = {.fd = stalled, .events = POLLIN};
-    int64_t t0 = bh_now_ms();
-    cr_assert_eq(poll(&p, 1, 5000), 1, "the stalled connection was still open after 5 s");
+    cr_assert_eq(poll(&p, 1, 30000), 1, "the stalled connection was still open after 30 s");
     char c;
     ssize_t got = read(stalled, &c, 1);
     cr_expect(got <= 0, "expected the connection to close, got data");
-    cr_expect_lt(bh_now_ms() - t0, 5000);
     close(stalled);
 }
 

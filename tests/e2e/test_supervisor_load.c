@@ -626,15 +626,54 @@ struct slow_call {
     volatile bool done;
 };
 
+/* A's call runs until the test ends its marked process (a fixed sleep
+ * could end before B's look on a slow machine); the marker, with this
+ * test's pid so that only its own process is ended, stays in the process's
+ * command line (sh -c would exec sleep and lose it). */
+static char marker[64];
+
 static void *slow_cell(void *arg)
 {
     struct slow_call *s = arg;
-    s->r = ld_run(-1, s->id, "python",
-                  "import subprocess; subprocess.run(['sh', '-c', 'sleep 6', 'A-PROC-MARKER']); "
-                  "'slow'",
-                  10000, NULL, 0);
+    char code[256];
+    snprintf(code, sizeof(code),
+             "import subprocess, sys\n"
+             "subprocess.run([sys.executable, '-c', 'import time; time.sleep(600)', '%s'])\n"
+             "'slow'",
+             marker);
+    s->r = ld_run(-1, s->id, "python", code, 120000, NULL, 0);
     s->done = true;
     return NULL;
+}
+
+/* Pids whose command line holds this test's marker, up to max; signal: sent
+ * to each. */
+static size_t marked_procs(int signal, pid_t *pids, size_t max)
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        pid_t pid = atoi(e->d_name);
+        if (pid <= 0 || pid == getpid())
+            continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (len <= 0 || memmem(buf, (size_t)len, marker, strlen(marker)) == NULL)
+            continue;
+        if (signal)
+            kill(pid, signal);
+        if (n < max)
+            pids[n] = pid;
+        n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
 }
 
 Test(supervisor_load, two_tenants_stay_apart)
@@ -692,8 +731,12 @@ Test(supervisor_load, two_tenants_stay_apart)
     char *a2 = ld_open_id("tenant-a");
     struct slow_call slow = {.id = a1};
     pthread_t t;
+    snprintf(marker, sizeof(marker), "A-PROC-MARKER-%d", (int)getpid());
     pthread_create(&t, NULL, slow_cell, &slow);
-    usleep(400 * 1000);
+    pid_t marked[8];
+    for (double end = h_now() + 60; marked_procs(0, marked, 8) == 0 && h_now() < end;)
+        usleep(20 * 1000);
+    cr_assert_gt(marked_procs(0, marked, 8), 0, "A's slow call did not start within 60 s");
     r = ld_run(-1, a2, "python", "1", 10000, NULL, 0);
     cr_assert_not_null(r);
     cr_expect_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_ERROR);
@@ -710,17 +753,11 @@ Test(supervisor_load, two_tenants_stay_apart)
                10000, NULL, 0);
     cr_expect_str_eq(ld_ok(r, "b during a's call")->value, "'b ran'");
     /* the host sees A's process while B could not */
-    char cmd[160];
-    snprintf(cmd, sizeof(cmd), "grep -l A-PROC-MARKER /proc/[0-9]*/cmdline 2>/dev/null | wc -l");
-    FILE *p = popen(cmd, "r");
-    int host_sees = 0;
-    if (p == NULL || fscanf(p, "%d", &host_sees) != 1)
-        host_sees = -1;
-    if (p)
-        pclose(p);
-    cr_expect_gt(host_sees, 0, "A's marked process was not running during B's look");
+    cr_expect_gt(marked_procs(0, marked, 8), 0,
+                 "A's marked process was not running during B's look");
     cr_expect(!slow.done, "B's call was held until A's call ended");
     FREE(r);
+    marked_procs(SIGKILL, marked, 8);
     pthread_join(t, NULL);
     cr_expect_str_eq(ld_ok(slow.r, "a's slow call")->value, "'slow'");
     FREE(slow.r);

@@ -870,6 +870,27 @@ static void g_plain_open(void *arg)
     GCHECK(strcmp(content_of(AT_FDCWD, "/inside.txt", &e), "inside") == 0);
 }
 
+/* Whether a thread of this process (a broker worker) sleeps in a FIFO's
+ * open, waiting for a writer: what the test below must kill the guest
+ * during, however long a busy machine takes to get there. */
+static bool a_worker_waits_in_a_fifo_open(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    bool found = false;
+    for (struct dirent *e; d != NULL && !found && (e = readdir(d)) != NULL;) {
+        char path[300], wchan[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/wchan", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f != NULL && fgets(wchan, sizeof(wchan), f) != NULL)
+            found = strcmp(wchan, "wait_for_partner") == 0 || strcmp(wchan, "fifo_open") == 0;
+        if (f != NULL)
+            fclose(f);
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
 Test(broker, a_notification_from_a_dead_process_is_handled)
 {
     char p[512];
@@ -879,7 +900,10 @@ Test(broker, a_notification_from_a_dead_process_is_handled)
     struct bh_broker *b = start_broker();
     struct bh_error err = {0};
     cr_assert_eq(bh_broker_add_listener(b, g.listener, &err), 0, "%s", err.msg);
-    usleep(300 * 1000); /* the broker now sits in the FIFO open */
+    for (double end = now_s() + 60; !a_worker_waits_in_a_fifo_open() && now_s() < end;)
+        usleep(10 * 1000);
+    cr_assert(a_worker_waits_in_a_fifo_open(), "no broker worker sat in the guest's FIFO open "
+                                               "within 60 s (its wchan)");
     kill(g.pid, SIGKILL);
     int status;
     waitpid(g.pid, &status, 0);
