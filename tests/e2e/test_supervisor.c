@@ -1630,11 +1630,16 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
 
 /* Opens a session for owner as uid/gid 65534 (nobody/nogroup), from a child
  * process: 0 opened, 1 at capacity, 2 another answer, 3 no answer. */
-static int open_as_nobody(const char *owner)
+/* OpenSession as uid 65534: 0 opened, 1 at_capacity (its message in msg
+ * when msg is not NULL), 2 another answer, 3 no answer. */
+static int open_as_nobody_said(const char *owner, char *msg, size_t size)
 {
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        close(p[0]);
         if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
             _exit(3);
         int fd = h_connect(bhd.sock);
@@ -1649,15 +1654,41 @@ static int open_as_nobody(const char *owner)
             _exit(3);
         if (r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION)
             _exit(0);
-        _exit(r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
-                      r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY
-                  ? 1
-                  : 2);
+        if (r->body_case != BULKHEAD__CONTROL__RESPONSE__BODY_ERROR)
+            _exit(2);
+        const char *m = r->error->message;
+        if (write(p[1], m, strlen(m)) < 0)
+            _exit(3);
+        _exit(r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY ? 1 : 2);
     }
+    close(p[1]);
+    char buf[1024];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(buf) - 1 && (n = read(p[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
+    close(p[0]);
+    if (msg != NULL)
+        snprintf(msg, size, "%s", buf);
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st), "the nobody client died: %d", st);
     return WEXITSTATUS(st);
+}
+
+static int open_as_nobody(const char *owner)
+{
+    return open_as_nobody_said(owner, NULL, 0);
+}
+
+/* A socket directory uid 65534 can reach: the harness's is 0700. */
+static void let_nobody_in(void)
+{
+    char dir[sizeof(bhd.sock)];
+    snprintf(dir, sizeof(dir), "%s", bhd.sock);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
 }
 
 /* Red team (session 7, branch redteam4): owners are names the client
@@ -1670,12 +1701,10 @@ static int open_as_nobody(const char *owner)
  * before, and one uid alone is never evicted this way. */
 Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
 {
-    start_daemon("--socket-group nogroup --max-sessions 2");
-    /* the harness's temporary directory is 0700: let nobody reach the socket */
-    char dir[sizeof(bhd.sock)];
-    snprintf(dir, sizeof(dir), "%s", bhd.sock);
-    *strrchr(dir, '/') = '\0';
-    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
+    /* --evict-min-idle 300: a session may be evicted once it has been
+     * idle that long, which the wait below guarantees */
+    start_daemon("--socket-group nogroup --max-sessions 2 --evict-min-idle 300");
+    let_nobody_in();
     char *m1 = open_session("mallory-1");
     char *m2 = open_session("mallory-2");
     /* root alone at the cap: its own sessions are not evicted for it */
@@ -1685,6 +1714,8 @@ Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
     Resp *r = roundtrip(&req);
     cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY);
     FREE(r);
+    /* at least --evict-min-idle since either session's last call */
+    nanosleep(&(struct timespec){.tv_nsec = 400 * 1000 * 1000}, NULL);
     cr_assert_eq(open_as_nobody("alice"), 0,
                  "a second uid was kept out by one uid holding every session under many owners");
     /* the room came from root's least recently used idle session */
@@ -1697,6 +1728,35 @@ Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
     FREE(r);
     /* one each now: a uid at its fair share keeps it */
     cr_assert_eq(open_as_nobody("alice-2"), 1, "nobody evicted a session of a uid at its share");
+    close_session(m2);
+    free(m1);
+    free(m2);
+}
+
+/* The other side of the crowding eviction: a session that had a call
+ * within --evict-min-idle is not ended for a crowding uid, however many the
+ * largest holder has; the caller is refused at_capacity with a message that
+ * names both limits, and the holder's sessions go on. */
+Test(supervisor, a_recently_used_session_is_not_evicted_for_a_crowding_uid)
+{
+    start_daemon("--socket-group nogroup --max-sessions 2 --evict-min-idle 600000");
+    let_nobody_in();
+    char *m1 = open_session("mallory-1");
+    char *m2 = open_session("mallory-2");
+    char msg[1024];
+    cr_assert_eq(open_as_nobody_said("alice", msg, sizeof(msg)), 1,
+                 "a session used a moment ago was evicted for a crowding uid (answer: %s)", msg);
+    cr_assert(strstr(msg, "--max-sessions 2") != NULL, "the refusal names no cap: %s", msg);
+    cr_assert(strstr(msg, "--evict-min-idle") != NULL && strstr(msg, "600000 ms") != NULL,
+              "the refusal does not say why no session was evicted: %s", msg);
+    cr_assert(strstr(msg, "uid 0 holds 2") != NULL, "the refusal names no holder: %s", msg);
+    Resp *r = run(m1, "python", "1");
+    cr_assert_str_eq(ok(r)->value, "1");
+    FREE(r);
+    r = run(m2, "python", "2");
+    cr_assert_str_eq(ok(r)->value, "2");
+    FREE(r);
+    close_session(m1);
     close_session(m2);
     free(m1);
     free(m2);
