@@ -1567,6 +1567,19 @@ void *bhd_maintenance_thread(void *arg)
             struct bhd_box *box = NULL;
             struct bh_error err = {0};
             int rc = bhd_box_create(bhd_prestart(), &box, &err);
+            if (rc == 0) {
+                /* Verified here, off the open path: the sentry's costly
+                 * check (sentry_mm, a fork) is then known for its process,
+                 * and the open's own verification only confirms it. */
+                Bulkhead__Control__TierReport rep;
+                enum bh_tier tier = bhd_box_verify(box, &rep);
+                bhd_tier_report_free(&rep);
+                if (tier < bhd_cfg.tier) {
+                    bh_error_set(&err, EPERM, "a new sandbox verified as `%s`, below `%s`",
+                                 bh_tier_name(tier), bh_tier_name(bhd_cfg.tier));
+                    rc = -1;
+                }
+            }
             pthread_mutex_lock(&lock);
             warm_creating--;
             if (rc == 0 && !shutting_down) {
