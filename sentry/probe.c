@@ -833,9 +833,10 @@ static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno,
 /* Which process a sentry is, beyond its pid, which can be reused: the
  * pidfs inode of a pidfd on it (never reused within a boot; 0 on kernels
  * before pidfs), its start time, and where its mm put the code, stack and
- * heap (an exec moves them, with ASLR; the sentry never execs after start-up, but
- * its policy cannot refuse execve, which its guests inherit). Read through a pidfd that is checked
- * to still name a live process afterwards, so the numbers are that process's. */
+ * heap (an exec moves them, with ASLR; the sentry never execs after
+ * start-up, but its policy cannot refuse execve, which its guests
+ * inherit). Read through a pidfd that is checked to still name a live
+ * process afterwards, so the numbers are that process's. */
 struct sentry_identity {
     pid_t pid;
     uint64_t pidfs_ino;
