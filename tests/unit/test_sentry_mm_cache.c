@@ -58,10 +58,11 @@ static pid_t start_fake_sentry(bool walled)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        char b;
-        close(go[1]);
         close(ready[0]);
-        if (read(go[0], &b, 1) != 1 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        /* root of the new namespace once the maps are written */
+        char b;
+        bool mapped = read(go[0], &b, 1) == 1;
+        if (!mapped || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
             _exit(120);
         if (!walled) {
             /* the shell's child is the guest; the exec closes ready */
