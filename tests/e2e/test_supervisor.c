@@ -1628,8 +1628,6 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
     free(id);
 }
 
-/* Opens a session for owner as uid/gid 65534 (nobody/nogroup), from a child
- * process: 0 opened, 1 at capacity, 2 another answer, 3 no answer. */
 /* OpenSession as uid 65534: 0 opened, 1 at_capacity (its message in msg
  * when msg is not NULL), 2 another answer, 3 no answer. */
 static int open_as_nobody_said(const char *owner, char *msg, size_t size)
