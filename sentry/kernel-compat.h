@@ -44,6 +44,10 @@
 #ifndef SYS_pidfd_getfd
 #define SYS_pidfd_getfd 438
 #endif
+/* pidfs (6.9): a pidfd's inode number names its process for the boot */
+#ifndef PID_FS_MAGIC
+#define PID_FS_MAGIC 0x50494446
+#endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif

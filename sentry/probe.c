@@ -10,6 +10,7 @@
 #include <linux/nsfs.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -29,6 +31,7 @@
 
 #include "cgroup.h"
 #include "cleanup.h"
+#include "kernel-compat.h"
 #include "paths.h"
 #include "probe-report.h"
 #include "proc-status.h"
@@ -827,6 +830,95 @@ static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno,
     return 0;
 }
 
+/* Which process a sentry is, beyond its pid, which can be reused: the
+ * pidfs inode of a pidfd on it (never reused within a boot; 0 on kernels
+ * before pidfs), its start time, and where its mm put the code, stack and
+ * heap (an exec moves them, with ASLR; the sentry never execs after
+ * start-up, but its policy cannot refuse execve, which its guests
+ * inherit). Read through a pidfd that is checked to still name a live
+ * process afterwards, so the numbers are that process's. */
+struct sentry_identity {
+    pid_t pid;
+    uint64_t pidfs_ino;
+    unsigned long long start, start_code, start_stack, start_brk;
+};
+
+static int read_sentry_identity(pid_t pid, struct sentry_identity *id)
+{
+    memset(id, 0, sizeof(*id));
+    id->pid = pid;
+    cleanup_close int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return -1;
+    struct statfs sf;
+    struct stat st;
+    if (fstatfs(fd, &sf) == 0 && (unsigned long)sf.f_type == PID_FS_MAGIC && fstat(fd, &st) == 0)
+        id->pidfs_ino = (uint64_t)st.st_ino;
+    char path[64], buf[2048];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (read_file(path, buf, sizeof(buf)) <= 0)
+        return -1;
+    /* fields after the comm, which may hold spaces and parentheses */
+    const char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return -1;
+    unsigned long long v[50] = {0};
+    int n = 0;
+    for (p++; n < 50 && *p != '\0'; n++) {
+        while (*p == ' ')
+            p++;
+        if (*p == '\0' || *p == '\n')
+            break;
+        v[n] = strtoull(p, (char **)&p, 10);
+        if (*p != ' ' && *p != '\n' && *p != '\0')
+            p += strcspn(p, " "); /* the state letter */
+    }
+    /* v[0] is field 3 (state): field k is v[k - 3] */
+    if (n < 45)
+        return -1;
+    id->start = v[22 - 3];
+    id->start_code = v[26 - 3];
+    id->start_stack = v[28 - 3];
+    id->start_brk = v[47 - 3];
+    /* still that process: the numbers above were not a reused pid's */
+    if (syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
+        return -1;
+    return 0;
+}
+
+static bool same_sentry(const struct sentry_identity *a, const struct sentry_identity *b)
+{
+    return a->pid == b->pid && a->pidfs_ino == b->pidfs_ino && a->start == b->start &&
+           a->start_code == b->start_code && a->start_stack == b->start_stack &&
+           a->start_brk == b->start_brk;
+}
+
+/* sentry_mm's passes, one per sentry process: a sentry never execs after
+ * start-up, so the mm checked (and its user namespace) is its mm for life,
+ * and bulkheadd, which verifies every session it opens, forks for the check
+ * once per sentry instead of once per open. A failed check is not kept. */
+#define MM_PASSES 256
+static struct sentry_identity mm_passes[MM_PASSES];
+static size_t mm_passes_next;
+static pthread_mutex_t mm_passes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool mm_pass_known(const struct sentry_identity *id)
+{
+    bool known = false;
+    pthread_mutex_lock(&mm_passes_lock);
+    for (size_t i = 0; i < MM_PASSES && !known; i++)
+        known = same_sentry(&mm_passes[i], id);
+    pthread_mutex_unlock(&mm_passes_lock);
+    return known;
+}
+
+static void mm_pass_keep(const struct sentry_identity *id)
+{
+    pthread_mutex_lock(&mm_passes_lock);
+    mm_passes[mm_passes_next++ % MM_PASSES] = *id;
+    pthread_mutex_unlock(&mm_passes_lock);
+}
+
 /* The sentry's second wall (sentry/README.md): it was exec'd in the host's
  * user namespace, so non-dumpable keeps out even a root of the sandbox's
  * namespace holding CAP_SYS_PTRACE there, with no Landlock domain to stop
@@ -834,6 +926,16 @@ static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno,
  * opens its memory, or the check proved nothing. */
 static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
 {
+    struct sentry_identity before, after;
+    bool known = read_sentry_identity(sentry, &before) == 0;
+    if (known && mm_pass_known(&before)) {
+        bh_tier_report_add(r, "sentry_mm", BH_CHECK_PASS, BH_TIER_CONTAINER,
+                           "sentry %d: a root of its user namespace with CAP_SYS_PTRACE cannot "
+                           "open its memory (checked earlier on this very process, which has "
+                           "not exec'd since): exec'd in the host's user namespace, non-dumpable",
+                           (int)sentry);
+        return;
+    }
     int e = 0;
     bool ctl = false;
     if (open_mem_as_userns_root(sentry, guest, &e, &ctl) < 0 || !ctl)
@@ -847,12 +949,16 @@ static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
                            "its /proc/PID/mem: it was exec'd inside the sandbox's user "
                            "namespace, so only Landlock keeps guests out of it",
                            (int)sentry);
-    else
+    else {
         bh_tier_report_add(r, "sentry_mm", BH_CHECK_PASS, BH_TIER_CONTAINER,
                            "sentry %d: a root of its user namespace with CAP_SYS_PTRACE cannot "
                            "open its memory (%s; a guest's it can): exec'd in the host's user "
                            "namespace, non-dumpable",
                            (int)sentry, strerror(e));
+        /* kept only if the process checked is the one named before */
+        if (known && read_sentry_identity(sentry, &after) == 0 && same_sentry(&before, &after))
+            mm_pass_keep(&before);
+    }
 }
 
 /* Per-user counters the kernel checks against rlimits, shown for each

@@ -1096,6 +1096,7 @@ struct create_ctx {
     int sysfs_fd;
     int child_sync;    /* the sentry's end of the sync socket, until the clone */
     bool sentry_forks; /* exec'd in the host's user namespace (second wall) */
+    bool sentry_taken; /* its forked child's pidfd is sb->pidfd */
     /* Owned here: the programs, the listen and console sockets, the spec
      * memfd, the device tree and an idmapped rootfs. Borrowed: the spec's
      * own trees and sysfs_fd. */
@@ -1420,6 +1421,52 @@ static int create_clone(struct create_ctx *c, struct bh_error *err)
     return 0;
 }
 
+/* Ends the exec'd sentry's forked child, named by pidfd, and reaps it when
+ * it is ours (CLONE_PARENT: the creator's child unless detached, when the
+ * helper or its subreaper reaps it). */
+static void end_forked_child(int pidfd, bool detached)
+{
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    siginfo_t si;
+    while (!detached && waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) < 0 &&
+           errno == EINTR)
+        ;
+    close(pidfd);
+}
+
+/* A create that failed after the exec'd sentry forked, before its child's
+ * pidfd was taken: that child is the creator's child and waits for "go";
+ * unreaped it stays a zombie of a long-lived creator (bulkheadd). The
+ * first stage is dead by now (kill_and_reap), so the sync socket's other
+ * end is held by the forked child alone, if there is one: its pidfd is
+ * either in the first stage's unread "cloned" message or, if the first
+ * stage died before sending it, in the child's answer to "abort". End of
+ * file: no child was forked. */
+static void reap_unclaimed_child(struct create_ctx *c)
+{
+    struct bh_sandbox *sb = c->sb;
+    if (!c->sentry_forks || c->sentry_taken || sb->conn.fd < 0)
+        return;
+    struct bh_error e = {0};
+    json_t *abort_msg = json_pack("{s:s}", "op", "abort");
+    /* EPIPE (no child) or a child already gone: the reads below say so */
+    bh_msg_send(sb->conn.fd, abort_msg, NULL, 0, &e);
+    json_decref(abort_msg);
+    for (;;) {
+        json_t *msg = NULL;
+        int fd = -1;
+        size_t n = 0;
+        int r = bh_msg_recv(sb->conn.fd, bh_now_ms() + CREATE_TIMEOUT_MS, &msg, &fd, 1, &n, &e);
+        json_decref(msg);
+        if (r <= 0)
+            return;
+        if (n == 1) {
+            end_forked_child(fd, c->detached);
+            return;
+        }
+    }
+}
+
 /* The exec'd sentry forked itself into the sandbox's namespaces and names
  * that child, pid 1 to be, with a pidfd: from now on it is the sandbox's
  * process (maps, cgroup, signals, wait). The exec'd one exits at once; it
@@ -1447,11 +1494,14 @@ static int take_forked_sentry(struct create_ctx *c, struct bh_error *err)
             bh_error_set(err, EPROTO, "the sentry sent `%s` instead of its forked child",
                          ev != NULL ? ev : "?");
         json_decref(msg);
-        if (n == 1)
+        if (n == 1 && pid > 0)
+            end_forked_child(fd, c->detached);
+        else if (n == 1)
             close(fd);
         return -1;
     }
     json_decref(msg);
+    c->sentry_taken = true;
     /* Its message proves the exec: the in-place child's stack is free. */
     release_child_stack(sb);
     if (!c->detached) {
@@ -1495,6 +1545,41 @@ static int create_parent_half(struct create_ctx *c, struct bh_error *err)
     bool early = c->sentry_forks;
     if (early && create_pid_free_work(c, err) < 0)
         return -1;
+#ifdef BH_TEST_HOOKS
+    /* Test build only (tests/e2e/test_faults_fork.c): fail once the first
+     * stage has forked and sent its child's pidfd, leaving the message
+     * unread ("after-sentry-fork") or losing it ("...-lost"), as when the
+     * first stage dies before it sends. */
+    const char *fault = getenv("BULKHEAD_TEST_FAULT");
+    if (early && fault != NULL && strncmp(fault, "after-sentry-fork", 17) == 0) {
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        while (poll(&p, 1, CREATE_TIMEOUT_MS) < 0 && errno == EINTR)
+            ;
+        if (strcmp(fault, "after-sentry-fork-lost") == 0) {
+            json_t *lost = NULL;
+            int fd = -1;
+            size_t n = 0;
+            if (bh_msg_recv(sb->conn.fd, bh_now_ms() + CREATE_TIMEOUT_MS, &lost, &fd, 1, &n, err) >
+                    0 &&
+                n == 1)
+                close(fd);
+            json_decref(lost);
+        }
+        /* exited, not yet reaped: its name is still there to show */
+        char path[64], comm[32] = "?";
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)sb->pid);
+        int cfd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = cfd >= 0 ? read(cfd, comm, sizeof(comm) - 1) : -1;
+        if (cfd >= 0)
+            close(cfd);
+        if (got > 0)
+            comm[strcspn(comm, "\n")] = '\0';
+        return bh_error_set(err, EIO,
+                            "test fault after the sentry's fork (BULKHEAD_TEST_FAULT=%s; the "
+                            "first stage, `%s`, has exited)",
+                            fault, comm);
+    }
+#endif
     if (early && take_forked_sentry(c, err) < 0)
         return -1;
     if (c->own_userns && !c->in_pod &&
@@ -1650,6 +1735,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
 
 fail_kill:
     kill_and_reap(c.sb);
+    reap_unclaimed_child(&c);
 fail:
     if (c.fds.slot[BH_SPEC_FD_LISTEN] >= 0)
         unlink_control_socket(opts->state_dir);

@@ -1,13 +1,12 @@
 /* bulkhead-sentry: pid 1 of every sandbox. The front end executes it in the
  * host's user namespace with the sync socket on fd 3, and it forks itself
  * into the sandbox's fresh namespaces (fork_into_sandbox: its mm stays the
- * host namespace's), where the child becomes root of its user namespace. It reads the spec, opens what it needs from the host,
- * compiles the policies, builds the filesystem and network, confines itself
- * (its own uid, a few capabilities, non-dumpable, no_new_privs,
- * sentry.policy), spawns the first guest, says "ready", then serves: it
- * reaps every process, forwards signals to the first guest, answers the
- * control channel, and when the first guest ends it kills what is left and
- * exits with the guest's status. See sentry/README.md. */
+ * host namespace's), where the child becomes root of its user namespace. It reads the spec, opens
+ * what it needs from the host, compiles the policies, builds the filesystem and network, confines
+ * itself (its own uid, a few capabilities, non-dumpable, no_new_privs, sentry.policy), spawns the
+ * first guest, says "ready", then serves: it reaps every process, forwards signals to the first
+ * guest, answers the control channel, and when the first guest ends it kills what is left and exits
+ * with the guest's status. See sentry/README.md. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -926,6 +925,9 @@ static void fork_into_sandbox(const char *arg)
         }
         close(pod_userns);
     }
+    /* Its own name, so ps and tests tell this short-lived first stage from
+     * the sentry it forks. */
+    prctl(PR_SET_NAME, "bulkhead-stage1", 0, 0, 0);
     int pidfd = -1;
     struct clone_args ca = {.flags = flags | CLONE_PARENT | CLONE_PIDFD,
                             .pidfd = (uint64_t)(uintptr_t)&pidfd};
@@ -941,13 +943,25 @@ static void fork_into_sandbox(const char *arg)
         json_decref(m);
         _exit(r < 0 ? BH_EXIT_REFUSED : 0);
     }
+    prctl(PR_SET_NAME, "bulkhead-sentry", 0, 0, 0);
     json_t *go = NULL;
     int r = bh_msg_recv(S.sync_fd, -1, &go, NULL, 0, NULL, &err);
     const char *op = r > 0 ? json_string_value(json_object_get(go, "op")) : NULL;
     bool is_go = op != NULL && strcmp(op, "go") == 0;
+    bool is_abort = op != NULL && strcmp(op, "abort") == 0;
     json_decref(go);
+    if (is_abort) {
+        /* The front end gave up before it had this process's pidfd (the
+         * first stage died, or its message went unread): it gets one now,
+         * so it can reap this process, its child. */
+        int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        json_t *m = json_pack("{s:s}", "ev", "aborted");
+        if (self >= 0)
+            bh_msg_send(S.sync_fd, m, &self, 1, &err);
+        json_decref(m);
+    }
     if (!is_go)
-        _exit(BH_EXIT_REFUSED); /* the front end gave up: nothing to say to it */
+        _exit(BH_EXIT_REFUSED); /* the front end gave up: nothing more to say to it */
     bh_startup_mark("sentry: go");
     if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
         bh_error_errno(&err, errno, "become root of the sandbox's user namespace");

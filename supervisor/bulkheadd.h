@@ -38,6 +38,7 @@ struct bhd_config {
     int64_t lifetime_ms;
     int64_t per_owner;
     int64_t max_sessions;
+    int64_t evict_min_idle_ms; /* crowding evicts no session used more recently */
     int64_t owner_calls;
     int64_t disk_bytes;
     int64_t memory_bytes;

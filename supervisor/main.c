@@ -56,6 +56,10 @@ static struct limit_flag limit_flags[] = {
     {"max-sessions", "BULKHEADD_MAX_SESSIONS", &bhd_cfg.max_sessions, 64, 1, 100000, "",
      "sessions in all; beyond it OpenSession answers at_capacity, unless another uid holds "
      "at least two sessions more than the caller's (its least recently used idle one is evicted)"},
+    {"evict-min-idle", "BULKHEADD_EVICT_MIN_IDLE_MS", &bhd_cfg.evict_min_idle_ms, 60 * 1000, 0,
+     7LL * 24 * 3600 * 1000, "ms",
+     "at --max-sessions, another uid's session is evicted only after this long without a "
+     "call; if none is, OpenSession answers at_capacity naming both limits"},
     {"max-calls-per-owner", "BULKHEADD_MAX_CALLS_PER_OWNER", &bhd_cfg.owner_calls, 8, 1, 10000, "",
      "calls one owner may have in flight at once (at_capacity beyond)"},
     {"disk", "BULKHEADD_DISK_BYTES", &bhd_cfg.disk_bytes, 64 * MIB, MIB, 1LL << 40, "bytes",

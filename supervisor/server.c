@@ -450,7 +450,14 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
  * other uid of the socket's group out until its sessions went idle. Only
  * another uid's surplus is taken: one uid's own sessions are never evicted
  * here, and a uid at its fair share keeps all it has. */
-static struct session *crowding_victim_locked(uid_t uid)
+/* Why crowding found no session to evict: filled by crowding_victim_locked. */
+struct crowding {
+    uid_t top;  /* the uid holding the most */
+    int most;   /* how many it holds */
+    int recent; /* of those, how many had a call within --evict-min-idle */
+};
+
+static struct session *crowding_victim_locked(uid_t uid, struct crowding *why)
 {
     /* counted per uid in one pass: the sessions of uids past the first 64
      * others are not counted, which can only refuse (as before) */
@@ -481,11 +488,23 @@ static struct session *crowding_victim_locked(uid_t uid)
     }
     if (top == uid || most < mine + 2)
         return NULL;
+    /* A session used a moment ago is someone's work in progress: only one
+     * idle for --evict-min-idle may go, so a crowding caller cannot end a
+     * session between two calls of its owner. */
+    int64_t now = bh_now_ms();
     struct session *victim = NULL;
-    for (struct session *s = sessions; s; s = s->next)
-        if (s->uid == top && s->in_flight == 0 &&
-            (victim == NULL || s->last_used_ms < victim->last_used_ms))
+    for (struct session *s = sessions; s; s = s->next) {
+        if (s->uid != top || s->in_flight != 0)
+            continue;
+        if (now - s->last_used_ms < bhd_cfg.evict_min_idle_ms) {
+            why->recent++;
+            continue;
+        }
+        if (victim == NULL || s->last_used_ms < victim->last_used_ms)
             victim = s;
+    }
+    why->top = top;
+    why->most = most;
     /* the list's reference passes to the caller with session_end_locked */
     return victim;
 }
@@ -576,8 +595,9 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         victim = NULL;
     }
     struct session *crowd = NULL;
+    struct crowding why = {0};
     if (all >= bhd_cfg.max_sessions && victim == NULL) {
-        crowd = crowding_victim_locked(uid);
+        crowd = crowding_victim_locked(uid, &why);
         if (crowd != NULL) {
             session_end_locked(crowd, BULKHEAD__CONTROL__ERROR__ENDED__EVICTED);
             all--;
@@ -587,9 +607,18 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         pthread_mutex_unlock(&lock);
         if (victim)
             session_put(victim);
-        set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
-                  "bulkheadd has %d sessions (limit %lld): retry later", all,
-                  (long long)bhd_cfg.max_sessions);
+        if (why.recent > 0)
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                      "bulkheadd has %d sessions (limit --max-sessions %lld); uid %u holds %d "
+                      "of them, more than its share, but %d of those had a call within the "
+                      "last %lld ms (--evict-min-idle) and the rest are busy, so none is "
+                      "evicted for you: retry later",
+                      all, (long long)bhd_cfg.max_sessions, (unsigned)why.top, why.most, why.recent,
+                      (long long)bhd_cfg.evict_min_idle_ms);
+        else
+            set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
+                      "bulkheadd has %d sessions (limit --max-sessions %lld): retry later", all,
+                      (long long)bhd_cfg.max_sessions);
         return;
     }
     struct bhd_box *box = take_warm_locked();
@@ -1538,6 +1567,19 @@ void *bhd_maintenance_thread(void *arg)
             struct bhd_box *box = NULL;
             struct bh_error err = {0};
             int rc = bhd_box_create(bhd_prestart(), &box, &err);
+            if (rc == 0) {
+                /* Verified here, off the open path: the sentry's costly
+                 * check (sentry_mm, a fork) is then known for its process,
+                 * and the open's own verification only confirms it. */
+                Bulkhead__Control__TierReport rep;
+                enum bh_tier tier = bhd_box_verify(box, &rep);
+                bhd_tier_report_free(&rep);
+                if (tier < bhd_cfg.tier) {
+                    bh_error_set(&err, EPERM, "a new sandbox verified as `%s`, below `%s`",
+                                 bh_tier_name(tier), bh_tier_name(bhd_cfg.tier));
+                    rc = -1;
+                }
+            }
             pthread_mutex_lock(&lock);
             warm_creating--;
             if (rc == 0 && !shutting_down) {

@@ -1643,7 +1643,10 @@ static const char outlive_py[] =
     "ctypes.CDLL(None).prctl(15, b'%s')\n"
     "time.sleep(600)\n";
 
-Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
+/* The close answers only once the cell's sandbox is gone, about two
+ * minutes here on a quiet machine (120.7 s before session 8's changes,
+ * 131.7 s after): its deadlines only bound a hang. */
+Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind, .timeout = 900)
 {
     start_daemon(NULL);
     char *id = open_session("alice");
@@ -1671,9 +1674,19 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
                      "the cell did not set up its processes within 90 s: nothing to show");
         usleep(100 * 1000);
     }
-    close_session(id);
+    Req creq;
+    Bulkhead__Control__CloseSession cc;
+    h_close_req(&creq, &cc, id);
+    int cfd = conn();
+    cr_assert(cfd >= 0);
+    cr_assert_eq(h_send(cfd, &creq), 0);
     struct bh_error err = {0};
-    Resp *r = h_recv(fd, 60000, &err);
+    Resp *r = h_recv(cfd, 400000, &err);
+    cr_assert_not_null(r, "the close was not answered: %s", err.msg);
+    cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_CLOSE_SESSION);
+    FREE(r);
+    close(cfd);
+    r = h_recv(fd, 60000, &err);
     cr_assert_not_null(r, "the call in flight was not answered after its session closed: %s",
                        err.msg);
     FREE(r);
@@ -1695,13 +1708,16 @@ Test(supervisor, a_cell_racing_its_close_leaves_no_process_behind)
     free(id);
 }
 
-/* Opens a session for owner as uid/gid 65534 (nobody/nogroup), from a child
- * process: 0 opened, 1 at capacity, 2 another answer, 3 no answer. */
-static int open_as_nobody(const char *owner)
+/* OpenSession as uid 65534: 0 opened, 1 at_capacity (its message in msg
+ * when msg is not NULL), 2 another answer, 3 no answer. */
+static int open_as_nobody_said(const char *owner, char *msg, size_t size)
 {
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+        close(p[0]);
         if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
             _exit(3);
         int fd = h_connect(bhd.sock);
@@ -1716,15 +1732,41 @@ static int open_as_nobody(const char *owner)
             _exit(3);
         if (r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION)
             _exit(0);
-        _exit(r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
-                      r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY
-                  ? 1
-                  : 2);
+        if (r->body_case != BULKHEAD__CONTROL__RESPONSE__BODY_ERROR)
+            _exit(2);
+        const char *m = r->error->message;
+        if (write(p[1], m, strlen(m)) < 0)
+            _exit(3);
+        _exit(r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY ? 1 : 2);
     }
+    close(p[1]);
+    char buf[1024];
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof(buf) - 1 && (n = read(p[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
+    close(p[0]);
+    if (msg != NULL)
+        snprintf(msg, size, "%s", buf);
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st), "the nobody client died: %d", st);
     return WEXITSTATUS(st);
+}
+
+static int open_as_nobody(const char *owner)
+{
+    return open_as_nobody_said(owner, NULL, 0);
+}
+
+/* A socket directory uid 65534 can reach: the harness's is 0700. */
+static void let_nobody_in(void)
+{
+    char dir[sizeof(bhd.sock)];
+    snprintf(dir, sizeof(dir), "%s", bhd.sock);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
 }
 
 /* Red team (session 7, branch redteam4): owners are names the client
@@ -1737,12 +1779,10 @@ static int open_as_nobody(const char *owner)
  * before, and one uid alone is never evicted this way. */
 Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
 {
-    start_daemon("--socket-group nogroup --max-sessions 2");
-    /* the harness's temporary directory is 0700: let nobody reach the socket */
-    char dir[sizeof(bhd.sock)];
-    snprintf(dir, sizeof(dir), "%s", bhd.sock);
-    *strrchr(dir, '/') = '\0';
-    cr_assert_eq(chmod(dir, 0711), 0, "%s: %s", dir, strerror(errno));
+    /* --evict-min-idle 300: a session may be evicted once it has been
+     * idle that long, which the wait below guarantees */
+    start_daemon("--socket-group nogroup --max-sessions 2 --evict-min-idle 300");
+    let_nobody_in();
     char *m1 = open_session("mallory-1");
     char *m2 = open_session("mallory-2");
     /* root alone at the cap: its own sessions are not evicted for it */
@@ -1752,6 +1792,8 @@ Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
     Resp *r = roundtrip(&req);
     cr_assert_eq(error_of(r)->code, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY);
     FREE(r);
+    /* at least --evict-min-idle since either session's last call */
+    nanosleep(&(struct timespec){.tv_nsec = 400 * 1000 * 1000}, NULL);
     cr_assert_eq(open_as_nobody("alice"), 0,
                  "a second uid was kept out by one uid holding every session under many owners");
     /* the room came from root's least recently used idle session */
@@ -1767,4 +1809,33 @@ Test(supervisor, one_uid_cannot_keep_another_out_with_many_owners)
     close_session(m2);
     free(m1);
     free(m2);
+}
+
+/* The other side of the crowding eviction: a session that had a call
+ * within --evict-min-idle is not ended for a crowding uid, however many the
+ * largest holder has; the caller is refused at_capacity with a message that
+ * names both limits, and the holder's sessions go on. */
+Test(supervisor, a_recently_used_session_is_not_evicted_for_a_crowding_uid)
+{
+    start_daemon("--socket-group nogroup --max-sessions 2 --evict-min-idle 600000");
+    let_nobody_in();
+    char *m1 = open_session("mallory-1");
+    char *m2 = open_session("mallory-2");
+    char msg[1024];
+    cr_assert_eq(open_as_nobody_said("alice", msg, sizeof(msg)), 1,
+                 "a session used a moment ago was evicted for a crowding uid (answer: %s)", msg);
+    cr_assert(strstr(msg, "--max-sessions 2") != NULL, "the refusal names no cap: %s", msg);
+    cr_assert(strstr(msg, "--evict-min-idle") != NULL && strstr(msg, "600000 ms") != NULL,
+              "the refusal does not say why no session was evicted: %s", msg);
+    cr_assert(strstr(msg, "uid 0 holds 2") != NULL, "the refusal names no holder: %s", msg);
+    /* both of the holder's sessions go on */
+    char *held[] = {m1, m2};
+    for (int i = 0; i < 2; i++) {
+        const char *code = i == 0 ? "1" : "2";
+        Resp *r = run(held[i], "python", code);
+        cr_assert_str_eq(ok(r)->value, code);
+        FREE(r);
+        close_session(held[i]);
+        free(held[i]);
+    }
 }

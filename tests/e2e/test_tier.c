@@ -273,6 +273,8 @@ Test(tier, the_production_build_has_no_test_hook, .timeout = 180)
         snprintf(prod, sizeof(prod), "%s/..", h_build());
     static const char *const bins[] = {"bulkhead", "bulkheadd", "bulkhead-sentry"};
     static const char hook[] = "BULKHEAD_TEST_BREAK";
+    /* the start-up fault hook (sandbox.c) is in every front end's library */
+    static const char fault_hook[] = "BULKHEAD_TEST_FAULT";
     for (size_t i = 0; i < BH_ARRAY_SIZE(bins); i++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s/%s", prod, bins[i]);
@@ -285,6 +287,8 @@ Test(tier, the_production_build_has_no_test_hook, .timeout = 180)
         cr_assert_eq(stat(path, &st), 0);
         cr_assert(memmem(text, (size_t)st.st_size, hook, strlen(hook)) == NULL,
                   "%s holds the test hook", path);
+        cr_assert(memmem(text, (size_t)st.st_size, fault_hook, strlen(fault_hook)) == NULL,
+                  "%s holds the start-up fault hook", path);
     }
     /* The scan can see the hook: the test build's bulkhead holds it. */
     cleanup_free char *mine = h_path("bulkhead");
@@ -296,6 +300,8 @@ Test(tier, the_production_build_has_no_test_hook, .timeout = 180)
     cr_assert_eq(stat(mine, &st), 0);
     cr_assert(memmem(text, (size_t)st.st_size, hook, strlen(hook)) != NULL,
               "the test build's bulkhead has no hook: was it built by make test?");
+    cr_assert(memmem(text, (size_t)st.st_size, fault_hook, strlen(fault_hook)) != NULL,
+              "the test build's bulkhead has no start-up fault hook");
 
     char bh[PATH_MAX + 16];
     snprintf(bh, sizeof(bh), "%s/bulkhead", prod);
