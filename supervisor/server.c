@@ -607,15 +607,19 @@ static void do_open(Bulkhead__Control__OpenSession *req, uid_t uid,
         pthread_mutex_unlock(&lock);
         if (victim)
             session_put(victim);
-        if (why.recent > 0)
+        if (why.recent > 0) {
+            /* the caller learns the counts, not who holds them; the log names the uid */
+            bhd_log("crowding: uid %u refused at --max-sessions; uid %u holds %d, %d used "
+                    "within --evict-min-idle",
+                    (unsigned)uid, (unsigned)why.top, why.most, why.recent);
             set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
-                      "bulkheadd has %d sessions (limit --max-sessions %lld); uid %u holds %d "
-                      "of them, more than its share, but %d of those had a call within the "
+                      "bulkheadd has %d sessions (limit --max-sessions %lld); another uid holds "
+                      "%d of them, more than its share, but %d of those had a call within the "
                       "last %lld ms (--evict-min-idle) and the rest are busy, so none is "
                       "evicted for you: retry later",
-                      all, (long long)bhd_cfg.max_sessions, (unsigned)why.top, why.most, why.recent,
+                      all, (long long)bhd_cfg.max_sessions, why.most, why.recent,
                       (long long)bhd_cfg.evict_min_idle_ms);
-        else
+        } else
             set_error(resp, BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY, true, 0,
                       "bulkheadd has %d sessions (limit --max-sessions %lld): retry later", all,
                       (long long)bhd_cfg.max_sessions);
