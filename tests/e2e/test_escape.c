@@ -1455,3 +1455,164 @@ Test(escape, secret_memory_cannot_split_the_hosts_direct_map, .fini = remove_oci
     h_free(&r);
     cr_log_info("the host's DirectMap4k: %ld -> %ld kB", before, direct_map_4k_kib());
 }
+
+/* The guest's pre-exec window (sentry/README.md, start-up): a guest is a
+ * fork of the sentry, whose mm belongs to the host's user namespace, and at
+ * the container tier it now hands its seccomp listener to the sentry over
+ * the setup socket and stays non-dumpable up to its exec. Then a root of
+ * the sandbox's user namespace with CAP_SYS_PTRACE and no Landlock domain
+ * (a guest granted CAP_SYS_PTRACE with its own wall gone) cannot reach it,
+ * and its /proc files belong to the host's root, not to its own uid. The
+ * control: the same attacker reaches the guest once it has exec'd. Fails
+ * on a start-up that turns the guest dumpable before its filters. */
+static void expect_closed_window(pid_t sentry, pid_t guest, const char *what)
+{
+    char path[64];
+    struct stat st;
+    /* /proc/PID itself always shows the euid; the files in it show the
+     * owner of a non-dumpable task's mm's namespace (fs/proc/base.c). */
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)guest);
+    cr_assert_eq(stat(path, &st), 0, "%s: stat %s: %s", what, path, strerror(errno));
+    cr_expect_eq(st.st_uid, 0,
+                 "%s: the guest %d waiting for its exec is dumpable (its /proc/PID"
+                 "/status belongs to host uid %u, not to the host's root)",
+                 what, (int)guest, (unsigned)st.st_uid);
+    int g = userns_root_reach(sentry, guest);
+    cr_assert_neq(g, 64, "%s: could not become root of the sandbox's user namespace", what);
+    cr_expect_eq(g, 0,
+                 "%s: root of the sandbox's user namespace with CAP_SYS_PTRACE and no Landlock "
+                 "domain reached the guest %d before its exec (%#x: 1 /proc/PID/mem, "
+                 "2 process_vm_readv, 4 kcmp)",
+                 what, (int)guest, g);
+}
+
+/* The only child of sentry that has not exec'd yet (still named
+ * bulkhead-sentry), waiting up to 60 s; -1 if none. */
+static pid_t wait_unexeced_guest(pid_t sentry)
+{
+    for (int i = 0; i < 6000; i++) {
+        pid_t kids[16];
+        size_t n = children_of(sentry, kids, BH_ARRAY_SIZE(kids));
+        if (n == 1 && comm_is(kids[0], "bulkhead-sentry"))
+            return kids[0];
+        usleep(10000);
+    }
+    return -1;
+}
+
+static char hold_fifo[128];
+
+static void remove_hold_fifo(void)
+{
+    if (hold_fifo[0] != '\0')
+        unlink(hold_fifo);
+    hold_fifo[0] = '\0';
+    remove_tmpdir();
+}
+
+/* bulkhead do: the test build's hook (BULKHEAD_TEST_HOLD_BEFORE_EXEC in
+ * the guest's environment) holds the guest after its filters and its "go",
+ * just before its exec; it says "held" on stdout and waits for a byte on
+ * stdin (a FIFO we hold open for writing). */
+Test(escape, container_guest_before_its_exec_is_not_dumpable_do, .fini = remove_hold_fifo)
+{
+    snprintf(hold_fifo, sizeof(hold_fifo), "%s/hold", tmpdir);
+    cr_assert_eq(mkfifo(hold_fifo, 0600), 0, "mkfifo: %s", strerror(errno));
+    cleanup_close int release = open(hold_fifo, O_RDWR | O_CLOEXEC);
+    cr_assert_geq(release, 0, "open the FIFO: %s", strerror(errno));
+    char *bh = h_path("bulkhead");
+    char *argv[] = {
+        bh,   "do",         "--tier", "container", "--env", "BULKHEAD_TEST_HOLD_BEFORE_EXEC=1",
+        "--", "/bin/sleep", "60",     NULL};
+    struct h_job j = h_spawn(argv, NULL, hold_fifo, NULL);
+    free(bh);
+    /* "held" is written (to the job's memfd) once the guest sits in the
+     * window; 120 s is a bound on a hang only, never a measure of speed. */
+    char held[8] = "";
+    ssize_t got = 0;
+    for (int i = 0; i < 12000 && got < 5; i++) {
+        got = pread(j.out, held, 5, 0);
+        if (got < 5)
+            usleep(10000);
+    }
+    pid_t sentry = got == 5 ? wait_sentry(j.pid) : -1;
+    pid_t guest = sentry > 0 ? wait_unexeced_guest(sentry) : -1;
+    if (guest <= 0) {
+        kill(j.pid, SIGKILL);
+        char *why = NULL;
+        h_finish(&j, 30, NULL, &why);
+        char text[512];
+        snprintf(text, sizeof(text), "%s", why ? why : "");
+        free(why);
+        cr_assert_fail("bulkhead do --tier container held no guest before its exec (read `%.*s`; "
+                       "is this the test build, BH_TEST_HOOKS?): %s",
+                       (int)(got > 0 ? got : 0), held, text);
+    }
+    cr_expect_str_eq(held, "held\n");
+    expect_closed_window(sentry, guest, "bulkhead do, held before its exec");
+    cr_assert_eq(write(release, "g", 1), 1);
+    pid_t execd = wait_guest(sentry, "sleep");
+    cr_assert_eq(execd, guest, "the held guest %d did not exec sleep (found %d)", (int)guest,
+                 (int)execd);
+    int c = userns_root_reach(sentry, guest);
+    cr_expect_eq(c, WALL_ALL,
+                 "control: root of the sandbox's user namespace must reach the guest %d once "
+                 "it has exec'd (got %#x of %#x), or nothing was tried",
+                 (int)guest, c, WALL_ALL);
+    kill(j.pid, SIGKILL);
+    h_finish(&j, 30, NULL, NULL);
+}
+
+/* An OCI container between create and start: its process waits for start
+ * after its filters, for as long as the caller likes (docker create). */
+Test(escape, container_guest_before_its_exec_is_not_dumpable_oci, .fini = delete_exec_container)
+{
+    char bundle[128];
+    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-window-%d", (int)getpid());
+    char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
+    snprintf(root, sizeof(root), "%s/root", tmpdir);
+    snprintf(log, sizeof(log), "%s/log.json", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+             "exec '%s' --root '%s' --log '%s' create --bundle '%s' '%s' </dev/null >/dev/null "
+             "2>'%s/create.err'",
+             bh, root, log, bundle, exec_id, tmpdir);
+    free(bh);
+    struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
+    if (r.status != 0) {
+        char errpath[160], text[1024] = "";
+        snprintf(errpath, sizeof(errpath), "%s/create.err", tmpdir);
+        int fd = open(errpath, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+        text[n > 0 ? n : 0] = '\0';
+        if (fd >= 0)
+            close(fd);
+        cr_assert_fail("bulkhead create of a container-tier container failed (exit %d): %s",
+                       r.status, text);
+    }
+    h_free(&r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    json_error_t je;
+    json_t *st = json_loads(r.out, 0, &je);
+    cr_assert_not_null(st, "state: %s", r.out);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    h_free(&r);
+    cr_assert_gt(sentry, 0);
+    pid_t guest = wait_unexeced_guest(sentry);
+    cr_assert_gt(guest, 0, "no guest waiting for start under the container's sentry %d",
+                 (int)sentry);
+    expect_closed_window(sentry, guest, "OCI container, created");
+    h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    pid_t execd = wait_guest(sentry, "aio");
+    cr_assert_eq(execd, guest, "the created guest %d did not exec aio (found %d)", (int)guest,
+                 (int)execd);
+    int c = userns_root_reach(sentry, guest);
+    cr_expect_eq(c, WALL_ALL,
+                 "control: root of the sandbox's user namespace must reach the guest %d once "
+                 "it has exec'd (got %#x of %#x), or nothing was tried",
+                 (int)guest, c, WALL_ALL);
+}
