@@ -960,7 +960,8 @@ static void mm_pass_keep(const struct sentry_identity *id)
 /* The sentry's second wall (sentry/README.md): it was exec'd in the host's
  * user namespace, so non-dumpable keeps out even a root of the sandbox's
  * namespace holding CAP_SYS_PTRACE there, with no Landlock domain to stop
- * it. The control is a guest, exec'd inside and dumpable: the same root
+ * it. The control is a guest, exec'd inside and dumpable (or, before any
+ * guest has exec'd, a dumpable task of the attacker's own): the same root
  * opens its memory, or the check proved nothing. */
 static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
 {
