@@ -749,7 +749,9 @@ static void delete_exec_container(void)
  * listener, which the sentry must serve (and count) like the first's. */
 /* Creates and starts container exec_id from bundle, its stdio /dev/null
  * (create keeps the container's stdio: not our capture pipe). */
-static void create_and_start(const char *tier, const char *bundle)
+/* Creates container exec_id from bundle; its exit code (stderr in
+ * tmpdir/create.err). */
+static int create_detached(const char *bundle)
 {
     char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
     snprintf(root, sizeof(root), "%s/root", tmpdir);
@@ -760,11 +762,17 @@ static void create_and_start(const char *tier, const char *bundle)
              bh, root, log, bundle, exec_id, tmpdir);
     free(bh);
     struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
-    if (r.status != 0) {
-        h_free(&r);
-        h_skip_kernel("bulkhead create of a %s-tier container failed (exit %d)", tier, r.status);
-    }
+    int status = r.status;
     h_free(&r);
+    return status;
+}
+
+static void create_and_start(const char *tier, const char *bundle)
+{
+    int status = create_detached(bundle);
+    if (status != 0)
+        h_skip_kernel("bulkhead create of a %s-tier container failed (exit %d)", tier, status);
+    struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
     cr_assert_eq(r.status, 0, "start: %s", r.err);
     h_free(&r);
@@ -1358,6 +1366,22 @@ static void expect_second_wall(pid_t sentry, pid_t guest, const char *what)
                  what, (int)sentry, s);
 }
 
+/* The host pid of container exec_id's sentry (bulkhead state). */
+static pid_t exec_container_sentry(void)
+{
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    json_error_t je;
+    json_t *st = json_loads(r.out, 0, &je);
+    cr_assert_not_null(st, "state: %s", r.out);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    h_free(&r);
+    cr_assert_gt(sentry, 0);
+    return sentry;
+}
+
 /* The sentry's second wall (sentry/README.md): it is exec'd in the host's
  * user namespace and forks itself into the sandbox's, so its mm belongs to
  * the host's namespace and non-dumpable keeps out a root of the sandbox's
@@ -1390,16 +1414,7 @@ Test(escape, the_sentry_is_beyond_its_namespace_root_without_landlock_oci,
     oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
     snprintf(exec_id, sizeof(exec_id), "escape-wall-%d", (int)getpid());
     create_and_start("container", bundle);
-    struct run_result r;
-    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
-    cr_assert_eq(r.status, 0, "state: %s", r.err);
-    json_error_t je;
-    json_t *st = json_loads(r.out, 0, &je);
-    cr_assert_not_null(st, "state: %s", r.out);
-    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
-    json_decref(st);
-    h_free(&r);
-    cr_assert_gt(sentry, 0);
+    pid_t sentry = exec_container_sentry();
     pid_t guest = wait_guest(sentry, "aio");
     cr_assert_gt(guest, 0, "no exec'd guest under the container's sentry %d", (int)sentry);
     expect_second_wall(sentry, guest, "OCI container");
@@ -1486,6 +1501,19 @@ static void expect_closed_window(pid_t sentry, pid_t guest, const char *what)
                  what, (int)guest, g);
 }
 
+/* The control: once guest has exec'd comm, the same attacker reaches it. */
+static void expect_reached_once_execd(pid_t sentry, pid_t guest, const char *comm)
+{
+    pid_t execd = wait_guest(sentry, comm);
+    cr_assert_eq(execd, guest, "the guest %d did not exec %s (found %d)", (int)guest, comm,
+                 (int)execd);
+    int c = userns_root_reach(sentry, guest);
+    cr_expect_eq(c, WALL_ALL,
+                 "control: root of the sandbox's user namespace must reach the guest %d once "
+                 "it has exec'd (got %#x of %#x), or nothing was tried",
+                 (int)guest, c, WALL_ALL);
+}
+
 /* The only child of sentry that has not exec'd yet (still named
  * bulkhead-sentry), waiting up to 60 s; -1 if none. */
 static pid_t wait_unexeced_guest(pid_t sentry)
@@ -1500,22 +1528,14 @@ static pid_t wait_unexeced_guest(pid_t sentry)
     return -1;
 }
 
-static char hold_fifo[128];
-
-static void remove_hold_fifo(void)
-{
-    if (hold_fifo[0] != '\0')
-        unlink(hold_fifo);
-    hold_fifo[0] = '\0';
-    remove_tmpdir();
-}
-
 /* bulkhead do: the test build's hook (BULKHEAD_TEST_HOLD_BEFORE_EXEC in
  * the guest's environment) holds the guest after its filters and its "go",
  * just before its exec; it says "held" on stdout and waits for a byte on
  * stdin (a FIFO we hold open for writing). */
-Test(escape, container_guest_before_its_exec_is_not_dumpable_do, .fini = remove_hold_fifo)
+Test(escape, container_guest_before_its_exec_is_not_dumpable_do)
 {
+    /* in tmpdir: the suite's fini removes it */
+    char hold_fifo[128];
     snprintf(hold_fifo, sizeof(hold_fifo), "%s/hold", tmpdir);
     cr_assert_eq(mkfifo(hold_fifo, 0600), 0, "mkfifo: %s", strerror(errno));
     cleanup_close int release = open(hold_fifo, O_RDWR | O_CLOEXEC);
@@ -1551,14 +1571,7 @@ Test(escape, container_guest_before_its_exec_is_not_dumpable_do, .fini = remove_
     cr_expect_str_eq(held, "held\n");
     expect_closed_window(sentry, guest, "bulkhead do, held before its exec");
     cr_assert_eq(write(release, "g", 1), 1);
-    pid_t execd = wait_guest(sentry, "sleep");
-    cr_assert_eq(execd, guest, "the held guest %d did not exec sleep (found %d)", (int)guest,
-                 (int)execd);
-    int c = userns_root_reach(sentry, guest);
-    cr_expect_eq(c, WALL_ALL,
-                 "control: root of the sandbox's user namespace must reach the guest %d once "
-                 "it has exec'd (got %#x of %#x), or nothing was tried",
-                 (int)guest, c, WALL_ALL);
+    expect_reached_once_execd(sentry, guest, "sleep");
     kill(j.pid, SIGKILL);
     h_finish(&j, 30, NULL, NULL);
 }
@@ -1570,16 +1583,8 @@ Test(escape, container_guest_before_its_exec_is_not_dumpable_oci, .fini = delete
     char bundle[128];
     oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
     snprintf(exec_id, sizeof(exec_id), "escape-window-%d", (int)getpid());
-    char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
-    snprintf(root, sizeof(root), "%s/root", tmpdir);
-    snprintf(log, sizeof(log), "%s/log.json", tmpdir);
-    snprintf(cmd, sizeof(cmd),
-             "exec '%s' --root '%s' --log '%s' create --bundle '%s' '%s' </dev/null >/dev/null "
-             "2>'%s/create.err'",
-             bh, root, log, bundle, exec_id, tmpdir);
-    free(bh);
-    struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
-    if (r.status != 0) {
+    int status = create_detached(bundle);
+    if (status != 0) {
         char errpath[160], text[1024] = "";
         snprintf(errpath, sizeof(errpath), "%s/create.err", tmpdir);
         int fd = open(errpath, O_RDONLY | O_CLOEXEC);
@@ -1587,32 +1592,17 @@ Test(escape, container_guest_before_its_exec_is_not_dumpable_oci, .fini = delete
         text[n > 0 ? n : 0] = '\0';
         if (fd >= 0)
             close(fd);
-        cr_assert_fail("bulkhead create of a container-tier container failed (exit %d): %s",
-                       r.status, text);
+        cr_assert_fail("bulkhead create of a container-tier container failed (exit %d): %s", status,
+                       text);
     }
-    h_free(&r);
-    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
-    cr_assert_eq(r.status, 0, "state: %s", r.err);
-    json_error_t je;
-    json_t *st = json_loads(r.out, 0, &je);
-    cr_assert_not_null(st, "state: %s", r.out);
-    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
-    json_decref(st);
-    h_free(&r);
-    cr_assert_gt(sentry, 0);
+    pid_t sentry = exec_container_sentry();
     pid_t guest = wait_unexeced_guest(sentry);
     cr_assert_gt(guest, 0, "no guest waiting for start under the container's sentry %d",
                  (int)sentry);
     expect_closed_window(sentry, guest, "OCI container, created");
+    struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
     cr_assert_eq(r.status, 0, "start: %s", r.err);
     h_free(&r);
-    pid_t execd = wait_guest(sentry, "aio");
-    cr_assert_eq(execd, guest, "the created guest %d did not exec aio (found %d)", (int)guest,
-                 (int)execd);
-    int c = userns_root_reach(sentry, guest);
-    cr_expect_eq(c, WALL_ALL,
-                 "control: root of the sandbox's user namespace must reach the guest %d once "
-                 "it has exec'd (got %#x of %#x), or nothing was tried",
-                 (int)guest, c, WALL_ALL);
+    expect_reached_once_execd(sentry, guest, "aio");
 }
