@@ -5,8 +5,9 @@
  *
  * The guest talks to the sentry over a SOCK_SEQPACKET pair (its end is
  * close-on-exec, so the sentry sees the end of the stream when exec
- * succeeds). At the kernel tier the guest's filter returns a listener fd; the
- * guest reports its number and waits, and the sentry takes it with
+ * succeeds). The tier's filter returns a listener fd: at the container tier
+ * the guest sends it over that socket and stays non-dumpable; at the kernel
+ * tier it reports its number and waits, and the sentry takes it with
  * pidfd_getfd before letting the guest go, so the guest never makes a
  * brokered syscall before the broker holds its listener. */
 #include <errno.h>
@@ -340,6 +341,22 @@ int bh_guest_landlock_fds(const struct bh_sandbox_spec *spec, size_t n_extra, st
     return 0;
 }
 
+/* How the sentry gets the tier's listener. At the container tier the guest
+ * sends it over the setup socket and stays non-dumpable to its exec. At the
+ * kernel tier its own filter brokers sendmsg to that very listener, which
+ * nobody reads yet, and a caller's agent's listener comes after a profile
+ * that may refuse or notify sendmsg: both are taken with pidfd_getfd, which
+ * needs the guest dumpable (sentry/README.md, start-up). */
+static bool listener_by_fd(const struct bh_guest_ctx *ctx)
+{
+    return ctx->want_listener && ctx->spec->tier < BH_TIER_KERNEL;
+}
+
+static bool listener_by_getfd(const struct bh_guest_ctx *ctx)
+{
+    return (ctx->want_listener && !listener_by_fd(ctx)) || ctx->want_user_listener;
+}
+
 static void guest_report(int sock, json_t *msg)
 {
     bh_msg_send(sock, msg, NULL, 0, NULL);
@@ -507,11 +524,12 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     if (resolve_program(proc, program, sizeof(program), &err) < 0)
         guest_fail(sock, &err, bh_error_exit_code(&err));
     /* Still the sentry's copy, whose mm belongs to the host's user namespace
-     * (sentry/README.md, "A second wall"): non-dumpable, the sentry could
-     * not take the listeners with pidfd_getfd. Dumpable from here (the tier's
-     * filter may refuse prctl) to the exec, which makes it dumpable anyway;
-     * no other guest can reach it, each in a sibling Landlock domain. */
-    if ((ctx->want_listener || ctx->want_user_listener) && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+     * (sentry/README.md, "A second wall"): non-dumpable, so no other guest,
+     * root with CAP_SYS_PTRACE or not, reaches it before its exec. Only
+     * where a listener must be taken with pidfd_getfd (kernel tier, the
+     * caller's agent) does it turn dumpable, here (the tier's filter may
+     * refuse prctl) until the exec, guarded by Landlock alone. */
+    if (listener_by_getfd(ctx) && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         _exit(BH_EXIT_REFUSED);
     /* At the kernel tier the caller's filter goes first: the tier's refuses
      * seccomp(2) itself. At the container tier it goes last, so that where
@@ -532,6 +550,19 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
+    /* Container tier: the listener goes to the sentry now, while only the
+     * tier's filter (which allows sendmsg) and the sentry's are on us; the
+     * caller's profile, installed next, may refuse sendmsg or notify it to
+     * an agent that has no listener yet. */
+    if (listener_by_fd(ctx)) {
+        json_t *m = json_pack("{s:s}", "re", "listener");
+        int sent = m != NULL ? bh_msg_send(sock, m, &listener, 1, &err) : -1;
+        json_decref(m);
+        if (sent < 0)
+            _exit(BH_EXIT_REFUSED);
+        close(listener);
+        listener = -1;
+    }
     bh_startup_mark("guest: program found, seccomp");
     if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
         (user_listener = install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
@@ -545,9 +576,9 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     /* From here only direct syscalls: the broker does not hold our listener yet
      * (nor the caller's agent its own: its profile may not notify sendto). */
     char msg[96];
-    int len =
-        snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d,\"user_listener\":%d}",
-                 ctx->want_listener ? listener : -1, ctx->want_user_listener ? user_listener : -1);
+    int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d,\"user_listener\":%d}",
+                       ctx->want_listener && !listener_by_fd(ctx) ? listener : -1,
+                       ctx->want_user_listener ? user_listener : -1);
     if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
         _exit(BH_EXIT_REFUSED);
     char go;
@@ -557,6 +588,17 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         close(listener);
     if (ctx->want_user_listener && user_listener > 0)
         close(user_listener);
+#ifdef BH_TEST_HOOKS
+    /* Test build only (tests/e2e/test_escape.c, "pre-exec window"): asked
+     * by its own environment, the guest says "held" on stdout and waits for
+     * a byte on stdin, so a test can look at it in the window between its
+     * filters and its exec. */
+    if (env_get(proc->env, "BULKHEAD_TEST_HOLD_BEFORE_EXEC") != NULL) {
+        char b;
+        if (write(1, "held\n", 5) != 5 || read(0, &b, 1) != 1)
+            _exit(BH_EXIT_REFUSED);
+    }
+#endif
     bh_startup_mark("guest: go, execve");
     execve(program, proc->argv, proc->env ? proc->env : (char *[]){NULL});
     int e = errno;
@@ -623,22 +665,46 @@ int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out, s
 {
     pid_t pid = out->pid;
     json_t *msg = NULL;
-    int r =
-        bh_msg_recv(out->setup_fd, bh_now_ms() + GUEST_SETUP_TIMEOUT_MS, &msg, NULL, 0, NULL, err);
-    if (r <= 0) {
-        if (r == 0 || err->code == ECONNRESET || err->code == EPIPE)
-            bh_error_set(err, EPROTO, "guest %d died during its setup", pid);
-        goto fail;
-    }
-    if (json_object_get(msg, "ev") != NULL) {
-        bh_msg_to_error(msg, err);
-        json_decref(msg);
-        goto fail;
+    int64_t deadline = bh_now_ms() + GUEST_SETUP_TIMEOUT_MS;
+    /* By fd: {"re":"listener"} with the listener attached, then "ready". */
+    for (bool by_fd = listener_by_fd(ctx);;) {
+        int fd = -1;
+        size_t n_fd = 0;
+        int r = bh_msg_recv(out->setup_fd, deadline, &msg, &fd, 1, &n_fd, err);
+        if (r <= 0) {
+            if (r == 0 || err->code == ECONNRESET || err->code == EPIPE)
+                bh_error_set(err, EPROTO, "guest %d died during its setup", pid);
+            goto fail;
+        }
+        if (json_object_get(msg, "ev") != NULL) {
+            if (n_fd > 0)
+                close(fd);
+            bh_msg_to_error(msg, err);
+            json_decref(msg);
+            goto fail;
+        }
+        const char *re = json_string_value(json_object_get(msg, "re"));
+        bool is_listener = re != NULL && strcmp(re, "listener") == 0;
+        if (by_fd && is_listener && n_fd == 1 && out->listener < 0) {
+            out->listener = fd;
+            json_decref(msg);
+            by_fd = false;
+            continue;
+        }
+        if (n_fd > 0)
+            close(fd);
+        if (by_fd || is_listener) {
+            json_decref(msg);
+            bh_error_set(err, EPROTO,
+                         "guest %d did not send its seccomp listener before its ready report", pid);
+            goto fail;
+        }
+        break;
     }
     json_int_t lfd = json_integer_value(json_object_get(msg, "listener"));
     json_int_t ufd = json_integer_value(json_object_get(msg, "user_listener"));
     json_decref(msg);
-    if (ctx->want_listener) {
+    if (ctx->want_listener && !listener_by_fd(ctx)) {
         if (lfd < 0 || lfd > INT32_MAX) {
             bh_error_set(err, EPROTO, "guest %d reported no seccomp listener", pid);
             goto fail;

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -791,6 +792,41 @@ static void check_userns_owner(struct bh_tier_report *r, pid_t sentry)
                                         "root, which a guest could exhaust");
 }
 
+/* sentry_mm's control when no guest has exec'd (a created container): a
+ * task of the attacker's own, of another uid where uid 1 is mapped, made
+ * dumpable, must be open to it. Raw syscalls, as in its caller. */
+static bool dumpable_child_mem_opens(void)
+{
+    int p[2];
+    if (syscall(SYS_pipe2, p, O_CLOEXEC) < 0)
+        return false;
+    long c = syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+    if (c == 0) {
+        syscall(SYS_close, p[0]);
+        syscall(SYS_setresgid, 1, 1, 1);
+        syscall(SYS_setresuid, 1, 1, 1);
+        char b = 'r';
+        if (syscall(SYS_prctl, PR_SET_DUMPABLE, 1, 0, 0, 0) == 0)
+            syscall(SYS_write, p[1], &b, 1);
+        /* until the attacker kills it */
+        syscall(SYS_pause);
+        syscall(SYS_exit_group, 0);
+    }
+    syscall(SYS_close, p[1]);
+    bool ok = false;
+    char b, mem[64];
+    if (c > 0 && syscall(SYS_read, p[0], &b, 1) == 1) {
+        snprintf(mem, sizeof(mem), "/proc/%ld/mem", c);
+        ok = syscall(SYS_openat, AT_FDCWD, mem, O_RDONLY | O_CLOEXEC) >= 0;
+    }
+    if (c > 0) {
+        syscall(SYS_kill, c, SIGKILL);
+        syscall(SYS_wait4, c, NULL, 0, NULL);
+    }
+    syscall(SYS_close, p[0]);
+    return ok;
+}
+
 /* In one forked child (raw syscalls: the caller may be multi-threaded):
  * root of the sentry's user namespace with every capability there,
  * CAP_SYS_PTRACE included, and no Landlock domain, as a container guest
@@ -816,6 +852,8 @@ static int open_mem_as_userns_root(pid_t sentry, pid_t guest, int *sentry_errno,
         int code = m >= 0 ? 0 : (errno & 0x7f);
         if (guest > 0 && syscall(SYS_openat, AT_FDCWD, gmem, O_RDONLY | O_CLOEXEC) >= 0)
             code |= 0x80;
+        else if (dumpable_child_mem_opens())
+            code |= 0x80; /* no guest has exec'd yet: each stays non-dumpable until then */
         syscall(SYS_exit_group, code);
     }
     int st = 0;
@@ -922,7 +960,8 @@ static void mm_pass_keep(const struct sentry_identity *id)
 /* The sentry's second wall (sentry/README.md): it was exec'd in the host's
  * user namespace, so non-dumpable keeps out even a root of the sandbox's
  * namespace holding CAP_SYS_PTRACE there, with no Landlock domain to stop
- * it. The control is a guest, exec'd inside and dumpable: the same root
+ * it. The control is a guest, exec'd inside and dumpable (or, before any
+ * guest has exec'd, a dumpable task of the attacker's own): the same root
  * opens its memory, or the check proved nothing. */
 static void check_sentry_mm(struct bh_tier_report *r, pid_t sentry, pid_t guest)
 {

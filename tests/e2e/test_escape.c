@@ -749,7 +749,9 @@ static void delete_exec_container(void)
  * listener, which the sentry must serve (and count) like the first's. */
 /* Creates and starts container exec_id from bundle, its stdio /dev/null
  * (create keeps the container's stdio: not our capture pipe). */
-static void create_and_start(const char *tier, const char *bundle)
+/* Creates container exec_id from bundle; its exit code (stderr in
+ * tmpdir/create.err). */
+static int create_detached(const char *bundle)
 {
     char *bh = h_path("bulkhead"), root[128], log[128], cmd[1024];
     snprintf(root, sizeof(root), "%s/root", tmpdir);
@@ -760,11 +762,17 @@ static void create_and_start(const char *tier, const char *bundle)
              bh, root, log, bundle, exec_id, tmpdir);
     free(bh);
     struct run_result r = h_run((char *const[]){"/bin/sh", "-c", cmd, NULL}, NULL, NULL, 120);
-    if (r.status != 0) {
-        h_free(&r);
-        h_skip_kernel("bulkhead create of a %s-tier container failed (exit %d)", tier, r.status);
-    }
+    int status = r.status;
     h_free(&r);
+    return status;
+}
+
+static void create_and_start(const char *tier, const char *bundle)
+{
+    int status = create_detached(bundle);
+    if (status != 0)
+        h_skip_kernel("bulkhead create of a %s-tier container failed (exit %d)", tier, status);
+    struct run_result r;
     h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
     cr_assert_eq(r.status, 0, "start: %s", r.err);
     h_free(&r);
@@ -1358,6 +1366,22 @@ static void expect_second_wall(pid_t sentry, pid_t guest, const char *what)
                  what, (int)sentry, s);
 }
 
+/* The host pid of container exec_id's sentry (bulkhead state). */
+static pid_t exec_container_sentry(void)
+{
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
+    cr_assert_eq(r.status, 0, "state: %s", r.err);
+    json_error_t je;
+    json_t *st = json_loads(r.out, 0, &je);
+    cr_assert_not_null(st, "state: %s", r.out);
+    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
+    json_decref(st);
+    h_free(&r);
+    cr_assert_gt(sentry, 0);
+    return sentry;
+}
+
 /* The sentry's second wall (sentry/README.md): it is exec'd in the host's
  * user namespace and forks itself into the sandbox's, so its mm belongs to
  * the host's namespace and non-dumpable keeps out a root of the sandbox's
@@ -1390,16 +1414,7 @@ Test(escape, the_sentry_is_beyond_its_namespace_root_without_landlock_oci,
     oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
     snprintf(exec_id, sizeof(exec_id), "escape-wall-%d", (int)getpid());
     create_and_start("container", bundle);
-    struct run_result r;
-    h_bulkhead_in(tmpdir, (const char *const[]){"state", exec_id, NULL}, 30, &r);
-    cr_assert_eq(r.status, 0, "state: %s", r.err);
-    json_error_t je;
-    json_t *st = json_loads(r.out, 0, &je);
-    cr_assert_not_null(st, "state: %s", r.out);
-    pid_t sentry = (pid_t)json_integer_value(json_object_get(st, "pid"));
-    json_decref(st);
-    h_free(&r);
-    cr_assert_gt(sentry, 0);
+    pid_t sentry = exec_container_sentry();
     pid_t guest = wait_guest(sentry, "aio");
     cr_assert_gt(guest, 0, "no exec'd guest under the container's sentry %d", (int)sentry);
     expect_second_wall(sentry, guest, "OCI container");
@@ -1454,4 +1469,140 @@ Test(escape, secret_memory_cannot_split_the_hosts_direct_map, .fini = remove_oci
     expect_refused(&r, names, BH_ARRAY_SIZE(names));
     h_free(&r);
     cr_log_info("the host's DirectMap4k: %ld -> %ld kB", before, direct_map_4k_kib());
+}
+
+/* The guest's pre-exec window (sentry/README.md, start-up): a guest is a
+ * fork of the sentry, whose mm belongs to the host's user namespace, and at
+ * the container tier it now hands its seccomp listener to the sentry over
+ * the setup socket and stays non-dumpable up to its exec. Then a root of
+ * the sandbox's user namespace with CAP_SYS_PTRACE and no Landlock domain
+ * (a guest granted CAP_SYS_PTRACE with its own wall gone) cannot reach it,
+ * and its /proc files belong to the host's root, not to its own uid. The
+ * control: the same attacker reaches the guest once it has exec'd. Fails
+ * on a start-up that turns the guest dumpable before its filters. */
+static void expect_closed_window(pid_t sentry, pid_t guest, const char *what)
+{
+    char path[64];
+    struct stat st;
+    /* /proc/PID itself always shows the euid; the files in it show the
+     * owner of a non-dumpable task's mm's namespace (fs/proc/base.c). */
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)guest);
+    cr_assert_eq(stat(path, &st), 0, "%s: stat %s: %s", what, path, strerror(errno));
+    cr_expect_eq(st.st_uid, 0,
+                 "%s: the guest %d waiting for its exec is dumpable (its /proc/PID"
+                 "/status belongs to host uid %u, not to the host's root)",
+                 what, (int)guest, (unsigned)st.st_uid);
+    int g = userns_root_reach(sentry, guest);
+    cr_assert_neq(g, 64, "%s: could not become root of the sandbox's user namespace", what);
+    cr_expect_eq(g, 0,
+                 "%s: root of the sandbox's user namespace with CAP_SYS_PTRACE and no Landlock "
+                 "domain reached the guest %d before its exec (%#x: 1 /proc/PID/mem, "
+                 "2 process_vm_readv, 4 kcmp)",
+                 what, (int)guest, g);
+}
+
+/* The control: once guest has exec'd comm, the same attacker reaches it. */
+static void expect_reached_once_execd(pid_t sentry, pid_t guest, const char *comm)
+{
+    pid_t execd = wait_guest(sentry, comm);
+    cr_assert_eq(execd, guest, "the guest %d did not exec %s (found %d)", (int)guest, comm,
+                 (int)execd);
+    int c = userns_root_reach(sentry, guest);
+    cr_expect_eq(c, WALL_ALL,
+                 "control: root of the sandbox's user namespace must reach the guest %d once "
+                 "it has exec'd (got %#x of %#x), or nothing was tried",
+                 (int)guest, c, WALL_ALL);
+}
+
+/* The only child of sentry that has not exec'd yet (still named
+ * bulkhead-sentry), waiting up to 60 s; -1 if none. */
+static pid_t wait_unexeced_guest(pid_t sentry)
+{
+    for (int i = 0; i < 6000; i++) {
+        pid_t kids[16];
+        size_t n = children_of(sentry, kids, BH_ARRAY_SIZE(kids));
+        if (n == 1 && comm_is(kids[0], "bulkhead-sentry"))
+            return kids[0];
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* bulkhead do: the test build's hook (BULKHEAD_TEST_HOLD_BEFORE_EXEC in
+ * the guest's environment) holds the guest after its filters and its "go",
+ * just before its exec; it says "held" on stdout and waits for a byte on
+ * stdin (a FIFO we hold open for writing). */
+Test(escape, container_guest_before_its_exec_is_not_dumpable_do)
+{
+    /* in tmpdir: the suite's fini removes it */
+    char hold_fifo[128];
+    snprintf(hold_fifo, sizeof(hold_fifo), "%s/hold", tmpdir);
+    cr_assert_eq(mkfifo(hold_fifo, 0600), 0, "mkfifo: %s", strerror(errno));
+    cleanup_close int release = open(hold_fifo, O_RDWR | O_CLOEXEC);
+    cr_assert_geq(release, 0, "open the FIFO: %s", strerror(errno));
+    char *bh = h_path("bulkhead");
+    char *argv[] = {
+        bh,   "do",         "--tier", "container", "--env", "BULKHEAD_TEST_HOLD_BEFORE_EXEC=1",
+        "--", "/bin/sleep", "60",     NULL};
+    struct h_job j = h_spawn(argv, NULL, hold_fifo, NULL);
+    free(bh);
+    /* "held" is written (to the job's memfd) once the guest sits in the
+     * window; 120 s is a bound on a hang only, never a measure of speed. */
+    char held[8] = "";
+    ssize_t got = 0;
+    for (int i = 0; i < 12000 && got < 5; i++) {
+        got = pread(j.out, held, 5, 0);
+        if (got < 5)
+            usleep(10000);
+    }
+    pid_t sentry = got == 5 ? wait_sentry(j.pid) : -1;
+    pid_t guest = sentry > 0 ? wait_unexeced_guest(sentry) : -1;
+    if (guest <= 0) {
+        kill(j.pid, SIGKILL);
+        char *why = NULL;
+        h_finish(&j, 30, NULL, &why);
+        char text[512];
+        snprintf(text, sizeof(text), "%s", why ? why : "");
+        free(why);
+        cr_assert_fail("bulkhead do --tier container held no guest before its exec (read `%.*s`; "
+                       "is this the test build, BH_TEST_HOOKS?): %s",
+                       (int)(got > 0 ? got : 0), held, text);
+    }
+    cr_expect_str_eq(held, "held\n");
+    expect_closed_window(sentry, guest, "bulkhead do, held before its exec");
+    cr_assert_eq(write(release, "g", 1), 1);
+    expect_reached_once_execd(sentry, guest, "sleep");
+    kill(j.pid, SIGKILL);
+    h_finish(&j, 30, NULL, NULL);
+}
+
+/* An OCI container between create and start: its process waits for start
+ * after its filters, for as long as the caller likes (docker create). */
+Test(escape, container_guest_before_its_exec_is_not_dumpable_oci, .fini = delete_exec_container)
+{
+    char bundle[128];
+    oci_attack_bundle("container", "aio", "[\"/aio\", \"wait\"]", "CAP_SYS_PTRACE", bundle);
+    snprintf(exec_id, sizeof(exec_id), "escape-window-%d", (int)getpid());
+    int status = create_detached(bundle);
+    if (status != 0) {
+        char errpath[160], text[1024] = "";
+        snprintf(errpath, sizeof(errpath), "%s/create.err", tmpdir);
+        int fd = open(errpath, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+        text[n > 0 ? n : 0] = '\0';
+        if (fd >= 0)
+            close(fd);
+        cr_assert_fail("bulkhead create of a container-tier container failed (exit %d): %s", status,
+                       text);
+    }
+    pid_t sentry = exec_container_sentry();
+    pid_t guest = wait_unexeced_guest(sentry);
+    cr_assert_gt(guest, 0, "no guest waiting for start under the container's sentry %d",
+                 (int)sentry);
+    expect_closed_window(sentry, guest, "OCI container, created");
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    expect_reached_once_execd(sentry, guest, "aio");
 }
