@@ -43,13 +43,13 @@ static void run_py(const char *tier, const char *range, const char *script, stru
     char bundle[128], config[160], id[64];
     snprintf(bundle, sizeof(bundle), "%s/bundle", dir);
     json_t *c = h_spec_config(dir, bundle);
+    /* The tier annotation wins over --default-tier. */
+    json_object_set_new(c, "annotations", json_pack("{s:s}", "dev.bulkhead.tier", tier));
     json_t *proc = json_object_get(c, "process");
-    json_object_set_new(proc, "args", json_pack("[s, s, s]", "/usr/bin/python3", "-c", script));
-    json_object_set_new(proc, "terminal", json_false());
-    json_t *ann = json_object_get(c, "annotations");
-    if (!json_is_object(ann))
-        json_object_set_new(c, "annotations", ann = json_object());
-    json_object_set_new(ann, "dev.bulkhead.tier", json_string(tier));
+    json_t *run =
+        json_pack("{s:[s, s, s], s:b}", "args", "/usr/bin/python3", "-c", script, "terminal", 0);
+    json_object_update(proc, run);
+    json_decref(run);
     json_t *caps = json_pack(
         "[s, s, s, s, s, s, s, s, s, s, s, s, s, s]", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID",
         "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP",
