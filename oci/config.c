@@ -977,8 +977,11 @@ static int parse_sysctls(struct oci_config *cfg, json_t *lx, struct bh_error *er
             char clamped[64];
             if (strcmp(k, "net.ipv4.ping_group_range") == 0) {
                 /* Docker asks for "0 2147483647"; inside a user namespace the kernel
-                 * accepts only gids mapped there, so the range is clamped to them. */
-                unsigned long lo, hi, top = 65535;
+                 * accepts only gids mapped there, so the range is clamped to them:
+                 * without maps in the config, the slot's 0..65536, whose top is the
+                 * sentry's own gid, which must be in range for it to make the
+                 * guests' ping sockets (sentry/netlink-cap.c). */
+                unsigned long lo, hi, top = 65536;
                 for (size_t m = 0; m < spec->n_gid_maps; m++)
                     top = m == 0 || spec->gid_maps[m].inside + spec->gid_maps[m].count - 1 > top
                               ? spec->gid_maps[m].inside + spec->gid_maps[m].count - 1

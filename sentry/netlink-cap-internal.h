@@ -15,6 +15,10 @@
  * (the kernel checks before it adds), and an ack echoes at most a send
  * buffer's worth. 16 sockets then pin at most ~8 MiB no cgroup charges. */
 #define BH_NETLINK_CAP_BUFFER (256u * 1024u)
+/* Live ICMP and ICMPv6 datagram ("ping") sockets per sandbox: ping holds
+ * one or two. Their buffers are clamped to BH_NETLINK_CAP_BUFFER as well, so
+ * 16 pin at most ~4 MiB no cgroup charges. */
+#define BH_PING_CAP_SOCKETS 16u
 
 struct bh_netlink_cap {
     /* An epoll set holding one item per socket handed to a guest; the
@@ -23,24 +27,28 @@ struct bh_netlink_cap {
      * it), so the set's size is the number of live sockets. -1: none can be
      * counted, and none is made. */
     int track_fd;
-    int proc_fd; /* borrowed: the sandbox's own procfs (aio-cap.c checked it) */
+    int ping_track_fd; /* the same, for ping sockets (their own cap) */
+    int proc_fd;       /* borrowed: the sandbox's own procfs (aio-cap.c checked it) */
     unsigned max_sockets;
+    unsigned max_ping_sockets;
 };
 
 void bh_netlink_cap_init(struct bh_netlink_cap *cap, int proc_fd, unsigned max_sockets);
 void bh_netlink_cap_free(struct bh_netlink_cap *cap);
 
-/* The sockets handed out that are still alive, or -1. */
-int bh_netlink_cap_live(const struct bh_netlink_cap *cap);
+/* The sockets of an epoll set (track_fd or ping_track_fd) handed out that
+ * are still alive, or -1. */
+int bh_netlink_cap_live(const struct bh_netlink_cap *cap, int track_fd);
 
 /* Whether req is a call this cap answers (socket or setsockopt). */
 bool bh_netlink_cap_wants(const struct seccomp_notif *req);
 
-/* Answers req on listener: socket(AF_NETLINK, NETLINK_ROUTE) is made by
- * the sentry within the cap and handed over with ADDFD; setsockopt's
+/* Answers req on listener: socket(AF_NETLINK, NETLINK_ROUTE) and ICMP/ICMPv6
+ * datagram sockets are made by the sentry within their caps and handed over
+ * with ADDFD; setsockopt's
  * SO_RCVBUF, SO_SNDBUF and their FORCE forms are performed by the sentry on
  * its copy of the guest's socket, clamped to BH_NETLINK_CAP_BUFFER on a
- * netlink socket. 1: answered already (the fd was sent); else resp is
+ * netlink or ping socket. 1: answered already (the fd was sent); else resp is
  * filled for the caller to send. */
 int bh_netlink_cap_answer(struct bh_netlink_cap *cap, const struct seccomp_notif *req, int listener,
                           struct seccomp_notif_resp *resp);

@@ -28,7 +28,23 @@
  *   would give it. The FORCE forms need CAP_NET_ADMIN: the guest's is
  *   checked, the sentry's own is what the kernel then checks.
  * Every other netlink family is refused here (EPERM), and the sentry's own
- * policy allows it only NETLINK_ROUTE. */
+ * policy allows it only NETLINK_ROUTE.
+ *
+ * ICMP and ICMPv6 datagram ("ping") sockets have the same problem (their
+ * reply queues are charged to no cgroup: 30 held 240 MiB under a 64 MiB
+ * limit) and the same answer: the sentry makes them in the guest's network
+ * namespace, counts them in a second epoll set (BH_PING_CAP_SOCKETS), lowers
+ * their buffers and clamps SO_RCVBUF/SO_SNDBUF on them. The kernel lets a
+ * caller make one only if its effective gid or one of its supplementary
+ * groups lies within net.ipv4.ping_group_range (also for ICMPv6); since the
+ * socket is made with the sentry's credentials, the sentry checks the
+ * guest's first, against the range of the namespace both are in, read by
+ * the sentry in it (so both ranges and the guest's gids are read in the
+ * sentry's user namespace), and answers EACCES as the kernel would. The
+ * kernel then checks the sentry's own gid: a range that holds the guest's
+ * gid but not the sentry's (0 in the sandbox) fails with EACCES, closed.
+ * Raw sockets keep their answer (the policy refuses them): iputils' ping
+ * falls back to a ping socket when a raw one is refused. */
 #include "netlink-cap-internal.h"
 
 #include <errno.h>
@@ -36,6 +52,7 @@
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,21 +81,24 @@ void bh_netlink_cap_init(struct bh_netlink_cap *cap, int proc_fd, unsigned max_s
 {
     cap->proc_fd = proc_fd;
     cap->max_sockets = max_sockets;
+    cap->max_ping_sockets = BH_PING_CAP_SOCKETS;
     cap->track_fd = proc_fd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
+    cap->ping_track_fd = proc_fd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
 }
 
 void bh_netlink_cap_free(struct bh_netlink_cap *cap)
 {
     bh_closep(&cap->track_fd);
+    bh_closep(&cap->ping_track_fd);
     cap->proc_fd = -1;
 }
 
-int bh_netlink_cap_live(const struct bh_netlink_cap *cap)
+int bh_netlink_cap_live(const struct bh_netlink_cap *cap, int track_fd)
 {
-    if (cap->track_fd < 0 || cap->proc_fd < 0)
+    if (track_fd < 0 || cap->proc_fd < 0)
         return -1;
     char path[48];
-    snprintf(path, sizeof(path), "self/fdinfo/%d", cap->track_fd);
+    snprintf(path, sizeof(path), "self/fdinfo/%d", track_fd);
     cleanup_close int fd = openat(cap->proc_fd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -138,25 +158,106 @@ static void lower_to_cap(int s, int opt)
     }
 }
 
+/* The guest thread's /proc status, NUL-terminated, into buf; false if it
+ * cannot be read (the thread is gone). */
+static bool read_status(const struct bh_netlink_cap *cap, pid_t tid, char *buf, size_t size)
+{
+    char path[48];
+    snprintf(path, sizeof(path), "%d/status", tid);
+    cleanup_close int fd = openat(cap->proc_fd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, size - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
+/* What the kernel's ping_init_sock checks, for the guest thread: its
+ * effective gid, or one of its supplementary groups, within the range of
+ * net.ipv4.ping_group_range of the network namespace the sentry is in (the
+ * caller checked it is the guest's). */
+static bool guest_may_ping(const struct bh_netlink_cap *cap, pid_t tid)
+{
+    char range[64];
+    unsigned long lo, hi;
+    {
+        cleanup_close int fd =
+            openat(cap->proc_fd, "sys/net/ipv4/ping_group_range", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return false;
+        ssize_t n = read(fd, range, sizeof(range) - 1);
+        if (n <= 0)
+            return false;
+        range[n] = '\0';
+    }
+    if (sscanf(range, "%lu %lu", &lo, &hi) != 2 || lo > hi)
+        return false;
+    char status[8192], field[4096];
+    if (!read_status(cap, tid, status, sizeof(status)))
+        return false;
+    unsigned long real, eff;
+    if (bh_status_field(status, "Gid", field, sizeof(field)) == NULL ||
+        sscanf(field, "%lu %lu", &real, &eff) != 2)
+        return false;
+    if (eff >= lo && eff <= hi)
+        return true;
+    if (bh_status_field(status, "Groups", field, sizeof(field)) == NULL)
+        return false;
+    char *save = NULL;
+    for (char *g = strtok_r(field, " \t", &save); g != NULL; g = strtok_r(NULL, " \t", &save)) {
+        unsigned long gid = strtoul(g, NULL, 10);
+        if (gid >= lo && gid <= hi)
+            return true;
+    }
+    return false;
+}
+
+/* Which cap a socket() call falls under: its epoll set and size, or false
+ * with the errno of a refusal. */
+static bool socket_kind(struct bh_netlink_cap *cap, int domain, int type, int protocol,
+                        int *track_fd, unsigned *max, int *refusal)
+{
+    *refusal = -EPERM;
+    if (domain == AF_NETLINK && protocol == NETLINK_ROUTE) {
+        *track_fd = cap->track_fd;
+        *max = cap->max_sockets;
+        return true;
+    }
+    /* Raw ICMP is not notified, but answer it as the policy would. */
+    if ((type & 0xf) == SOCK_DGRAM && ((domain == AF_INET && protocol == IPPROTO_ICMP) ||
+                                       (domain == AF_INET6 && protocol == IPPROTO_ICMPV6))) {
+        *track_fd = cap->ping_track_fd;
+        *max = cap->max_ping_sockets;
+        return true;
+    }
+    return false;
+}
+
 static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif *req, int listener,
                          struct seccomp_notif_resp *resp)
 {
     int domain = (int)req->data.args[0], type = (int)req->data.args[1];
     int protocol = (int)req->data.args[2];
-    if (domain != AF_NETLINK || protocol != NETLINK_ROUTE) {
+    int track_fd;
+    unsigned max;
+    if (!socket_kind(cap, domain, type, protocol, &track_fd, &max, &resp->error))
+        return 0;
+    if (track_fd < 0 || !same_netns(cap, (pid_t)req->pid)) {
         resp->error = -EPERM;
         return 0;
     }
-    if (cap->track_fd < 0 || !same_netns(cap, (pid_t)req->pid)) {
-        resp->error = -EPERM;
+    if (domain != AF_NETLINK && !guest_may_ping(cap, (pid_t)req->pid)) {
+        resp->error = -EACCES;
         return 0;
     }
-    int live = bh_netlink_cap_live(cap);
-    if (live < 0 || (unsigned)live >= cap->max_sockets) {
+    int live = bh_netlink_cap_live(cap, track_fd);
+    if (live < 0 || (unsigned)live >= max) {
         resp->error = live < 0 ? -EPERM : -ENOBUFS;
         return 0;
     }
-    cleanup_close int s = socket(AF_NETLINK, (type & ~SOCK_CLOEXEC) | SOCK_CLOEXEC, NETLINK_ROUTE);
+    cleanup_close int s = socket(domain, (type & ~SOCK_CLOEXEC) | SOCK_CLOEXEC, protocol);
     if (s < 0) {
         resp->error = -errno;
         return 0;
@@ -164,7 +265,7 @@ static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif 
     lower_to_cap(s, SO_RCVBUF);
     lower_to_cap(s, SO_SNDBUF);
     struct epoll_event ev = {.events = 0};
-    if (epoll_ctl(cap->track_fd, EPOLL_CTL_ADD, s, &ev) < 0) {
+    if (epoll_ctl(track_fd, EPOLL_CTL_ADD, s, &ev) < 0) {
         resp->error = -ENOBUFS;
         return 0;
     }
@@ -188,15 +289,9 @@ static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif 
  * this call (its credentials cannot change meanwhile). */
 static bool guest_has_net_admin(const struct bh_netlink_cap *cap, pid_t tid)
 {
-    char path[48], status[4096], eff[32];
-    snprintf(path, sizeof(path), "%d/status", tid);
-    cleanup_close int fd = openat(cap->proc_fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char status[4096], eff[32];
+    if (!read_status(cap, tid, status, sizeof(status)))
         return false;
-    ssize_t n = read(fd, status, sizeof(status) - 1);
-    if (n <= 0)
-        return false;
-    status[n] = '\0';
     if (bh_status_field(status, "CapEff", eff, sizeof(eff)) == NULL)
         return false;
     unsigned long long bits = strtoull(eff, NULL, 16);
@@ -258,7 +353,12 @@ static int answer_setsockopt(struct bh_netlink_cap *cap, const struct seccomp_no
         resp->error = -EPERM;
         return 0;
     }
-    if (domain == AF_NETLINK && (val < 0 || val > (int)BH_NETLINK_CAP_BUFFER / 2))
+    int protocol = 0;
+    len = sizeof(protocol);
+    bool ping = (domain == AF_INET || domain == AF_INET6) &&
+                getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 &&
+                (protocol == IPPROTO_ICMP || protocol == IPPROTO_ICMPV6);
+    if ((domain == AF_NETLINK || ping) && (val < 0 || val > (int)BH_NETLINK_CAP_BUFFER / 2))
         val = (int)BH_NETLINK_CAP_BUFFER / 2;
     if (setsockopt(s, SOL_SOCKET, opt, &val, sizeof(val)) < 0) {
         resp->error = -errno;
