@@ -439,9 +439,16 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
     r->open_ms = (uint64_t)(bh_now_ms() - t0);
     resp->body_case = BULKHEAD__CONTROL__RESPONSE__BODY_OPEN_SESSION;
     resp->open_session = r;
-    audit_line(json_pack("{s:s, s:s, s:s, s:s}", "event", "session_reuse", "owner", s->owner_fp,
+    audit_line(json_pack("{s:s, s:s, s:s}", "event", "session_reuse", "owner", s->owner_fp,
                          "session", s->fp));
 }
+
+/* Why crowding found no session to evict: filled by crowding_victim_locked. */
+struct crowding {
+    uid_t top;  /* the uid holding the most */
+    int most;   /* how many it holds */
+    int recent; /* of those, how many had a call within --evict-min-idle */
+};
 
 /* At the global cap, the session that makes room for uid (lock held): the
  * least recently used idle session of the uid holding the most, when that
@@ -450,13 +457,6 @@ static void answer_reused_locked(struct session *s, int64_t t0, Bulkhead__Contro
  * other uid of the socket's group out until its sessions went idle. Only
  * another uid's surplus is taken: one uid's own sessions are never evicted
  * here, and a uid at its fair share keeps all it has. */
-/* Why crowding found no session to evict: filled by crowding_victim_locked. */
-struct crowding {
-    uid_t top;  /* the uid holding the most */
-    int most;   /* how many it holds */
-    int recent; /* of those, how many had a call within --evict-min-idle */
-};
-
 static struct session *crowding_victim_locked(uid_t uid, struct crowding *why)
 {
     /* counted per uid in one pass: the sessions of uids past the first 64

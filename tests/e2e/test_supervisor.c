@@ -75,7 +75,7 @@ static Resp *roundtrip_fd(int fd, Req *req)
     cr_assert_eq(h_send(fd, req), 0);
     struct bh_error err = {0};
     Resp *r = h_recv(fd, 120000, &err);
-    cr_assert_not_null(r, "no answer: %s", err.msg);
+    cr_assert_not_null(r, "no answer to request case %d: %s", (int)req->body_case, err.msg);
     return r;
 }
 
