@@ -792,12 +792,29 @@ Test(oci_cgroups, events_report_cpu_memory_pids_and_blkio)
     struct run_result r = h_run(dd, NULL, "/dev/null", 60);
     cr_assert_eq(r.status, 0, "dd in the container: %s", r.err);
     h_free(&r);
-    r = bh("events", "--stats", id, NULL);
-    cr_assert_eq(r.status, 0, "events --stats: %s", r.err);
-    json_error_t jerr;
-    json_t *ev = json_loads(r.out, 0, &jerr);
-    cr_assert_not_null(ev, "events --stats is not one JSON line: %s", r.out);
-    h_free(&r);
+    /* v1's user and kernel times count in 10 ms ticks: a quiet, fast
+     * machine ran the dd in less than one (CI saw 0). Work in the container
+     * until the stats show some, bounded only against a hang. */
+    char *burn[] = {path, "--root", root, "exec", (char *)id, "sh", "-c",
+                    "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done", NULL};
+    json_t *ev = NULL;
+    for (int round = 0; round < 50; round++) {
+        json_decref(ev);
+        r = bh("events", "--stats", id, NULL);
+        cr_assert_eq(r.status, 0, "events --stats: %s", r.err);
+        json_error_t jerr;
+        ev = json_loads(r.out, 0, &jerr);
+        cr_assert_not_null(ev, "events --stats is not one JSON line: %s", r.out);
+        h_free(&r);
+        json_t *u = json_object_get(json_object_get(json_object_get(ev, "data"), "cpu"), "usage");
+        if (json_integer_value(json_object_get(u, "user")) +
+                json_integer_value(json_object_get(u, "kernel")) >
+            0)
+            break;
+        r = h_run(burn, NULL, "/dev/null", 60);
+        cr_assert_eq(r.status, 0, "a CPU loop in the container: %s", r.err);
+        h_free(&r);
+    }
     cr_expect_str_eq(json_string_value(json_object_get(ev, "type")), "stats");
     cr_expect_str_eq(json_string_value(json_object_get(ev, "id")), id);
     json_t *data = json_object_get(ev, "data");
