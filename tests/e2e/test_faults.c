@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1202,10 +1204,31 @@ static struct box_procs newest_box(pid_t dpid)
     return b;
 }
 
-static void wait_gone(const struct proc_id *p, int ms)
+/* A pidfd on p, opened before p is signalled. /proc/PID/stat cannot say
+ * when a process is gone: its main thread shows Z while its other threads
+ * (the sentry's broker workers) still exit, and a namespace's pid 1 empties
+ * its namespace only as its last thread exits. A pidfd turns readable once
+ * all of that is done. */
+static int watch(const struct proc_id *p)
 {
-    for (int64_t end = now_ms() + ms; alive_same(p) && now_ms() < end;)
-        usleep(1000);
+    int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    cr_assert(fd >= 0, "[seed %llu] pidfd_open(%d): %s", seed, (int)p->pid, strerror(errno));
+    cr_assert(alive_same(p), "[seed %llu] %d(%s) ended before it was watched", seed, (int)p->pid,
+              p->comm);
+    return fd;
+}
+
+/* Waits for the watched process's end; the bound only catches a hang. */
+static void wait_gone(int pidfd, const struct proc_id *p, const char *when)
+{
+    struct pollfd pf = {.fd = pidfd, .events = POLLIN};
+    int n;
+    do
+        n = poll(&pf, 1, 120000);
+    while (n < 0 && errno == EINTR);
+    close(pidfd);
+    cr_assert_eq(n, 1, "[seed %llu] %s: %d(%s) has not ended 120 s after SIGKILL", seed, when,
+                 (int)p->pid, p->comm);
 }
 
 /* What the next call on a session whose sandbox died must say: the session
@@ -1297,10 +1320,11 @@ static void session_kill(bool agent, bool mid_call)
             long delay_ms = rnd_range(0, 1500);
             snprintf(when, sizeof(when), "%s (%s) killed between calls, next call %ld ms later",
                      agent ? "agent" : "sentry", daemon_tier_name, delay_ms);
+            int pidfd = watch(&victim);
             cr_assert_eq(kill(victim.pid, SIGKILL), 0);
             faults++;
             /* the call comes after the death, not in a race with the signal */
-            wait_gone(&victim, 5000);
+            wait_gone(pidfd, &victim, when);
             usleep((useconds_t)delay_ms * 1000);
         }
         next_call_after_death(id, when);
@@ -1373,6 +1397,7 @@ static void interp_kill(const char *lang, bool mid_call)
     struct box_procs box = newest_box(d.pid);
     for (int i = 0; i < iterations(); i++) {
         struct proc_id victim = interpreter(d.pid, lang);
+        int pidfd = watch(&victim);
         bool ran_fresh = false;
         char when[160];
         long delay_ms = rnd_range(0, 1500);
@@ -1423,7 +1448,7 @@ static void interp_kill(const char *lang, bool mid_call)
             faults++;
             usleep((useconds_t)delay_ms * 1000);
         }
-        wait_gone(&victim, 5000);
+        wait_gone(pidfd, &victim, when);
         cr_assert(!alive_same(&victim), "[seed %llu] %s: the killed interpreter is still there",
                   seed, when);
         r = run(id, lang,
