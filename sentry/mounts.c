@@ -680,6 +680,21 @@ static int open_host(const char *path, int flags)
     return open(path, O_PATH | O_CLOEXEC | flags);
 }
 
+/* A tree the front end prepared was cloned in the host's namespace: where
+ * its source was shared (a systemd host's /), the clone is a peer of the
+ * host's mount, and every mount made on it here would appear on the host.
+ * Private all the way down before it is attached, whatever the front end did. */
+static int private_tree(int tree, const char *what, struct bh_error *err)
+{
+    struct mount_attr ma = {.propagation = MS_PRIVATE};
+    if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &ma, sizeof(ma)) < 0)
+        return bh_error_errno(err, errno,
+                              "make the prepared tree `%s` private (it could propagate mounts "
+                              "to the host)",
+                              what);
+    return 0;
+}
+
 static int open_sources(struct setup *s, struct bh_error *err)
 {
     const struct bh_sandbox_spec *spec = s->spec;
@@ -696,6 +711,8 @@ static int open_sources(struct setup *s, struct bh_error *err)
                                 "prepared rootfs `%s` is the host's root directory: the sandbox "
                                 "would see the whole host",
                                 name);
+        if (private_tree(s->rootfs_fd, name, err) < 0)
+            return -1;
     } else if (spec->rootfs != NULL) {
         if (spec->rootfs[0] != '/')
             return bh_error_set(err, EINVAL,
@@ -1310,6 +1327,8 @@ static int spec_mount(struct setup *s, size_t i, struct bh_error *err)
         if (fstat(m->tree_fd, &st) < 0)
             return bh_error_errno(err, errno, "prepared mount of `%s` on `%s`", src,
                                   m->destination);
+        if (private_tree(m->tree_fd, src, err) < 0)
+            return -1;
         return attach_tree_in_order(s, m->tree_fd, src, m->destination,
                                     S_ISDIR(st.st_mode) ? MP_DIR : MP_FILE, err);
     }
