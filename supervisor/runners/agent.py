@@ -35,6 +35,35 @@ def pidfd_ended(fd):
     return bool(p.poll(0))
 
 
+def wait_ended(pid, deadline):
+    """(True, wait status) once child pid has ended ((True, None): reaped
+    elsewhere), (False, None) if it has not by deadline (time.monotonic()):
+    a pidfd says when, so nothing polls."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        fd = -1
+    try:
+        while True:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return True, st
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, None
+            if fd < 0:
+                time.sleep(min(left, 0.01))
+                continue
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            p.poll(left * 1000)
+    except ChildProcessError:
+        return True, None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def leader_exited(pid):
     """True once the process's main thread has exited (state Z or X): a kill
     or crash has reached it, though waitpid may not see it until its other
@@ -369,15 +398,11 @@ class Agent:
             return hdr, b"", b"", []
         self.reap()
         it = self.interps.get(lang)
-        # An interpreter that died between calls but is not yet reapable
-        # would get this cell and fail it with its own kill status: wait for
-        # it (it is on its way out), so the cell runs in a fresh one instead.
-        if it is not None and it.status is None and leader_exited(it.pid):
-            try:
-                _, it.status = os.waitpid(it.pid, 0)
-            except OSError:
-                pass
-        if it is not None and it.status is not None:
+        # An interpreter whose main thread has exited would get this cell and
+        # fail it with its own kill status, or never answer (its other
+        # threads may live on): end it (SIGKILL ends every thread, so the
+        # wait is bounded) and run the cell in a fresh one.
+        if it is not None and (it.status is not None or leader_exited(it.pid)):
             self.kill_interp(lang)
             it = None
         fresh = it is None or lang not in self.used
@@ -429,19 +454,21 @@ class Agent:
             hdr["timed_out"] = True
             self.kill_interp(lang)
         elif reply is None:
-            # the interpreter ended (exit() or a crash): its code, then fresh
-            st = it.status
+            # The interpreter hung up (exit() or a crash): its code, then
+            # fresh. One that closed its channel and lives on gets until the
+            # cell's deadline to end, as any cell does.
+            ended, st = True, it.status
             if st is None:
-                try:
-                    _, st = os.waitpid(it.pid, 0)
-                    it.status = st
-                except OSError:
-                    st = None
-            code = 1
-            if st is not None:
+                ended, st = wait_ended(it.pid, deadline)
+                it.status = st
+            if not ended:
+                hdr["exit"] = 124
+                hdr["timed_out"] = True
+            elif st is None:
+                hdr["exit"] = 1
+            else:
                 code = os.waitstatus_to_exitcode(st)
-                code = code if code >= 0 else 128 - code
-            hdr["exit"] = code
+                hdr["exit"] = code if code >= 0 else 128 - code
             self.kill_interp(lang)
         else:
             hdr["exit"] = int(reply.get("exit", 0))

@@ -1526,6 +1526,71 @@ Test(agent, a_cell_after_an_interpreter_died_runs_fresh, .timeout = 60)
     h_free(&r);
 }
 
+/* An interpreter that stops serving and does not end: its main thread gone
+ * while another thread lives on ("leader"), or its channel closed while it
+ * runs on ("hangup"). Either cell's answer must come by the cell's own
+ * deadline (a second here), never wait on the interpreter's end; the
+ * interpreter is killed; a "leader" cell runs in a fresh one. The bound of
+ * the run only catches the agent's old unbounded waitpid. */
+static void agent_with_a_stuck_interpreter(const char *mode, const char *expect)
+{
+    static const char script[] =
+        "import ctypes, os, signal, socket, sys, threading, time\n"
+        "g = {'__name__': 'bh_agent_test'}\n"
+        "exec(open(sys.argv[1]).read(), g)\n"
+        "mode = sys.argv[4]\n"
+        "a = g['Agent']({'workdir': sys.argv[3], 'sandboxed': False,\n"
+        "                'python_runner': open(sys.argv[2]).read()})\n"
+        "ctl, peer = socket.socketpair()\n"
+        "out_r, out_w = os.pipe(); err_r, err_w = os.pipe()\n"
+        "ready_r, ready_w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    ctypes.CDLL(None).prctl(1, 9)\n" /* PR_SET_PDEATHSIG: gone with a failed run */
+        "    if mode == 'leader':\n"
+        "        threading.Thread(target=signal.pause).start()\n"
+        "        os.close(ready_w)\n"
+        "        ctypes.CDLL(None).pthread_exit(None)\n"
+        "    peer.close(); os.close(ready_w); signal.pause(); os._exit(3)\n"
+        "peer.close(); os.close(out_w); os.close(err_w); os.close(ready_w)\n"
+        "os.read(ready_r, 1)\n"
+        "while mode == 'leader' and not g['leader_exited'](pid):\n"
+        "    time.sleep(0.01)\n"
+        "a.interps['python'] = g['Interp']('python', pid, ctl, out_r, err_r)\n"
+        "a.used.add('python')\n"
+        "hdr, out, err, _ = a.cell({'language': 'python', 'code': '6 * 7', 'timeout_ms': 1000})\n"
+        "a.kill_interp('python')\n"
+        "try: os.kill(pid, 0); print('the stuck interpreter lives on'); sys.exit(1)\n"
+        "except ProcessLookupError: pass\n"
+        "print(hdr['exit'], hdr['timed_out'], hdr.get('fresh_interpreter'), hdr['value'])\n";
+    cleanup_free char *agent = h_path("runners/agent.py");
+    cleanup_free char *runner = h_path("runners/runner.py");
+    char work[] = "/tmp/bh-agent-stuck-XXXXXX";
+    cr_assert_not_null(mkdtemp(work));
+    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)script, agent, runner, work,
+                    (char *)mode,       NULL};
+    struct run_result r = h_run(argv, NULL, NULL, 100);
+    h_remove_tree(work);
+    cr_assert_neq(r.status, -1,
+                  "%s: the agent's cell did not come back (it waits on the stuck "
+                  "interpreter): %s%s",
+                  mode, r.out, r.err);
+    cr_assert_eq(r.status, 0, "%s: exit %d: %s%s", mode, r.status, r.out, r.err);
+    cr_assert_str_eq(r.out, expect, "%s: (exit, timed_out, fresh, value): %s%s", mode, r.out,
+                     r.err);
+    h_free(&r);
+}
+
+Test(agent, a_cell_after_the_interpreters_main_thread_exited_runs_fresh, .timeout = 120)
+{
+    agent_with_a_stuck_interpreter("leader", "0 False True 42\n");
+}
+
+Test(agent, a_cell_whose_interpreter_hung_up_ends_at_its_deadline, .timeout = 120)
+{
+    agent_with_a_stuck_interpreter("hangup", "124 True False \n");
+}
+
 /* Red team (session 7, branch redteam4): what one session's cell leaves
  * behind that another session's cell could reach. Each session must have a
  * network namespace (abstract unix sockets, loopback ports), an IPC
