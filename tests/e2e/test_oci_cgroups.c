@@ -795,8 +795,9 @@ Test(oci_cgroups, events_report_cpu_memory_pids_and_blkio)
     /* v1's user and kernel times count in 10 ms ticks: a quiet, fast
      * machine ran the dd in less than one (CI saw 0). Work in the container
      * until the stats show some, bounded only against a hang. */
-    char *burn[] = {path, "--root", root, "exec", (char *)id, "sh", "-c",
-                    "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done", NULL};
+    char *burn[] = {path,       "--root", root, "exec",
+                    (char *)id, "sh",     "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
+                    NULL};
     json_t *ev = NULL;
     for (int round = 0; round < 50; round++) {
         json_decref(ev);
