@@ -29,7 +29,8 @@
  *   copy before it is visible, recursively for rbinds, and never need the
  *   bind-then-remount dance that must repeat the locked flags. Trees the
  *   host side prepared (bh_mount.tree_fd, bh_sandbox_spec.rootfs_tree_fd:
- *   sources the sandbox's ids cannot reach, idmapped rootfs) are only moved.
+ *   sources the sandbox's ids cannot reach, idmapped rootfs) are only made
+ *   private (a clone of a shared host mount is the host's peer) and moved.
  * - The staging root is attached on the host's /tmp inside this namespace
  *   only (any existing directory would do; sources are already open, so the
  *   shadowing is harmless) and later becomes / through pivot_root(".", "."),
