@@ -249,7 +249,9 @@ Test(supervisor, deadline_kills_the_interpreter_not_the_session)
     cr_assert(c->timed_out);
     cr_assert(!c->state_kept);
     cr_assert(c->files_persist);
-    cr_assert_lt(bh_now_ms() - t0, 5000);
+    /* 124 is the agent's own deadline (the daemon's grace kill, 10 s later,
+     * answers 137 and ends the session): the clock only bounds a hang */
+    cr_assert_lt(bh_now_ms() - t0, 60000);
     FREE(r);
     r = run(id, "python", "import os; (os.path.exists('f'), 'y' in globals())");
     c = ok(r);

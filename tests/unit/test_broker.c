@@ -723,7 +723,8 @@ static void g_slow(void *arg)
     GCHECK(fd >= 0);
     close(fd);
     gsay("slow: an open while 4 other threads block on a FIFO took %.3f ms", dt * 1e3);
-    GCHECK(dt < 1.0);
+    /* A stalled open never returns (the suite's timeout fails it): no bound
+     * on dt, which a loaded machine stretches. */
     /* Release the readers: the writer's open completes theirs. */
     fd = open("/fifo", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     GCHECK(fd >= 0);
