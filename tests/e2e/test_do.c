@@ -343,12 +343,13 @@ TIER_TEST(sigterm_reaches_the_guest, .timeout = 60)
     close(out);
 }
 
-TIER_TEST(timeout_kills_and_exits_124, .timeout = 60)
+TIER_TEST(timeout_kills_and_exits_124, .timeout = 180)
 {
+    /* an ignored --timeout runs the sleep past the harness's bound (-1, not
+     * 124): no assertion on the time, which a loaded machine stretches */
     struct run_result r =
-        bh_do(kernel, 30, NULL, "--timeout", "0.5", "--", "/bin/sleep", "20", NULL);
+        bh_do(kernel, 120, NULL, "--timeout", "0.5", "--", "/bin/sleep", "600", NULL);
     cr_assert_eq(r.status, 124, "[%s] %d %s", tier_name(kernel), r.status, r.err);
-    cr_assert_lt(r.seconds, 10.0);
     cr_assert(strstr(r.err, "timeout") != NULL, "%s", r.err);
     h_free(&r);
 }
