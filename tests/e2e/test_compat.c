@@ -364,8 +364,10 @@ Test(compat_node, timers, .timeout = 120)
 {
     node("const order = [];\n"
          "const t0 = Date.now();\n"
-         "setTimeout(() => order.push('t50'), 50);\n"
+         /* t10 set first: set second, a load that stalls the script 40 ms
+          * between the two lets t50 expire first (seen at load 40) */
          "setTimeout(() => order.push('t10'), 10);\n"
+         "setTimeout(() => order.push('t50'), 50);\n"
          "setImmediate(() => order.push('imm'));\n"
          "process.nextTick(() => order.push('tick'));\n"
          "Promise.resolve().then(() => order.push('micro'));\n"
