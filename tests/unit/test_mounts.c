@@ -278,8 +278,9 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
             int fds_before = count_fds();
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            rep->setup_rc = setup_pause ? bh_mounts_setup_paused(spec, -1, setup_pause, &rep->err)
-                                        : bh_mounts_setup(spec, &rep->err);
+            rep->setup_rc = setup_pause
+                                ? bh_mounts_setup_paused(spec, -1, setup_pause, NULL, &rep->err)
+                                : bh_mounts_setup(spec, &rep->err);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             rep->setup_ms =
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
