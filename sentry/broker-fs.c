@@ -61,6 +61,7 @@
 
 #include "cleanup.h"
 #include "kernel-compat.h"
+#include "proc-status.h"
 
 #define RES_TEXT (-200000) /* resolve(): the answer is link text, no fd */
 #define WRITE_FLAGS (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND)
@@ -210,15 +211,10 @@ struct walk {
 
 static pid_t tgid_of(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/status", pid);
-    cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[512]; /* Tgid is on the fourth line */
+    cleanup_close int fd = bh_status_open(AT_FDCWD, pid);
+    if (fd < 0 || bh_status_read(fd, buf, sizeof(buf)) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     char *t = strstr(buf, "\nTgid:");
     return t ? (pid_t)strtol(t + 6, NULL, 10) : -1;
 }
@@ -719,7 +715,7 @@ static bool has_dotdot(const char *p)
  *    xattr calls that set ACLs are refused);
  *  - the worker runs under the ids it was filled under (bh_worker_ids_epoch):
  *    the walk it skips checked search permission on every ancestor for them;
- *  - the directory lies on a tmpfs the sandbox made (bh_broker_note_own_tmpfs),
+ *  - the directory lies on a tmpfs the sandbox made (config.own_tmpfs),
  *    mounted whole (mount root = the filesystem's root) at or below the
  *    guest's root, so that no rename by anyone can take it anywhere the
  *    guest's root does not reach, and no rename the broker does not see
@@ -747,23 +743,10 @@ void bh_dir_cache_drop(void)
     dcache.len = 0;
 }
 
-/* Written only at set-up, before any broker thread exists. */
-static dev_t own_tmpfs[BH_BROKER_OWN_TMPFS_MAX];
-static size_t n_own_tmpfs;
-
-void bh_broker_note_own_tmpfs(dev_t dev)
+static bool is_own_tmpfs(const struct bh_broker *b, dev_t dev)
 {
-    for (size_t i = 0; i < n_own_tmpfs; i++)
-        if (own_tmpfs[i] == dev)
-            return;
-    if (n_own_tmpfs < BH_BROKER_OWN_TMPFS_MAX)
-        own_tmpfs[n_own_tmpfs++] = dev;
-}
-
-static bool is_own_tmpfs(dev_t dev)
-{
-    for (size_t i = 0; i < n_own_tmpfs; i++)
-        if (own_tmpfs[i] == dev)
+    for (size_t i = 0; i < b->n_own_tmpfs; i++)
+        if (b->own_tmpfs[i] == dev)
             return true;
     return false;
 }
@@ -784,7 +767,7 @@ static bool whole_tmpfs_in_root(struct bh_broker *b, int fd)
     /* A tmpfs the host shares (a bind of its /dev/shm) shows whole too,
      * but the host's renames there reach no broker: only superblocks made
      * for this sandbox, whose names only its guests change. */
-    if (!is_own_tmpfs(makedev(stx.stx_dev_major, stx.stx_dev_minor))) {
+    if (!is_own_tmpfs(b, makedev(stx.stx_dev_major, stx.stx_dev_minor))) {
         dcache.mnt_id = stx.stx_mnt_id;
         dcache.mnt_ok = false;
         return false;

@@ -76,6 +76,9 @@ struct bh_broker {
      * fixed): a path that follows no symlink and has no ".." then lands on
      * one only if it starts with /proc or /sys (broker-fs.c, resolve). */
     bool plain_paths;
+    /* config.own_tmpfs, copied (cfg's pointer is cleared) */
+    dev_t own_tmpfs[BH_BROKER_OWN_TMPFS_MAX];
+    size_t n_own_tmpfs;
     int stop_fd; /* eventfd: wakes the watchdog (to stop, or to look at a blocked call) */
     size_t notif_size, resp_size;
     /* How long a task known alive keeps its tid for sure: less than the

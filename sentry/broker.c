@@ -109,6 +109,7 @@
 
 #include "cleanup.h"
 #include "mountinfo.h"
+#include "proc-status.h"
 
 #if defined(__x86_64__)
 #define BH_NATIVE_ARCH AUDIT_ARCH_X86_64
@@ -324,10 +325,8 @@ static int parse_ids(const char *line, uint32_t out[4])
 static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
 {
     char buf[8192];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
+    if (bh_status_read(fd, buf, sizeof(buf)) < 0)
         return -ESRCH;
-    buf[n] = '\0';
     bool have_uid = false, have_gid = false, have_tgid = false, have_caps = false, nnp = false;
     bool uids_same = false, gids_same = false;
     unsigned long long cap_prm = ~0ULL;
@@ -460,9 +459,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
     g->tid = tid;
     g->status_fd = -1;
     g->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", tid);
-    g->status_fd = open(path, O_RDONLY | O_CLOEXEC);
+    g->status_fd = bh_status_open(AT_FDCWD, tid);
     if (g->pidfd < 0 || g->status_fd < 0 || read_status(g->status_fd, g, NULL) < 0) {
         guest_put(g);
         return NULL;
@@ -1236,6 +1233,10 @@ int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, st
     if (b == NULL)
         return bh_error_errno(err, ENOMEM, "broker: allocate");
     b->cfg = *cfg;
+    b->cfg.own_tmpfs = NULL; /* the caller's array need not outlive this call */
+    b->cfg.n_own_tmpfs = 0;
+    for (size_t i = 0; i < cfg->n_own_tmpfs && b->n_own_tmpfs < BH_BROKER_OWN_TMPFS_MAX; i++)
+        b->own_tmpfs[b->n_own_tmpfs++] = cfg->own_tmpfs[i];
     b->root_fd = b->stop_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->park, NULL);

@@ -56,6 +56,15 @@ struct bh_broker_config {
      * (sentry/README.md, "CPU placement"). Also leaves the workers
      * SCHED_OTHER (see batch_workers). */
     bool plain_wake_up;
+    /* Superblocks (st_dev) of the tmpfs mounts the sandbox made itself
+     * (mounts.c reports them, struct bh_mounts_made): the parent-directory
+     * cache serves only directories of such a tmpfs. A tmpfs the host
+     * shares into the sandbox (a bind of its /dev/shm) may be renamed in by
+     * the host, which the broker never hears of (sentry/README.md, "The
+     * parent-directory cache"). The broker copies them; past
+     * BH_BROKER_OWN_TMPFS_MAX the rest is not cached (slower, never wrong). */
+    const dev_t *own_tmpfs;
+    size_t n_own_tmpfs;
 };
 
 /* Counters since bh_broker_new, for tests and the sentry's debug output. */
@@ -104,14 +113,7 @@ struct bh_broker_stats {
 
 struct bh_broker;
 
-/* Notes that the tmpfs with superblock dev was made by this sandbox itself
- * (mounts.c, at set-up, before any broker starts): the parent-directory
- * cache serves only directories of such a tmpfs. A tmpfs the host shares
- * into the sandbox (a bind of its /dev/shm) may be renamed in by the host,
- * which the broker never hears of (sentry/README.md, "The parent-directory
- * cache"). Past BH_BROKER_OWN_TMPFS_MAX notes the rest is not cached. */
 #define BH_BROKER_OWN_TMPFS_MAX 64
-void bh_broker_note_own_tmpfs(dev_t dev);
 
 int bh_broker_new(const struct bh_broker_config *cfg, struct bh_broker **out, struct bh_error *err);
 /* Starts the broker's threads. Signals must already be blocked in the caller

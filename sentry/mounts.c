@@ -91,7 +91,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "broker.h"
 #include "cleanup.h"
 #include "kernel-compat.h"
 #include "mountinfo.h"
@@ -204,6 +203,7 @@ struct setup {
      * here for the sandbox, the only ones its root may hold (check_root_mounts). */
     unsigned long *own_kfs;
     size_t n_own_kfs, cap_own_kfs;
+    struct bh_mounts_made *made; /* or NULL */
 };
 
 static void fd_path(char buf[32], int fd)
@@ -618,12 +618,18 @@ static int note_own_kfs(struct setup *s, const char *dest, struct bh_error *err)
  * the broker's parent-directory cache serves its directories alone. */
 static void note_own_tmpfs(struct setup *s, const char *dest)
 {
-    if (s->spec->tier < BH_TIER_KERNEL)
+    struct bh_mounts_made *m = s->made;
+    if (s->spec->tier < BH_TIER_KERNEL || m == NULL)
         return;
     cleanup_close int fd = open_in_root(s->root_fd, dest, 0);
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0)
-        bh_broker_note_own_tmpfs(st.st_dev); /* else not cached: slower, never wrong */
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return; /* not cached: slower, never wrong */
+    for (size_t i = 0; i < m->n_own_tmpfs; i++)
+        if (m->own_tmpfs[i] == st.st_dev)
+            return;
+    if (m->n_own_tmpfs < BH_MOUNTS_OWN_TMPFS_MAX)
+        m->own_tmpfs[m->n_own_tmpfs++] = st.st_dev;
 }
 
 static int mount_fs(struct setup *s, const char *type, const char *source, const char *dest,
@@ -1909,11 +1915,12 @@ int bh_mounts_dev_tree(int64_t uid, int64_t gid, struct bh_error *err)
 
 int bh_mounts_setup_with_dev(const struct bh_sandbox_spec *spec, int dev_tree, struct bh_error *err)
 {
-    return bh_mounts_setup_paused(spec, dev_tree, NULL, err);
+    return bh_mounts_setup_paused(spec, dev_tree, NULL, NULL, err);
 }
 
 int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
-                           const struct bh_mounts_pause *pause, struct bh_error *err)
+                           const struct bh_mounts_pause *pause, struct bh_mounts_made *made,
+                           struct bh_error *err)
 {
     struct setup s = {
         .spec = spec,
@@ -1928,7 +1935,10 @@ int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
         .dev_tree = dev_tree,
         .stage = MOUNTS_STAGING,
         .pause = pause,
+        .made = made,
     };
+    if (made != NULL)
+        made->n_own_tmpfs = 0;
     for (size_t i = 0; i < BH_ARRAY_SIZE(s.dev_fds); i++)
         s.dev_fds[i] = -1;
     for (size_t i = 0; i < BH_ARRAY_SIZE(s.etc_fds); i++)

@@ -35,8 +35,20 @@ struct bh_mounts_pause {
  * the mounts the pause added are checked against the broker's rules:
  * procfs, sysfs and cgroupfs only under /proc and /sys, and no mount that
  * takes part in propagation; a breach fails the setup. */
+/* What the setup made that a later step relies on: at the kernel tier, the
+ * superblocks of the tmpfs mounts made for the sandbox, whose names only its
+ * guests can change (the broker's parent-directory cache serves them
+ * alone). Past BH_MOUNTS_OWN_TMPFS_MAX the rest is left out: not cached,
+ * slower, never wrong. */
+#define BH_MOUNTS_OWN_TMPFS_MAX 64
+struct bh_mounts_made {
+    dev_t own_tmpfs[BH_MOUNTS_OWN_TMPFS_MAX];
+    size_t n_own_tmpfs;
+};
+/* made: filled when not NULL. */
 int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
-                           const struct bh_mounts_pause *pause, struct bh_error *err);
+                           const struct bh_mounts_pause *pause, struct bh_mounts_made *made,
+                           struct bh_error *err);
 
 /* Front end, as host root in the initial user namespace: a detached tmpfs
  * holding the sandbox's own device nodes (null, zero, full, random, urandom,

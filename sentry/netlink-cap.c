@@ -162,16 +162,8 @@ static void lower_to_cap(int s, int opt)
  * cannot be read (the thread is gone). */
 static bool read_status(const struct bh_netlink_cap *cap, pid_t tid, char *buf, size_t size)
 {
-    char path[48];
-    snprintf(path, sizeof(path), "%d/status", tid);
-    cleanup_close int fd = openat(cap->proc_fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, size - 1);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    return true;
+    cleanup_close int fd = bh_status_open(cap->proc_fd, tid);
+    return fd >= 0 && bh_status_read(fd, buf, size) > 0;
 }
 
 /* What the kernel's ping_init_sock checks, for the guest thread: its

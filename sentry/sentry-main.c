@@ -1044,8 +1044,9 @@ int main(int argc, char **argv)
         die(&err);
     bh_startup_mark("sentry: per-userns caps, sysctls");
     struct bh_mounts_pause pause = {.fn = pause_mounted};
-    if (bh_mounts_setup_paused(&S.spec, S.dev_tree, S.params.pause_mounted ? &pause : NULL, &err) <
-        0) {
+    struct bh_mounts_made made = {0};
+    if (bh_mounts_setup_paused(&S.spec, S.dev_tree, S.params.pause_mounted ? &pause : NULL, &made,
+                               &err) < 0) {
         bh_error_prefix(&err, "filesystem");
         die(&err);
     }
@@ -1097,7 +1098,9 @@ int main(int argc, char **argv)
                                         * it against the handler table). */
                                        .ids_notified = true,
                                        /* and umask (likewise) */
-                                       .umask_notified = true};
+                                       .umask_notified = true,
+                                       .own_tmpfs = made.own_tmpfs,
+                                       .n_own_tmpfs = made.n_own_tmpfs};
         if (bh_broker_new(&cfg, &S.broker, &err) < 0 || bh_broker_start(S.broker, &err) < 0) {
             bh_error_prefix(&err, "the kernel tier's syscall broker");
             die(&err);

@@ -265,9 +265,16 @@ static struct guest spawn_guest(const struct guest_opts *o, guest_fn fn, void *a
     return g;
 }
 
+/* The tmpfs this test mounted as the sandbox's own (mount_tmpfs_root), as
+ * mounts.c reports every tmpfs it makes; 0: none. */
+static dev_t own_tmpfs_dev;
+
 static struct bh_broker *start_broker(void)
 {
-    struct bh_broker_config cfg = {.root_fd = root_fd, .sentry_pid = 1};
+    struct bh_broker_config cfg = {.root_fd = root_fd,
+                                   .sentry_pid = 1,
+                                   .own_tmpfs = &own_tmpfs_dev,
+                                   .n_own_tmpfs = own_tmpfs_dev != 0};
     struct bh_broker *b = NULL;
     struct bh_error err = {0};
     cr_assert_eq(bh_broker_new(&cfg, &b, &err), 0, "%s", err.msg);
@@ -1562,8 +1569,8 @@ static void mount_tmpfs_root_noted(bool part, bool noted)
     root_overmounted = true;
     struct stat st;
     cr_assert_eq(stat(root, &st), 0);
-    if (noted) /* as mounts.c notes every tmpfs it makes */
-        bh_broker_note_own_tmpfs(st.st_dev);
+    if (noted)
+        own_tmpfs_dev = st.st_dev;
     reopen_root();
     char p[512];
     snprintf(p, sizeof(p), "%s/d", root);

@@ -59,6 +59,8 @@ typedef void (*inside_fn)(struct report *r, void *arg);
 
 /* When set, run_sandboxed sets up with this pause (bh_mounts_setup_paused). */
 static const struct bh_mounts_pause *setup_pause;
+/* What a set-up with a pause reported, in the sandbox's pid 1. */
+static struct bh_mounts_made made;
 
 /* The namespaces the sentry has (minus uts and time, which mounts ignore). */
 static int unshare_flags =
@@ -296,8 +298,9 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
             int fds_before = count_fds();
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            rep->setup_rc = setup_pause ? bh_mounts_setup_paused(spec, -1, setup_pause, &rep->err)
-                                        : bh_mounts_setup(spec, &rep->err);
+            rep->setup_rc = setup_pause
+                                ? bh_mounts_setup_paused(spec, -1, setup_pause, &made, &rep->err)
+                                : bh_mounts_setup(spec, &rep->err);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             rep->setup_ms =
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
@@ -1418,6 +1421,66 @@ Test(mounts, kernel_tier_checks_the_pauses_mounts, .fini = tmp_cleanup)
  * (the nodes are copied and bound from there, and a mismatch fails the
  * set-up), and the kernel tier's extra-fd check finds by number only the
  * stateless ones. */
+static bool made_has(dev_t dev)
+{
+    for (size_t i = 0; i < made.n_own_tmpfs; i++)
+        if (made.own_tmpfs[i] == dev)
+            return true;
+    return false;
+}
+
+static int no_pause(void *arg, const char *root, struct bh_error *err)
+{
+    (void)arg;
+    (void)root;
+    (void)err;
+    return 0;
+}
+
+/* The broker's parent-directory cache serves only the tmpfs the set-up
+ * reports: at the kernel tier /tmp and the working directory, which it
+ * mounted, and never the host's /usr (bound in) or a procfs; below the
+ * kernel tier nothing (no broker). */
+static void inside_made(struct report *r, void *arg)
+{
+    bool kernel = *(const bool *)arg;
+    struct stat tmp, work, usr, proc;
+    bool ok = stat("/tmp", &tmp) == 0 && stat("/work", &work) == 0 && stat("/usr", &usr) == 0 &&
+              stat("/proc", &proc) == 0;
+    check(r, "stat /tmp, the workdir, /usr, /proc", ok, "%s", strerror(errno));
+    if (!ok)
+        return;
+    if (kernel) {
+        check(r, "/tmp reported", made_has(tmp.st_dev), "%zu reported, not %lx", made.n_own_tmpfs,
+              (unsigned long)tmp.st_dev);
+        check(r, "the workdir reported", made_has(work.st_dev), "%zu reported, not %lx",
+              made.n_own_tmpfs, (unsigned long)work.st_dev);
+    } else {
+        check(r, "nothing reported", made.n_own_tmpfs == 0, "%zu reported", made.n_own_tmpfs);
+    }
+    check(r, "/usr not reported", !made_has(usr.st_dev), "%lx reported", (unsigned long)usr.st_dev);
+    check(r, "/proc not reported", !made_has(proc.st_dev), "%lx reported",
+          (unsigned long)proc.st_dev);
+}
+
+Test(mounts, the_tmpfs_it_made_are_reported_at_the_kernel_tier)
+{
+    static const struct bh_mounts_pause pause = {.fn = no_pause};
+    for (int k = 0; k < 2; k++) {
+        bool kernel = k == 1;
+        struct bh_sandbox_spec spec;
+        spec_base(&spec);
+        spec.limits.tmpfs_bytes = 1 << 20;
+        spec.tier = kernel ? BH_TIER_KERNEL : BH_TIER_CONTAINER;
+        struct report r;
+        setup_pause = &pause;
+        run_sandboxed(&spec, inside_made, &kernel, &r);
+        setup_pause = NULL;
+        cr_log_info("%s tier", kernel ? "kernel" : "container");
+        assert_checks(&r);
+    }
+}
+
 Test(dev_nodes, the_table_carries_the_hosts_numbers)
 {
     for (size_t i = 0; i < BH_N_DEV_NODES; i++) {
