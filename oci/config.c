@@ -980,7 +980,7 @@ static int parse_sysctls(struct oci_config *cfg, json_t *lx, struct bh_error *er
                  * accepts only gids mapped there, so the range is clamped to them:
                  * without maps in the config, the slot's 0..65536, whose top is the
                  * sentry's own gid, which must be in range for it to make the
-                 * guests' ping sockets (sentry/netlink-cap.c). */
+                 * guests' ping sockets (sentry/socket-cap.c). */
                 unsigned long lo, hi, top = 65536;
                 for (size_t m = 0; m < spec->n_gid_maps; m++)
                     top = m == 0 || spec->gid_maps[m].inside + spec->gid_maps[m].count - 1 > top

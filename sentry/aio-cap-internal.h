@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "netlink-cap-internal.h"
+#include "socket-cap-internal.h"
 
 /* fs.aio-max-nr is 65536 events for the whole host: 16 full sandboxes drain
  * it, as 48 drain the pty pool (sentry/README.md, "Global pools"). InnoDB
@@ -24,8 +24,8 @@ struct bh_aio_cap {
         int mem_fd; /* /proc/TID/mem of the caller: pins its mm, not its pages */
         unsigned events;
     } held[BH_AIO_CAP_CONTEXTS];
-    /* The same listener serves NETLINK_ROUTE sockets (netlink-cap.c). */
-    struct bh_netlink_cap nl;
+    /* The same listener serves NETLINK_ROUTE and ping sockets (socket-cap.c). */
+    struct bh_socket_cap sockets;
 };
 
 /* proc_fd: an O_PATH fd of a procfs whose pid namespace is the caller's own
@@ -46,7 +46,7 @@ void bh_aio_cap_release_dead(struct bh_aio_cap *cap);
 
 /* Receives one notification on listener and answers it: io_setup within the
  * cap continues, past it fails with EAGAIN; socket and setsockopt go to
- * netlink-cap.c; anything else (a policy that
+ * socket-cap.c; anything else (a policy that
  * notifies more than this serves) fails with ENOSYS. -1 when the listener is
  * dead (no guest left on its filter). */
 int bh_aio_cap_serve(struct bh_aio_cap *cap, int listener);

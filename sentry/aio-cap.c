@@ -76,7 +76,7 @@ void bh_aio_cap_init(struct bh_aio_cap *cap, int proc_fd, unsigned max_events,
         close(proc_fd);
     cap->max_events = max_events;
     cap->max_contexts = max_contexts < BH_AIO_CAP_CONTEXTS ? max_contexts : BH_AIO_CAP_CONTEXTS;
-    bh_netlink_cap_init(&cap->nl, cap->proc_fd, BH_NETLINK_CAP_SOCKETS);
+    bh_socket_cap_init(&cap->sockets, cap->proc_fd, BH_NETLINK_CAP_SOCKETS);
 }
 
 void bh_aio_cap_free(struct bh_aio_cap *cap)
@@ -85,7 +85,7 @@ void bh_aio_cap_free(struct bh_aio_cap *cap)
         close(cap->held[i].mem_fd);
     cap->n = 0;
     cap->events = 0;
-    bh_netlink_cap_free(&cap->nl);
+    bh_socket_cap_free(&cap->sockets);
     if (cap->proc_fd >= 0)
         close(cap->proc_fd);
     cap->proc_fd = -1;
@@ -184,8 +184,8 @@ int bh_aio_cap_serve(struct bh_aio_cap *cap, int listener)
         /* ENOENT: the caller died before we took it. */
         return errno == ENOENT || errno == EINTR ? 0 : -1;
     struct seccomp_notif_resp resp = {.id = req.id};
-    if (bh_netlink_cap_wants(&req)) {
-        if (bh_netlink_cap_answer(&cap->nl, &req, listener, &resp) == 0)
+    if (bh_socket_cap_wants(&req)) {
+        if (bh_socket_cap_answer(&cap->sockets, &req, listener, &resp) == 0)
             ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
         return 0;
     }

@@ -1,4 +1,4 @@
-/* NETLINK_ROUTE at the container tier (sentry/netlink-cap.c): what docker
+/* NETLINK_ROUTE at the container tier (sentry/socket-cap.c): what docker
  * users run works (`ip`, glibc's getifaddrs and if_nameindex, Node's
  * os.networkInterfaces()), while the kernel memory the sockets' queues can
  * pin stays bounded per sandbox: 16 live sockets, counted wherever their

@@ -933,7 +933,7 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
  * and the test uses 30)
  * was refused by both tiers' policies; the container tier now makes
  * NETLINK_ROUTE sockets in the sentry, at most 16 a sandbox with their
- * buffers clamped to 256 KiB (sentry/netlink-cap.c,
+ * buffers clamped to 256 KiB (sentry/socket-cap.c,
  * tests/e2e/test_container_netlink.c). */
 #define SOCKET_FILL                                                                                \
     "import socket, struct, sys\n"                                                                 \
@@ -949,7 +949,7 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     "    elif kind == 'netlink':\n"                                                                \
     "        try: a = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)\n"                      \
     "        except PermissionError: print('netlink refused EPERM'); break\n"                      \
-    "        except OSError: break  # ENOBUFS: the container tier's 16 (netlink-cap.c)\n"          \
+    "        except OSError: break  # ENOBUFS: the container tier's 16 (socket-cap.c)\n"          \
     "        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30); a.setblocking(False)\n"   \
     "        b = struct.pack('=LHHLLBxHiII', 32, 18, 0x301, 1, 0, 0, 0, 0, 0, 0)\n"                \
     "        for k in range(20000): a.send(b)\n"                                                   \

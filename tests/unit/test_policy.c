@@ -1003,7 +1003,7 @@ static int container_checks(struct child_ctx *ctx)
     cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     EXPECT_OK(s);
     /* socket(AF_NETLINK) goes to the sentry, which makes route sockets and
-     * refuses every other family (sentry/netlink-cap.c): no one answers this
+     * refuses every other family (sentry/socket-cap.c): no one answers this
      * child's listener, so tests/e2e/test_container_netlink.c checks it. */
     /* So do ICMP datagram ("ping") sockets: tests/e2e/test_container_ping.c. */
     /* TIOCSTI refused (also with bits above 32 the kernel ignores), TCGETS allowed. */

@@ -1,5 +1,6 @@
-/* netlink-cap.c: owns the container tier's bound on what NETLINK_ROUTE
- * sockets can pin of the host's kernel memory.
+/* socket-cap.c: owns the container tier's bound on what the sockets no
+ * cgroup charges (NETLINK_ROUTE, and ICMP/ICMPv6 datagram "ping" sockets)
+ * can pin of the host's kernel memory.
  *
  * A netlink socket's queue of replies, acks and events is memory no cgroup
  * charges: at most its receive buffer plus one message, and SO_RCVBUF raises
@@ -45,7 +46,7 @@
  * gid but not the sentry's (0 in the sandbox) fails with EACCES, closed.
  * Raw sockets keep their answer (the policy refuses them): iputils' ping
  * falls back to a ping socket when a raw one is refused. */
-#include "netlink-cap-internal.h"
+#include "socket-cap-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,10 +75,10 @@
 #elif defined(__aarch64__)
 #define NL_NATIVE_ARCH AUDIT_ARCH_AARCH64
 #else
-#error "netlink-cap.c: unsupported architecture"
+#error "socket-cap.c: unsupported architecture"
 #endif
 
-void bh_netlink_cap_init(struct bh_netlink_cap *cap, int proc_fd, unsigned max_sockets)
+void bh_socket_cap_init(struct bh_socket_cap *cap, int proc_fd, unsigned max_sockets)
 {
     cap->proc_fd = proc_fd;
     cap->max_sockets = max_sockets;
@@ -86,14 +87,14 @@ void bh_netlink_cap_init(struct bh_netlink_cap *cap, int proc_fd, unsigned max_s
     cap->ping_track_fd = proc_fd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
 }
 
-void bh_netlink_cap_free(struct bh_netlink_cap *cap)
+void bh_socket_cap_free(struct bh_socket_cap *cap)
 {
     bh_closep(&cap->track_fd);
     bh_closep(&cap->ping_track_fd);
     cap->proc_fd = -1;
 }
 
-int bh_netlink_cap_live(const struct bh_netlink_cap *cap, int track_fd)
+int bh_socket_cap_live(const struct bh_socket_cap *cap, int track_fd)
 {
     if (track_fd < 0 || cap->proc_fd < 0)
         return -1;
@@ -126,7 +127,7 @@ int bh_netlink_cap_live(const struct bh_netlink_cap *cap, int track_fd)
     }
 }
 
-bool bh_netlink_cap_wants(const struct seccomp_notif *req)
+bool bh_socket_cap_wants(const struct seccomp_notif *req)
 {
     return req->data.arch == NL_NATIVE_ARCH &&
            (req->data.nr == __NR_socket || req->data.nr == __NR_setsockopt);
@@ -138,7 +139,7 @@ static bool still_waiting(int listener, uint64_t id)
 }
 
 /* The guest's thread is in the sentry's network namespace. */
-static bool same_netns(const struct bh_netlink_cap *cap, pid_t tid)
+static bool same_netns(const struct bh_socket_cap *cap, pid_t tid)
 {
     char path[48];
     struct stat theirs, ours;
@@ -152,15 +153,15 @@ static void lower_to_cap(int s, int opt)
 {
     int have = 0;
     socklen_t len = sizeof(have);
-    if (getsockopt(s, SOL_SOCKET, opt, &have, &len) == 0 && have > (int)BH_NETLINK_CAP_BUFFER) {
-        int want = (int)BH_NETLINK_CAP_BUFFER / 2;
+    if (getsockopt(s, SOL_SOCKET, opt, &have, &len) == 0 && have > (int)BH_SOCKET_CAP_BUFFER) {
+        int want = (int)BH_SOCKET_CAP_BUFFER / 2;
         setsockopt(s, SOL_SOCKET, opt, &want, sizeof(want));
     }
 }
 
 /* The guest thread's /proc status, NUL-terminated, into buf; false if it
  * cannot be read (the thread is gone). */
-static bool read_status(const struct bh_netlink_cap *cap, pid_t tid, char *buf, size_t size)
+static bool read_status(const struct bh_socket_cap *cap, pid_t tid, char *buf, size_t size)
 {
     cleanup_close int fd = bh_status_open(cap->proc_fd, tid);
     return fd >= 0 && bh_status_read(fd, buf, size) > 0;
@@ -170,7 +171,7 @@ static bool read_status(const struct bh_netlink_cap *cap, pid_t tid, char *buf, 
  * effective gid, or one of its supplementary groups, within the range of
  * net.ipv4.ping_group_range of the network namespace the sentry is in (the
  * caller checked it is the guest's). */
-static bool guest_may_ping(const struct bh_netlink_cap *cap, pid_t tid)
+static bool guest_may_ping(const struct bh_socket_cap *cap, pid_t tid)
 {
     char range[64];
     unsigned long lo, hi;
@@ -208,7 +209,7 @@ static bool guest_may_ping(const struct bh_netlink_cap *cap, pid_t tid)
 
 /* Which cap a socket() call falls under: its epoll set and size, or false
  * with the errno of a refusal. */
-static bool socket_kind(struct bh_netlink_cap *cap, int domain, int type, int protocol,
+static bool socket_kind(struct bh_socket_cap *cap, int domain, int type, int protocol,
                         int *track_fd, unsigned *max, int *refusal)
 {
     *refusal = -EPERM;
@@ -227,7 +228,7 @@ static bool socket_kind(struct bh_netlink_cap *cap, int domain, int type, int pr
     return false;
 }
 
-static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif *req, int listener,
+static int answer_socket(struct bh_socket_cap *cap, const struct seccomp_notif *req, int listener,
                          struct seccomp_notif_resp *resp)
 {
     int domain = (int)req->data.args[0], type = (int)req->data.args[1];
@@ -244,7 +245,7 @@ static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif 
         resp->error = -EACCES;
         return 0;
     }
-    int live = bh_netlink_cap_live(cap, track_fd);
+    int live = bh_socket_cap_live(cap, track_fd);
     if (live < 0 || (unsigned)live >= max) {
         resp->error = live < 0 ? -EPERM : -ENOBUFS;
         return 0;
@@ -279,7 +280,7 @@ static int answer_socket(struct bh_netlink_cap *cap, const struct seccomp_notif 
 
 /* CAP_NET_ADMIN in the guest thread's effective set, read while it waits in
  * this call (its credentials cannot change meanwhile). */
-static bool guest_has_net_admin(const struct bh_netlink_cap *cap, pid_t tid)
+static bool guest_has_net_admin(const struct bh_socket_cap *cap, pid_t tid)
 {
     char status[4096], eff[32];
     if (!read_status(cap, tid, status, sizeof(status)))
@@ -290,7 +291,7 @@ static bool guest_has_net_admin(const struct bh_netlink_cap *cap, pid_t tid)
     return (bits >> CAP_NET_ADMIN) & 1;
 }
 
-static int answer_setsockopt(struct bh_netlink_cap *cap, const struct seccomp_notif *req,
+static int answer_setsockopt(struct bh_socket_cap *cap, const struct seccomp_notif *req,
                              int listener, struct seccomp_notif_resp *resp)
 {
     int gfd = (int)req->data.args[0], level = (int)req->data.args[1];
@@ -350,8 +351,8 @@ static int answer_setsockopt(struct bh_netlink_cap *cap, const struct seccomp_no
     bool ping = (domain == AF_INET || domain == AF_INET6) &&
                 getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 &&
                 (protocol == IPPROTO_ICMP || protocol == IPPROTO_ICMPV6);
-    if ((domain == AF_NETLINK || ping) && (val < 0 || val > (int)BH_NETLINK_CAP_BUFFER / 2))
-        val = (int)BH_NETLINK_CAP_BUFFER / 2;
+    if ((domain == AF_NETLINK || ping) && (val < 0 || val > (int)BH_SOCKET_CAP_BUFFER / 2))
+        val = (int)BH_SOCKET_CAP_BUFFER / 2;
     if (setsockopt(s, SOL_SOCKET, opt, &val, sizeof(val)) < 0) {
         resp->error = -errno;
         return 0;
@@ -360,8 +361,8 @@ static int answer_setsockopt(struct bh_netlink_cap *cap, const struct seccomp_no
     return 0;
 }
 
-int bh_netlink_cap_answer(struct bh_netlink_cap *cap, const struct seccomp_notif *req, int listener,
-                          struct seccomp_notif_resp *resp)
+int bh_socket_cap_answer(struct bh_socket_cap *cap, const struct seccomp_notif *req, int listener,
+                         struct seccomp_notif_resp *resp)
 {
     if (req->data.nr == __NR_socket)
         return answer_socket(cap, req, listener, resp);
