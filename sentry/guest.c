@@ -357,37 +357,55 @@ static size_t listeners_wanted(const struct bh_guest_ctx *ctx)
  * every guest of the sandbox (Landlock alone) from fork to exec. So a
  * thread made after the ids, capabilities, no_new_privs and Landlock, and
  * before the first filter, waits on a pipe; the main thread installs the
- * filters, hands it the fds (shared table) with a write, and joins it,
- * and the courier sends them with {"re":"listener"}. It runs only this
- * code, ends before the ready report, and an exec would end it anyway. */
+ * filters, puts the fds (shared table) in its slots and closes the pipe's
+ * write end; the courier sends them with {"re":"listener"} and answers on
+ * a second pipe. The main thread's part is close and read alone, calls it
+ * already needs after the filters (a caller's profile that refuses them
+ * breaks the start-up as before, no more). The courier runs only this
+ * code and is over before the ready report; the exec ends it in any case
+ * (de_thread) before the new program runs. */
 struct courier {
-    pthread_t thread;
     int sock;
-    int kick[2]; /* pipe: the main thread writes one byte once fds[] is set */
+    /* Each end has one owner, which closes it: the courier kick[0] and
+     * done[1], the main thread kick[1] and done[0]. */
+    int kick[2]; /* the main thread closes kick[1] once fds[] is set */
+    int done[2]; /* the courier writes 'y' (sent) or 'n', then closes it */
     int fds[2];
     size_t n;
-    int sent; /* bh_msg_send's result, read after the join */
+    bool set; /* fds[] and n are final (the main thread did not just die) */
 };
 
 static void *courier_main(void *arg)
 {
     struct courier *c = arg;
     char b;
-    c->sent = -1;
-    if (read(c->kick[0], &b, 1) != 1)
-        return NULL;
-    json_t *m = json_pack("{s:s,s:I}", "re", "listener", "n", (json_int_t)c->n);
-    c->sent = m != NULL ? bh_msg_send(c->sock, m, c->fds, c->n, NULL) : -1;
-    json_decref(m);
+    while (read(c->kick[0], &b, 1) < 0 && errno == EINTR)
+        ;
+    bool ok = false;
+    if (__atomic_load_n(&c->set, __ATOMIC_ACQUIRE)) {
+        json_t *m = json_pack("{s:s,s:I}", "re", "listener", "n", (json_int_t)c->n);
+        ok = m != NULL && bh_msg_send(c->sock, m, c->fds, c->n, NULL) >= 0;
+        json_decref(m);
+    }
+    close(c->kick[0]);
+    /* a failed write leaves the main thread end of file: refused too */
+    if (write(c->done[1], ok ? "y" : "n", 1) != 1)
+        ok = false;
+    close(c->done[1]);
     return NULL;
 }
 
 static int courier_start(struct courier *c, int sock, struct bh_error *err)
 {
-    *c = (struct courier){.sock = sock, .kick = {-1, -1}, .fds = {-1, -1}, .sent = -1};
-    if (pipe2(c->kick, O_CLOEXEC) < 0)
-        return bh_error_errno(err, errno, "pipe for the listeners' courier thread");
-    int e = pthread_create(&c->thread, NULL, courier_main, c);
+    *c = (struct courier){.sock = sock, .kick = {-1, -1}, .done = {-1, -1}, .fds = {-1, -1}};
+    if (pipe2(c->kick, O_CLOEXEC) < 0 || pipe2(c->done, O_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "pipes for the listeners' courier thread");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int e = pthread_create(&t, &attr, courier_main, c);
+    pthread_attr_destroy(&attr);
     if (e != 0)
         return bh_error_errno(err, e,
                               "make the thread that sends the seccomp listeners to the sentry "
@@ -396,18 +414,20 @@ static int courier_start(struct courier *c, int sock, struct bh_error *err)
     return 0;
 }
 
-/* Only direct syscalls here (write, futex, close): at the kernel tier the
- * broker does not hold the listener yet. */
+/* Only close and read here: at the kernel tier the broker does not hold the
+ * listener yet, and a caller's profile is in place. */
 static int courier_deliver(struct courier *c)
 {
-    if (write(c->kick[1], "g", 1) != 1)
-        return -1; /* the courier still waits: the caller exits, which ends it */
-    pthread_join(c->thread, NULL);
-    close(c->kick[0]);
+    __atomic_store_n(&c->set, true, __ATOMIC_RELEASE);
     close(c->kick[1]);
+    char b = 'n';
+    ssize_t r;
+    while ((r = read(c->done[0], &b, 1)) < 0 && errno == EINTR)
+        ;
+    close(c->done[0]);
     for (size_t i = 0; i < c->n; i++)
         close(c->fds[i]);
-    return c->sent >= 0 ? 0 : -1;
+    return r == 1 && b == 'y' ? 0 : -1;
 }
 
 static void guest_report(int sock, json_t *msg)
