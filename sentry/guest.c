@@ -128,8 +128,29 @@ static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
     for (size_t i = 0; i < proc->n_rlimits; i++) {
         const struct bh_rlimit *r = &proc->rlimits[i];
         struct rlimit rl = {r->soft, r->hard};
+        /* Room for the courier beside the guest until its exec; lowered to
+         * the config's own after the courier is made (nproc_exact). */
+        if (r->resource == RLIMIT_NPROC) {
+            rl.rlim_cur = rl.rlim_cur < 2 ? 2 : rl.rlim_cur;
+            rl.rlim_max = rl.rlim_max < 2 ? 2 : rl.rlim_max;
+        }
         if (setrlimit(r->resource, &rl) < 0)
             return bh_error_errno(err, errno, "set rlimit %d to %llu/%llu", r->resource,
+                                  (unsigned long long)r->soft, (unsigned long long)r->hard);
+    }
+    return 0;
+}
+
+/* The config's RLIMIT_NPROC below 2, once the courier is made: a lowering,
+ * which needs no capability. */
+static int nproc_exact(const struct bh_process *proc, struct bh_error *err)
+{
+    for (size_t i = 0; i < proc->n_rlimits; i++) {
+        const struct bh_rlimit *r = &proc->rlimits[i];
+        struct rlimit rl = {r->soft, r->hard};
+        if (r->resource == RLIMIT_NPROC && (r->soft < 2 || r->hard < 2) &&
+            setrlimit(RLIMIT_NPROC, &rl) < 0)
+            return bh_error_errno(err, errno, "set RLIMIT_NPROC to %llu/%llu",
                                   (unsigned long long)r->soft, (unsigned long long)r->hard);
     }
     return 0;
@@ -409,8 +430,7 @@ static int courier_start(struct courier *c, int sock, struct bh_error *err)
     if (e != 0)
         return bh_error_errno(err, e,
                               "make the thread that sends the seccomp listeners to the sentry "
-                              "(a guest needs one thread beside itself until its exec: is "
-                              "RLIMIT_NPROC 1?)");
+                              "(a second task of the guest's uid until its exec)");
     return 0;
 }
 
@@ -601,7 +621,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
      * root with CAP_SYS_PTRACE or not, reaches it before its exec; its
      * listeners leave by the courier, made here, before any filter of ours. */
     struct courier courier = {.kick = {-1, -1}};
-    if (listeners_wanted(ctx) > 0 && courier_start(&courier, sock, &err) < 0)
+    if ((listeners_wanted(ctx) > 0 && courier_start(&courier, sock, &err) < 0) ||
+        nproc_exact(proc, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     /* At the kernel tier the caller's filter goes first: the tier's refuses
      * seccomp(2) itself. At the container tier it goes last, so that where

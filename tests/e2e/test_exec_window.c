@@ -269,24 +269,39 @@ static pid_t agent_start(const char *sock_path)
         pause();
 }
 
+/* DIR/bundle's config for tier over the host's /usr, running args (the
+ * caller's to dump and free); bundle gets the bundle's path. */
+static json_t *bundle_config(const char *tier, json_t *args, char bundle[128])
+{
+    make_dir();
+    h_bundle_skeleton(dir);
+    snprintf(bundle, 128, "%s/bundle", dir);
+    json_t *c = h_spec_config(dir, bundle);
+    json_object_set_new(c, "annotations", json_pack("{s:s}", "dev.bulkhead.tier", tier));
+    json_t *proc = json_object_get(c, "process");
+    json_object_set_new(proc, "args", args);
+    json_object_set_new(proc, "terminal", json_false());
+    json_array_append_new(json_object_get(c, "mounts"),
+                          json_pack("{s:s, s:s, s:s, s:[s, s, s]}", "destination", "/usr", "type",
+                                    "bind", "source", "/usr", "options", "rbind", "ro", "nosuid"));
+    return c;
+}
+
+static void dump_config(json_t *c, const char *bundle)
+{
+    char config[160];
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+    json_decref(c);
+}
+
 /* An OCI container of tier, created (its guest waits for start in the
  * window, as long as the caller likes), with a caller's seccomp agent
  * when agent_sock is not NULL; then started (the control). */
 static void created(const char *tier, const char *agent_sock_name)
 {
-    make_dir();
-    h_bundle_skeleton(dir);
-    char bundle[128], config[160], sock[100];
-    snprintf(bundle, sizeof(bundle), "%s/bundle", dir);
-    snprintf(config, sizeof(config), "%s/config.json", bundle);
-    json_t *c = h_spec_config(dir, bundle);
-    json_object_set_new(c, "annotations", json_pack("{s:s}", "dev.bulkhead.tier", tier));
-    json_t *proc = json_object_get(c, "process");
-    json_object_set_new(proc, "args", json_pack("[s, s]", "/bin/sleep", "60"));
-    json_object_set_new(proc, "terminal", json_false());
-    json_array_append_new(json_object_get(c, "mounts"),
-                          json_pack("{s:s, s:s, s:s, s:[s, s, s]}", "destination", "/usr", "type",
-                                    "bind", "source", "/usr", "options", "rbind", "ro", "nosuid"));
+    char bundle[128], sock[100];
+    json_t *c = bundle_config(tier, json_pack("[s, s]", "/bin/sleep", "60"), bundle);
     pid_t agent = -1;
     if (agent_sock_name != NULL) {
         snprintf(sock, sizeof(sock), "%s/%s", dir, agent_sock_name);
@@ -297,8 +312,7 @@ static void created(const char *tier, const char *agent_sock_name)
                                       "SCMP_ARCH_X86", "syscalls", "names", "chmod", "fchmod",
                                       "fchmodat", "action", "SCMP_ACT_NOTIFY"));
     }
-    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
-    json_decref(c);
+    dump_config(c, bundle);
     snprintf(id, sizeof(id), "window-%s-%d", tier, (int)getpid());
     struct run_result r;
     h_bulkhead_in(dir, (const char *const[]){"create", "--bundle", bundle, id, NULL}, 120, &r);
@@ -346,4 +360,42 @@ Test(exec_window, kernel_guest_created_is_not_dumpable_oci, .fini = cleanup)
 Test(exec_window, container_guest_with_a_seccomp_agent_is_not_dumpable_oci, .fini = cleanup)
 {
     created("container", "agent.sock");
+}
+
+/* The courier is a second task of the guest's uid until the exec, so the
+ * guest starts with room for it (RLIMIT_NPROC at least 2) and lowers the
+ * limit to the config's once it is made: a process limited to itself
+ * (docker run --ulimit nproc=1) still starts, with its own limit. Fails
+ * with a courier made under the config's limit (EAGAIN, nothing runs). */
+static void one_process(const char *tier)
+{
+    char bundle[128];
+    json_t *c = bundle_config(
+        tier, json_pack("[s, s, s]", "/bin/grep", "Max processes", "/proc/self/limits"), bundle);
+    json_object_set_new(
+        json_object_get(c, "process"), "rlimits",
+        json_pack("[{s:s, s:i, s:i}]", "type", "RLIMIT_NPROC", "hard", 1, "soft", 1));
+    dump_config(c, bundle);
+    char run_id[64];
+    snprintf(run_id, sizeof(run_id), "window-nproc-%s-%d", tier, (int)getpid());
+    struct run_result r;
+    h_bulkhead_in(dir, (const char *const[]){"run", "--bundle", bundle, run_id, NULL}, 120, &r);
+    cr_expect_eq(r.status, 0, "%s tier, RLIMIT_NPROC 1: exit %d: %s", tier, r.status, r.err);
+    char *line = strstr(r.out, "Max processes");
+    unsigned long soft = 0, hard = 0;
+    cr_expect(line != NULL && sscanf(line, "Max processes %lu %lu", &soft, &hard) == 2 &&
+                  soft == 1 && hard == 1,
+              "%s tier: the process's limit is not the config's 1/1: `%s` (stderr: %s)", tier,
+              r.out, r.err);
+    h_free(&r);
+}
+
+Test(exec_window, a_guest_limited_to_one_process_starts_kernel, .fini = cleanup)
+{
+    one_process("kernel");
+}
+
+Test(exec_window, a_guest_limited_to_one_process_starts_container, .fini = cleanup)
+{
+    one_process("container");
 }
