@@ -65,42 +65,72 @@ static void cleanup(void)
     h_remove_tree(dir);
 }
 
-/* What the attacker (a forked child, root of the user namespace of
- * userns_of) got past the kernel's ptrace access check on target, as
- * REACH_* bits, or REACH_NOT_IN_PLACE. */
-static int reach(pid_t userns_of, pid_t target)
+/* In a forked child: becomes root of the user namespace of userns_of and
+ * tries the four calls on target; the bits of those that got past the
+ * kernel's ptrace access check, or REACH_NOT_IN_PLACE. */
+static int attack(pid_t userns_of, pid_t target)
 {
+    char ns[64], mem[64];
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)userns_of);
+    snprintf(mem, sizeof(mem), "/proc/%d/mem", (int)target);
+    int nsfd = open(ns, O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0 || setns(nsfd, CLONE_NEWUSER) < 0 || setresgid(0, 0, 0) < 0 ||
+        setresuid(0, 0, 0) < 0)
+        return REACH_NOT_IN_PLACE;
+    char buf[8];
+    /* below mmap_min_addr: a read that passed the check ends in EFAULT */
+    struct iovec here = {buf, sizeof(buf)}, there = {(void *)0x1000, sizeof(buf)};
+    int pidfd = (int)syscall(SYS_pidfd_open, target, 0);
+    const bool passed[] = {
+        open(mem, O_RDONLY | O_CLOEXEC) >= 0,
+        process_vm_readv(target, &here, 1, &there, 1, 0) >= 0 || errno == EFAULT,
+        syscall(SYS_kcmp, getpid(), target, KCMP_VM, 0, 0) >= 0,
+        pidfd >= 0 && syscall(SYS_pidfd_getfd, pidfd, 0, 0) >= 0,
+    };
+    int got = 0;
+    for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+        got |= passed[i] ? 1 << i : 0;
+    return got;
+}
+
+/* The host uid owning /proc/PID/status, or -1. */
+static long status_owner(pid_t pid)
+{
+    char status[64];
+    struct stat st;
+    snprintf(status, sizeof(status), "/proc/%d/status", (int)pid);
+    return stat(status, &st) == 0 ? (long)st.st_uid : -1;
+}
+
+/* Expects want (REACH_* bits) from the attacker on guest, a child of
+ * sentry, and, before its exec, its /proc/PID/status owned by host root
+ * (a dumpable task's belongs to its own uid; /proc/PID itself always
+ * shows the euid). */
+static void expect_reach(pid_t sentry, pid_t guest, int want, const char *what)
+{
+    if (want == 0) {
+        long owner = status_owner(guest);
+        cr_expect_eq(owner, 0,
+                     "%s: the guest %d is dumpable before its exec (its /proc/PID/status belongs "
+                     "to host uid %ld, not to the host's root; -1: it is gone)",
+                     what, (int)guest, owner);
+    }
     pid_t a = fork();
     cr_assert_geq(a, 0);
-    if (a == 0) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)userns_of);
-        int ns = open(path, O_RDONLY | O_CLOEXEC);
-        if (ns < 0 || setns(ns, CLONE_NEWUSER) < 0 || setresgid(0, 0, 0) < 0 ||
-            setresuid(0, 0, 0) < 0)
-            _exit(REACH_NOT_IN_PLACE);
-        int got = 0;
-        snprintf(path, sizeof(path), "/proc/%d/mem", (int)target);
-        if (open(path, O_RDONLY | O_CLOEXEC) >= 0)
-            got |= REACH_MEM;
-        char buf[8];
-        /* below mmap_min_addr: an access that passed the check ends in EFAULT */
-        struct iovec l = {buf, sizeof(buf)}, r = {(void *)0x1000, sizeof(buf)};
-        if (process_vm_readv(target, &l, 1, &r, 1, 0) >= 0 || errno == EFAULT)
-            got |= REACH_VM_READV;
-        if (syscall(SYS_kcmp, getpid(), target, KCMP_VM, 0, 0) >= 0)
-            got |= REACH_KCMP;
-        int pidfd = (int)syscall(SYS_pidfd_open, target, 0);
-        if (pidfd >= 0 && syscall(SYS_pidfd_getfd, pidfd, 0, 0) >= 0)
-            got |= REACH_GETFD;
-        _exit(got);
-    }
-    int st;
-    cr_assert_eq(waitpid(a, &st, 0), a);
-    cr_assert(WIFEXITED(st), "the attacker died (status %#x)", st);
-    cr_assert_neq(WEXITSTATUS(st), REACH_NOT_IN_PLACE,
-                  "the attacker could not become root of the user namespace of %d", (int)userns_of);
-    return WEXITSTATUS(st);
+    if (a == 0)
+        _exit(attack(sentry, guest));
+    int wst;
+    cr_assert_eq(waitpid(a, &wst, 0), a);
+    cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) != REACH_NOT_IN_PLACE,
+              "%s: the attacker did not get in place as root of the sandbox's user namespace "
+              "(status %#x)",
+              what, wst);
+    int got = WEXITSTATUS(wst);
+    cr_expect_eq(got, want,
+                 "%s: root of the sandbox's user namespace (CAP_SYS_PTRACE there, no Landlock, no "
+                 "filter) on guest %d got %#x, expected %#x (1 /proc/PID/mem, 2 process_vm_readv, "
+                 "4 kcmp, 8 pidfd_getfd)",
+                 what, (int)guest, got, want);
 }
 
 /* The first pid of /proc/PID/task/PID/children whose comm is comm (NULL:
@@ -140,34 +170,23 @@ static pid_t wait_child_named(pid_t pid, const char *comm)
     return k;
 }
 
-static void expect_window_closed(pid_t sentry, pid_t guest, const char *what)
+/* The window, then the control once the guest has exec'd sleep. */
+static void expect_closed_until_exec(pid_t sentry, pid_t guest, const char *what,
+                                     const char *const *release_args, int release_fd)
 {
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)guest);
-    cr_assert_eq(stat(path, &st), 0, "%s: stat %s: %s", what, path, strerror(errno));
-    cr_expect_eq(st.st_uid, 0,
-                 "%s: the guest %d waiting for its exec is dumpable (its /proc/PID/status "
-                 "belongs to host uid %u, not to the host's root)",
-                 what, (int)guest, (unsigned)st.st_uid);
-    int got = reach(sentry, guest);
-    cr_expect_eq(got, 0,
-                 "%s: root of the sandbox's user namespace (CAP_SYS_PTRACE there, no Landlock, no "
-                 "filter) reached the guest %d before its exec (%#x: 1 /proc/PID/mem, "
-                 "2 process_vm_readv, 4 kcmp, 8 pidfd_getfd)",
-                 what, (int)guest, got);
-}
-
-static void expect_reached_after_exec(pid_t sentry, pid_t guest, const char *comm)
-{
-    pid_t execd = wait_child_named(sentry, comm);
-    cr_assert_eq(execd, guest, "the guest %d did not exec %s (found %d)", (int)guest, comm,
+    expect_reach(sentry, guest, 0, what);
+    if (release_fd >= 0) {
+        cr_assert_eq(write(release_fd, "g", 1), 1);
+    } else {
+        struct run_result r;
+        h_bulkhead_in(dir, release_args, 60, &r);
+        cr_expect_eq(r.status, 0, "start: %s", r.err);
+        h_free(&r);
+    }
+    pid_t execd = wait_child_named(sentry, "sleep");
+    cr_assert_eq(execd, guest, "the guest %d did not exec sleep (found %d)", (int)guest,
                  (int)execd);
-    int got = reach(sentry, guest);
-    cr_expect_eq(got, REACH_ALL,
-                 "control: the same attacker must reach the guest %d once it has exec'd (got %#x "
-                 "of %#x), or nothing was tried",
-                 (int)guest, got, REACH_ALL);
+    expect_reach(sentry, guest, REACH_ALL, "control, after the exec");
 }
 
 /* bulkhead do --tier TIER with the test build's hold: the guest says
@@ -203,13 +222,13 @@ static void held_do(const char *tier)
     }
     pid_t guest = sentry > 0 ? wait_child_named(sentry, "bulkhead-sentry") : -1;
     if (guest <= 0) {
-        kill(j.pid, SIGKILL);
-        char *why = NULL;
-        h_finish(&j, 30, NULL, &why);
-        char text[512];
-        snprintf(text, sizeof(text), "%s", why ? why : "");
-        free(why);
         close(release);
+        kill(j.pid, SIGKILL);
+        char *why = NULL, text[512] = "";
+        h_finish(&j, 30, NULL, &why);
+        if (why != NULL) /* copied: the skip does not return */
+            snprintf(text, sizeof(text), "%s", why);
+        free(why);
         h_skip_kernel("bulkhead do --tier %s held no guest before its exec (read `%.*s`; is this "
                       "the test build, BH_TEST_HOOKS?): %s",
                       tier, (int)(got > 0 ? got : 0), held, text);
@@ -217,9 +236,7 @@ static void held_do(const char *tier)
     cr_expect_str_eq(held, "held\n");
     char what[64];
     snprintf(what, sizeof(what), "bulkhead do --tier %s, held", tier);
-    expect_window_closed(sentry, guest, what);
-    cr_assert_eq(write(release, "g", 1), 1);
-    expect_reached_after_exec(sentry, guest, "sleep");
+    expect_closed_until_exec(sentry, guest, what, NULL, release);
     close(release);
     kill(j.pid, SIGKILL);
     h_finish(&j, 30, NULL, NULL);
@@ -236,24 +253,10 @@ Test(exec_window, container_guest_held_before_its_exec_is_not_dumpable_do, .fini
     held_do("container");
 }
 
-/* A seccomp agent for the test: takes one connection (runc's protocol: the
- * state JSON with the listener as SCM_RIGHTS) and holds the listener until
- * killed; syscalls it would be asked about (chmod) the guest never makes. */
-static pid_t agent_start(const char *sock_path)
+/* The agent's child: takes one connection and its listener, then holds it
+ * until killed. */
+static _Noreturn void agent_hold(int ls)
 {
-    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(ls, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
-    cr_assert_eq(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s", sock_path);
-    cr_assert_eq(listen(ls, 4), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid > 0) {
-        close(ls);
-        return pid;
-    }
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
     char buf[8192];
     union {
@@ -267,6 +270,27 @@ static pid_t agent_start(const char *sock_path)
         _exit(11);
     for (;;)
         pause();
+}
+
+/* A seccomp agent for the test: takes one connection (runc's protocol: the
+ * state JSON with the listener as SCM_RIGHTS) and holds the listener until
+ * killed; syscalls it would be asked about (chmod) the guest never makes. */
+static pid_t agent_start(const char *sock_path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(sock_path), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(ls >= 0 && bind(ls, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(ls, 1) == 0,
+              "the agent's socket %s: %s", sock_path, strerror(errno));
+    pid_t agent = fork();
+    cr_assert_geq(agent, 0);
+    if (agent == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        agent_hold(ls);
+    }
+    close(ls);
+    return agent;
 }
 
 /* DIR/bundle's config for tier over the host's /usr, running args (the
@@ -339,11 +363,7 @@ static void created(const char *tier, const char *agent_sock_name)
     char what[96];
     snprintf(what, sizeof(what), "OCI container, %s tier%s, created", tier,
              agent > 0 ? ", with a seccomp agent" : "");
-    expect_window_closed(sentry, guest, what);
-    h_bulkhead_in(dir, (const char *const[]){"start", id, NULL}, 60, &r);
-    cr_expect_eq(r.status, 0, "start: %s", r.err);
-    h_free(&r);
-    expect_reached_after_exec(sentry, guest, "sleep");
+    expect_closed_until_exec(sentry, guest, what, (const char *const[]){"start", id, NULL}, -1);
     if (agent > 0) {
         kill(agent, SIGKILL);
         waitpid(agent, NULL, 0);
