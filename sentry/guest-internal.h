@@ -15,7 +15,7 @@ struct bh_guest_ctx {
     const struct bh_sandbox_spec *spec;
     struct sock_fprog *prog;       /* tier filter */
     struct sock_fprog *extra_prog; /* caller's extra restrictions, or NULL */
-    bool want_listener;            /* kernel tier: hand the listener to the sentry */
+    bool want_listener;            /* hand the tier filter's listener to the sentry */
     bool want_user_listener;       /* container tier: extra_prog's, for the caller's agent */
     bool notify_unserved;          /* prog notifies, but the agent's filter takes the listener */
     /* > 0: the sentry is not pid 1 (a pod's shared pid namespace), so the
@@ -27,7 +27,7 @@ struct bh_guest {
     pid_t pid; /* inside the sandbox's pid namespace */
     int pidfd;
     int setup_fd;      /* sentry end of the setup channel; -1 once exec'd */
-    int listener;      /* pidfd_getfd'd notification fd, -1 when none */
+    int listener;      /* the tier's notification fd, sent by the guest; -1 when none */
     int user_listener; /* the same of the caller's filter (its agent's), -1 when none */
 };
 
@@ -62,9 +62,9 @@ int bh_guest_spawn_fds(const struct bh_guest_ctx *ctx, const struct bh_process *
 int bh_guest_fork(const struct bh_guest_ctx *ctx, const struct bh_process *proc, const int stdio[3],
                   int console_fd, const int *extra, size_t n_extra, struct bh_guest *out,
                   struct bh_error *err);
-/* Waits for the forked guest's report: it waits for start (its listeners
- * taken into out at the kernel tier, or for the caller's agent), or its
- * error, after which it has been killed and reaped. */
+/* Waits for the forked guest's report: its listeners (sent over the setup
+ * socket, the tier's and the caller's agent's, into out), then that it
+ * waits for start; or its error, after which it has been killed and reaped. */
 int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out,
                          struct bh_error *err);
 int bh_guest_start(struct bh_guest *g, struct bh_error *err);

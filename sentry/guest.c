@@ -5,11 +5,12 @@
  *
  * The guest talks to the sentry over a SOCK_SEQPACKET pair (its end is
  * close-on-exec, so the sentry sees the end of the stream when exec
- * succeeds). The tier's filter returns a listener fd: at the container tier
- * the guest sends it over that socket and stays non-dumpable; at the kernel
- * tier it reports its number and waits, and the sentry takes it with
- * pidfd_getfd before letting the guest go, so the guest never makes a
- * brokered syscall before the broker holds its listener. */
+ * succeeds). Its filters' listeners (the tier's, a caller's agent's) go to
+ * the sentry over that socket from a courier thread made before the first
+ * filter, which no filter of the guest's binds (filters are per thread
+ * without TSYNC), so the guest stays non-dumpable from its fork to its exec
+ * at both tiers, and never makes a brokered syscall before the broker holds
+ * its listener (sentry/README.md, start-up). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <linux/magic.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -126,8 +128,29 @@ static int set_rlimits(const struct bh_process *proc, struct bh_error *err)
     for (size_t i = 0; i < proc->n_rlimits; i++) {
         const struct bh_rlimit *r = &proc->rlimits[i];
         struct rlimit rl = {r->soft, r->hard};
+        /* Room for the courier beside the guest until its exec; lowered to
+         * the config's own after the courier is made (nproc_exact). */
+        if (r->resource == RLIMIT_NPROC) {
+            rl.rlim_cur = rl.rlim_cur < 2 ? 2 : rl.rlim_cur;
+            rl.rlim_max = rl.rlim_max < 2 ? 2 : rl.rlim_max;
+        }
         if (setrlimit(r->resource, &rl) < 0)
             return bh_error_errno(err, errno, "set rlimit %d to %llu/%llu", r->resource,
+                                  (unsigned long long)r->soft, (unsigned long long)r->hard);
+    }
+    return 0;
+}
+
+/* The config's RLIMIT_NPROC below 2, once the courier is made: a lowering,
+ * which needs no capability. */
+static int nproc_exact(const struct bh_process *proc, struct bh_error *err)
+{
+    for (size_t i = 0; i < proc->n_rlimits; i++) {
+        const struct bh_rlimit *r = &proc->rlimits[i];
+        struct rlimit rl = {r->soft, r->hard};
+        if (r->resource == RLIMIT_NPROC && (r->soft < 2 || r->hard < 2) &&
+            setrlimit(RLIMIT_NPROC, &rl) < 0)
+            return bh_error_errno(err, errno, "set RLIMIT_NPROC to %llu/%llu",
                                   (unsigned long long)r->soft, (unsigned long long)r->hard);
     }
     return 0;
@@ -341,20 +364,90 @@ int bh_guest_landlock_fds(const struct bh_sandbox_spec *spec, size_t n_extra, st
     return 0;
 }
 
-/* How the sentry gets the tier's listener. At the container tier the guest
- * sends it over the setup socket and stays non-dumpable to its exec. At the
- * kernel tier its own filter brokers sendmsg to that very listener, which
- * nobody reads yet, and a caller's agent's listener comes after a profile
- * that may refuse or notify sendmsg: both are taken with pidfd_getfd, which
- * needs the guest dumpable (sentry/README.md, start-up). */
-static bool listener_by_fd(const struct bh_guest_ctx *ctx)
+/* The listeners that leave the guest: the tier's (the broker's or the
+ * container tier's AIO and socket caps) and a caller's agent's. */
+static size_t listeners_wanted(const struct bh_guest_ctx *ctx)
 {
-    return ctx->want_listener && ctx->spec->tier < BH_TIER_KERNEL;
+    return (ctx->want_listener ? 1u : 0u) + (ctx->want_user_listener ? 1u : 0u);
 }
 
-static bool listener_by_getfd(const struct bh_guest_ctx *ctx)
+/* The guest's listeners cannot leave through its own thread: the kernel
+ * tier's filter brokers sendmsg to the very listener being sent, and a
+ * caller's profile may refuse or notify sendmsg to an agent that has no
+ * listener yet. pidfd_getfd would need the guest dumpable, and so open to
+ * every guest of the sandbox (Landlock alone) from fork to exec. So a
+ * thread made after the ids, capabilities, no_new_privs and Landlock, and
+ * before the first filter, waits on a pipe; the main thread installs the
+ * filters, puts the fds (shared table) in its slots and closes the pipe's
+ * write end; the courier sends them with {"re":"listener"} and answers on
+ * a second pipe. The main thread's part is close and read alone, calls it
+ * already needs after the filters (a caller's profile that refuses them
+ * breaks the start-up as before, no more). The courier runs only this
+ * code and is over before the ready report; the exec ends it in any case
+ * (de_thread) before the new program runs. */
+struct courier {
+    int sock;
+    /* Each end has one owner, which closes it: the courier kick[0] and
+     * done[1], the main thread kick[1] and done[0]. */
+    int kick[2]; /* the main thread closes kick[1] once fds[] is set */
+    int done[2]; /* the courier writes 'y' (sent) or 'n', then closes it */
+    int fds[2];
+    size_t n;
+    bool set; /* fds[] and n are final (the main thread did not just die) */
+};
+
+static void *courier_main(void *arg)
 {
-    return (ctx->want_listener && !listener_by_fd(ctx)) || ctx->want_user_listener;
+    struct courier *c = arg;
+    char b;
+    while (read(c->kick[0], &b, 1) < 0 && errno == EINTR)
+        ;
+    bool ok = false;
+    if (__atomic_load_n(&c->set, __ATOMIC_ACQUIRE)) {
+        json_t *m = json_pack("{s:s,s:I}", "re", "listener", "n", (json_int_t)c->n);
+        ok = m != NULL && bh_msg_send(c->sock, m, c->fds, c->n, NULL) >= 0;
+        json_decref(m);
+    }
+    close(c->kick[0]);
+    /* a failed write leaves the main thread end of file: refused too */
+    if (write(c->done[1], ok ? "y" : "n", 1) != 1)
+        ok = false;
+    close(c->done[1]);
+    return NULL;
+}
+
+static int courier_start(struct courier *c, int sock, struct bh_error *err)
+{
+    *c = (struct courier){.sock = sock, .kick = {-1, -1}, .done = {-1, -1}, .fds = {-1, -1}};
+    if (pipe2(c->kick, O_CLOEXEC) < 0 || pipe2(c->done, O_CLOEXEC) < 0)
+        return bh_error_errno(err, errno, "pipes for the listeners' courier thread");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int e = pthread_create(&t, &attr, courier_main, c);
+    pthread_attr_destroy(&attr);
+    if (e != 0)
+        return bh_error_errno(err, e,
+                              "make the thread that sends the seccomp listeners to the sentry "
+                              "(a second task of the guest's uid until its exec)");
+    return 0;
+}
+
+/* Only close and read here: at the kernel tier the broker does not hold the
+ * listener yet, and a caller's profile is in place. */
+static int courier_deliver(struct courier *c)
+{
+    __atomic_store_n(&c->set, true, __ATOMIC_RELEASE);
+    close(c->kick[1]);
+    char b = 'n';
+    ssize_t r;
+    while ((r = read(c->done[0], &b, 1)) < 0 && errno == EINTR)
+        ;
+    close(c->done[0]);
+    for (size_t i = 0; i < c->n; i++)
+        close(c->fds[i]);
+    return r == 1 && b == 'y' ? 0 : -1;
 }
 
 static void guest_report(int sock, json_t *msg)
@@ -525,12 +618,12 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         guest_fail(sock, &err, bh_error_exit_code(&err));
     /* Still the sentry's copy, whose mm belongs to the host's user namespace
      * (sentry/README.md, "A second wall"): non-dumpable, so no other guest,
-     * root with CAP_SYS_PTRACE or not, reaches it before its exec. Only
-     * where a listener must be taken with pidfd_getfd (kernel tier, the
-     * caller's agent) does it turn dumpable, here (the tier's filter may
-     * refuse prctl) until the exec, guarded by Landlock alone. */
-    if (listener_by_getfd(ctx) && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-        _exit(BH_EXIT_REFUSED);
+     * root with CAP_SYS_PTRACE or not, reaches it before its exec; its
+     * listeners leave by the courier, made here, before any filter of ours. */
+    struct courier courier = {.kick = {-1, -1}};
+    if ((listeners_wanted(ctx) > 0 && courier_start(&courier, sock, &err) < 0) ||
+        nproc_exact(proc, &err) < 0)
+        guest_fail(sock, &err, BH_EXIT_REFUSED);
     /* At the kernel tier the caller's filter goes first: the tier's refuses
      * seccomp(2) itself. At the container tier it goes last, so that where
      * both refuse a syscall the caller's errno is the one seen (of equal
@@ -550,19 +643,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "seccomp filter of the %s tier", bh_tier_name(ctx->spec->tier));
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    /* Container tier: the listener goes to the sentry now, while only the
-     * tier's filter (which allows sendmsg) and the sentry's are on us; the
-     * caller's profile, installed next, may refuse sendmsg or notify it to
-     * an agent that has no listener yet. */
-    if (listener_by_fd(ctx)) {
-        json_t *m = json_pack("{s:s}", "re", "listener");
-        int sent = m != NULL ? bh_msg_send(sock, m, &listener, 1, &err) : -1;
-        json_decref(m);
-        if (sent < 0)
-            _exit(BH_EXIT_REFUSED);
-        close(listener);
-        listener = -1;
-    }
+    if (ctx->want_listener)
+        courier.fds[courier.n++] = listener;
     bh_startup_mark("guest: program found, seccomp");
     if (ctx->extra_prog != NULL && ctx->spec->tier < BH_TIER_KERNEL &&
         (user_listener = install(ctx->extra_prog, ctx->want_user_listener, &err)) < 0) {
@@ -573,21 +655,19 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         bh_error_prefix(&err, "drop CAP_SYS_ADMIN once the filters are in place");
         guest_fail(sock, &err, BH_EXIT_REFUSED);
     }
-    /* From here only direct syscalls: the broker does not hold our listener yet
-     * (nor the caller's agent its own: its profile may not notify sendto). */
-    char msg[96];
-    int len = snprintf(msg, sizeof(msg), "{\"re\":\"ready\",\"listener\":%d,\"user_listener\":%d}",
-                       ctx->want_listener && !listener_by_fd(ctx) ? listener : -1,
-                       ctx->want_user_listener ? user_listener : -1);
-    if (send(sock, msg, (size_t)len, MSG_NOSIGNAL) != len)
+    if (ctx->want_user_listener)
+        courier.fds[courier.n++] = user_listener;
+    if (listeners_wanted(ctx) > 0 && courier_deliver(&courier) < 0)
+        _exit(BH_EXIT_REFUSED);
+    /* From here only direct syscalls (send without an address is one): the
+     * broker does not hold our listener yet, nor the caller's agent its own
+     * (its profile may not notify sendto). */
+    static const char ready[] = "{\"re\":\"ready\"}";
+    if (send(sock, ready, sizeof(ready) - 1, MSG_NOSIGNAL) != (ssize_t)sizeof(ready) - 1)
         _exit(BH_EXIT_REFUSED);
     char go;
     if (read(sock, &go, 1) != 1)
         _exit(BH_EXIT_REFUSED);
-    if (ctx->want_listener && listener > 0)
-        close(listener);
-    if (ctx->want_user_listener && user_listener > 0)
-        close(user_listener);
 #ifdef BH_TEST_HOOKS
     /* Test build only (tests/e2e/test_escape.c, "pre-exec window"): asked
      * by its own environment, the guest says "held" on stdout and waits for
@@ -666,65 +746,51 @@ int bh_guest_await_ready(const struct bh_guest_ctx *ctx, struct bh_guest *out, s
     pid_t pid = out->pid;
     json_t *msg = NULL;
     int64_t deadline = bh_now_ms() + GUEST_SETUP_TIMEOUT_MS;
-    /* By fd: {"re":"listener"} with the listener attached, then "ready". */
-    for (bool by_fd = listener_by_fd(ctx);;) {
-        int fd = -1;
+    /* {"re":"listener"} with the listeners attached (the tier's, then the
+     * caller's agent's), then "ready"; nothing else, in no other order. */
+    size_t want = listeners_wanted(ctx);
+    for (bool awaiting = want > 0;;) {
+        int fds[2] = {-1, -1};
         size_t n_fd = 0;
-        int r = bh_msg_recv(out->setup_fd, deadline, &msg, &fd, 1, &n_fd, err);
+        int r = bh_msg_recv(out->setup_fd, deadline, &msg, fds, 2, &n_fd, err);
         if (r <= 0) {
             if (r == 0 || err->code == ECONNRESET || err->code == EPIPE)
                 bh_error_set(err, EPROTO, "guest %d died during its setup", pid);
             goto fail;
         }
         if (json_object_get(msg, "ev") != NULL) {
-            if (n_fd > 0)
-                close(fd);
+            for (size_t i = 0; i < n_fd; i++)
+                close(fds[i]);
             bh_msg_to_error(msg, err);
             json_decref(msg);
             goto fail;
         }
         const char *re = json_string_value(json_object_get(msg, "re"));
         bool is_listener = re != NULL && strcmp(re, "listener") == 0;
-        if (by_fd && is_listener && n_fd == 1 && out->listener < 0) {
-            out->listener = fd;
-            json_decref(msg);
-            by_fd = false;
+        bool is_ready = re != NULL && strcmp(re, "ready") == 0;
+        char what[32];
+        snprintf(what, sizeof(what), "%s", re != NULL ? re : "a message without \"re\"");
+        json_int_t n = json_integer_value(json_object_get(msg, "n"));
+        json_decref(msg);
+        if (awaiting && is_listener && n_fd == want && n == (json_int_t)want) {
+            size_t i = 0;
+            if (ctx->want_listener)
+                out->listener = fds[i++];
+            if (ctx->want_user_listener)
+                out->user_listener = fds[i++];
+            awaiting = false;
             continue;
         }
-        if (n_fd > 0)
-            close(fd);
-        if (by_fd || is_listener) {
-            json_decref(msg);
+        for (size_t i = 0; i < n_fd; i++)
+            close(fds[i]);
+        if (awaiting || !is_ready || n_fd > 0) {
             bh_error_set(err, EPROTO,
-                         "guest %d did not send its seccomp listener before its ready report", pid);
+                         "guest %d sent %s where its %zu seccomp listener(s) and then its ready "
+                         "report were due",
+                         pid, what, want);
             goto fail;
         }
         break;
-    }
-    json_int_t lfd = json_integer_value(json_object_get(msg, "listener"));
-    json_int_t ufd = json_integer_value(json_object_get(msg, "user_listener"));
-    json_decref(msg);
-    if (ctx->want_listener && !listener_by_fd(ctx)) {
-        if (lfd < 0 || lfd > INT32_MAX) {
-            bh_error_set(err, EPROTO, "guest %d reported no seccomp listener", pid);
-            goto fail;
-        }
-        out->listener = (int)syscall(SYS_pidfd_getfd, out->pidfd, (int)lfd, 0);
-        if (out->listener < 0) {
-            bh_error_errno(err, errno, "take the seccomp listener of guest %d", pid);
-            goto fail;
-        }
-    }
-    if (ctx->want_user_listener) {
-        if (ufd < 0 || ufd > INT32_MAX) {
-            bh_error_set(err, EPROTO, "guest %d reported no listener for the seccomp agent", pid);
-            goto fail;
-        }
-        out->user_listener = (int)syscall(SYS_pidfd_getfd, out->pidfd, (int)ufd, 0);
-        if (out->user_listener < 0) {
-            bh_error_errno(err, errno, "take the seccomp agent's listener of guest %d", pid);
-            goto fail;
-        }
     }
     return 0;
 fail:
