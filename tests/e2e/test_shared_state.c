@@ -500,6 +500,143 @@ Test(shared_state, a_second_sandbox_still_gets_a_pty_while_the_first_holds_all_i
     cr_assert_eq(holder_release(&held), 0);
 }
 
+/* ---- the host's hugetlb pool --------------------------------------------------
+ * Huge pages come from one pool for the whole host (vm.nr_hugepages), which
+ * no memory cgroup charges on v1 and which the sandboxes' hugetlb cgroups
+ * left unlimited. On main a guest of `bulkhead do` (both tiers) took all 16
+ * pages of the host's pool with MAP_HUGETLB (and would have with
+ * MFD_HUGETLB or SHM_HUGETLB): every host program and neighbour that
+ * reserved huge pages (databases, DPDK, VMs) then failed. Mended in
+ * host-state.policy: each way answers what a host with an empty pool
+ * answers, so programs fall back to normal pages. Judged on the host: the
+ * pool's available pages (free minus reserved) while the guest holds what
+ * it got. The host gets a pool of its own for the test when it has none,
+ * so a refusal cannot be an empty pool's. */
+
+static const char hugetlb_grab[] =
+    "import ctypes, os, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.mmap.restype = ctypes.c_void_p\n"
+    "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, "
+    "ctypes.c_int, ctypes.c_long]\n"
+    "libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]\n"
+    "H = 2 << 20\n"
+    "held, first = [], 0\n"
+    "def fail(e):\n"
+    "    global first\n"
+    "    first = first or e\n"
+    "for i in range(64):\n"
+    "    p = libc.mmap(None, H, 3, 0x22 | 0x40000, -1, 0)\n"
+    "    if p is None or p == ctypes.c_void_p(-1).value:\n"
+    "        fail(ctypes.get_errno()); break\n"
+    "    ctypes.memset(p, 1, 1)\n"
+    "    held.append(p)\n"
+    "for i in range(64):\n"
+    "    try:\n"
+    "        fd = os.memfd_create('h', 4)\n"
+    "        os.ftruncate(fd, H)\n"
+    "        p = libc.mmap(None, H, 3, 1, fd, 0)\n"
+    "        if p is None or p == ctypes.c_void_p(-1).value:\n"
+    "            fail(ctypes.get_errno()); break\n"
+    "        ctypes.memset(p, 1, 1)\n"
+    "        held.append(p)\n"
+    "    except OSError as e:\n"
+    "        fail(e.errno); break\n"
+    "for i in range(64):\n"
+    "    id = libc.shmget(0, H, 0o1000 | 0o600 | 0o4000)\n"
+    "    if id < 0:\n"
+    "        fail(ctypes.get_errno()); break\n"
+    "    p = libc.shmat(id, None, 0)\n"
+    "    if p is None or p == ctypes.c_void_p(-1).value:\n"
+    "        fail(ctypes.get_errno()); break\n"
+    "    ctypes.memset(p, 1, 1)\n"
+    "    held.append(p)\n"
+    "print('held', len(held), first, flush=True)\n"
+    "sys.stdin.read()\n";
+
+/* The host's hugetlb pages a new mapping could take now: HugePages_Free
+ * minus HugePages_Rsvd. */
+static long hugetlb_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    cr_assert_not_null(f);
+    char line[128];
+    long free_pages = -1, rsvd = -1, v;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "HugePages_Free: %ld", &v) == 1)
+            free_pages = v;
+        else if (sscanf(line, "HugePages_Rsvd: %ld", &v) == 1)
+            rsvd = v;
+    }
+    fclose(f);
+    cr_assert(free_pages >= 0 && rsvd >= 0, "no HugePages_Free/Rsvd in /proc/meminfo");
+    return free_pages - rsvd;
+}
+
+#define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
+static long hugepages_before = -1;
+
+static void write_nr_hugepages(long n)
+{
+    FILE *f = fopen(NR_HUGEPAGES, "we");
+    cr_assert_not_null(f, "%s: %s", NR_HUGEPAGES, strerror(errno));
+    fprintf(f, "%ld\n", n);
+    cr_assert_eq(fclose(f), 0, "%s <- %ld: %s", NR_HUGEPAGES, n, strerror(errno));
+}
+
+/* Also when an assertion failed: the guest goes, the host's pool is as it
+ * was. */
+static void restore_hugepages(void)
+{
+    release_held();
+    if (hugepages_before >= 0)
+        write_nr_hugepages(hugepages_before);
+    hugepages_before = -1;
+}
+
+/* One test for both tiers: the pool is the host's, so two tests in parallel
+ * would each restore the other's size. */
+Test(shared_state, the_hosts_hugetlb_pool_stays_the_hosts, .fini = restore_hugepages,
+     .timeout = 300)
+{
+    need_kernel_tier();
+    FILE *f = fopen(NR_HUGEPAGES, "re");
+    cr_assert_not_null(f, "%s: %s: this kernel has no hugetlb pages", NR_HUGEPAGES,
+                       strerror(errno));
+    cr_assert_eq(fscanf(f, "%ld", &hugepages_before), 1);
+    fclose(f);
+    if (hugetlb_available() < 4)
+        write_nr_hugepages(hugepages_before + 8);
+    long before = hugetlb_available();
+    cr_assert_geq(before, 1,
+                  "the host's hugetlb pool has no page free even after asking for 8 more (memory "
+                  "too fragmented?), so a refusal in the guest would prove nothing");
+    static const char *const tiers[] = {"kernel", "container"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        const char *tier = tiers[t];
+        holder_start_in(&held, tier, hugetlb_grab);
+        long during = hugetlb_available();
+        cr_log_info("[%s] the guest held %ld huge pages (first errno %d); the host's pool: %ld "
+                    "available before, %ld while the guest holds them",
+                    tier, held.held, held.guest_errno, before, during);
+        cr_assert_eq(
+            held.held, 0,
+            "[%s] a guest took %ld pages of the host's hugetlb pool (%ld available before, "
+            "%ld now): nothing charges them to the sandbox",
+            tier, held.held, before, during);
+        cr_assert_eq(held.guest_errno, ENOMEM,
+                     "[%s] the guest's MAP_HUGETLB failed with errno %d, not ENOMEM (what an empty "
+                     "pool answers, so that programs fall back)",
+                     tier, held.guest_errno);
+        cr_assert_geq(during, before, "[%s] the host's pool went from %ld to %ld available pages",
+                      tier, before, during);
+        cr_assert_eq(holder_release(&held), 0);
+        held.dir[0] = '\0';
+    }
+}
+
 static void ipc_caps(const char *tier)
 {
     struct run_result r =
