@@ -500,6 +500,95 @@ Test(shared_state, a_second_sandbox_still_gets_a_pty_while_the_first_holds_all_i
     cr_assert_eq(holder_release(&held), 0);
 }
 
+/* ---- negative dentries -------------------------------------------------------
+ * A stat of a missing name leaves a negative dentry in the host's one dcache
+ * (for a name under the container tier's /usr overlay, one in the overlay
+ * and one in the host's /usr). Nothing counts them per user; a guest stating
+ * millions of names would fill the host's memory with them and lengthen
+ * every lookup's hash chains. What holds: each dentry is charged to the
+ * memory cgroup of the task that made it (the kernel tier's broker lookups
+ * too, as measured below), and the cgroup reclaims its own when full.
+ * Measured at load 10-12, each name stated once: 1,000,000 names grew the
+ * host's nr_negative by 951,000 in a default (1 GiB) container-tier
+ * sandbox and by 49,000 under --memory 32m; this test's run: 200,000 under
+ * 512 MiB +200,066, 400,000 under 16 MiB +25,529 (container tier) and
+ * +3,906 (kernel tier). Residual: a finished sandbox's dentries go to the
+ * parent cgroup and stay in the host's dcache until memory pressure
+ * reclaims them, as its page cache does
+ * (tests/README.md, "Attacks"). */
+
+/* nr_negative of /proc/sys/fs/dentry-state: the host's negative dentries. */
+static long host_negative_dentries(void)
+{
+    FILE *f = fopen("/proc/sys/fs/dentry-state", "re");
+    cr_assert_not_null(f);
+    long v[5];
+    cr_assert_eq(fscanf(f, "%ld %ld %ld %ld %ld", &v[0], &v[1], &v[2], &v[3], &v[4]), 5);
+    fclose(f);
+    return v[4];
+}
+
+/* A guest of TIER under --memory MEM stats N missing names under /usr/lib;
+ * the host's negative dentries it left (the growth of nr_negative). */
+static long negative_dentries_of(const char *tier, const char *mem, long n)
+{
+    static const char script[] = "import os, sys\n"
+                                 "n, tag, miss = int(sys.argv[1]), sys.argv[2], 0\n"
+                                 "for i in range(n):\n"
+                                 "    try:\n"
+                                 "        os.stat('/usr/lib/bh-neg-%s-%d' % (tag, i))\n"
+                                 "    except FileNotFoundError:\n"
+                                 "        miss += 1\n"
+                                 "print('missed', miss, flush=True)\n";
+    /* Names no earlier run stated: their dentries would still be there. */
+    static int run;
+    char count[24], tag[64];
+    snprintf(count, sizeof(count), "%ld", n);
+    snprintf(tag, sizeof(tag), "%d-%ld-%d", (int)getpid(), (long)time(NULL), run++);
+    const char *pre[] = {"--memory", mem, NULL};
+    long before = host_negative_dentries();
+    struct run_result r = do_with(tier, 400, pre, "--", PY, "-c", script, count, tag, NULL);
+    long grown = host_negative_dentries() - before;
+    long missed = -1;
+    cr_assert(r.status == 0 && sscanf(r.out, "missed %ld", &missed) == 1,
+              "[%s] the guest's stat storm did not run (exit %d): %s\n%s", tier, r.status, r.out,
+              r.err);
+    cr_assert_eq(missed, n, "[%s] %ld of %ld names were found or failed otherwise", tier,
+                 n - missed, n);
+    h_free(&r);
+    cr_log_info("[%s] --memory %s: %ld missing names, the host's negative dentries +%ld", tier, mem,
+                n, grown);
+    return grown;
+}
+
+Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .timeout = 900)
+{
+    need_kernel_tier();
+    /* The control: with room, the names do stay in the host's dcache, so
+     * the bound below is the memory cgroup's and not a dcache that keeps
+     * nothing. */
+    long room = negative_dentries_of("container", "512m", 200000);
+    cr_assert_geq(room, 50000,
+                  "a container-tier guest with 512 MiB stated 200,000 missing names and the host's "
+                  "negative dentries grew by %ld: the host keeps none, so the bound below proves "
+                  "nothing",
+                  room);
+    /* 400,000 dentries are ~75 MiB of slab (192 bytes each, twice through
+     * the overlay): a 16 MiB cgroup, with Python in it, can keep a small
+     * part only. */
+    long tight = negative_dentries_of("container", "16m", 400000);
+    cr_assert_lt(tight, 200000,
+                 "a container-tier guest under --memory 16m left %ld negative dentries in the "
+                 "host's dcache for 400,000 missing names: they are not charged to its memory "
+                 "cgroup",
+                 tight);
+    long kernel = negative_dentries_of("kernel", "16m", 400000);
+    cr_assert_lt(kernel, 200000,
+                 "a kernel-tier guest under --memory 16m left %ld negative dentries in the host's "
+                 "dcache for 400,000 missing names",
+                 kernel);
+}
+
 /* ---- the host's hugetlb pool --------------------------------------------------
  * Huge pages come from one pool for the whole host (vm.nr_hugepages), which
  * no memory cgroup charges on v1 and which the sandboxes' hugetlb cgroups
