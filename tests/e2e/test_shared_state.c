@@ -10,6 +10,7 @@
 #include <stdarg.h>
 
 #include <jansson.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -498,6 +499,76 @@ Test(shared_state, a_second_sandbox_still_gets_a_pty_while_the_first_holds_all_i
      * pool as every sandbox's: it must still have room. */
     cr_assert_lt(held.held, 1024, "one sandbox held %ld ptys", held.held);
     cr_assert_eq(holder_release(&held), 0);
+}
+
+/* ---- locks on the host's files ---------------------------------------------
+ * flock, POSIX and OFD locks live on the inode, and a read-only fd is
+ * enough for flock and for a read lock: a guest holding one on a host file
+ * it can read would make the host's writers of that file wait (or fail with
+ * EAGAIN), with no limit in time. A guest of `bulkhead do` (both tiers)
+ * locks a file the test puts in the host's /usr/local/share, which it sees
+ * through its /usr overlay: its locks land on the overlay's inode, not on
+ * the host's, so the host still takes an exclusive flock and a POSIX write
+ * lock. Held (the guest's own three locks succeed: the control that it
+ * reached the file). Not so for an OCI container given a read-only bind
+ * mount of a host file (both tiers, as under runc): there the inode is the
+ * host's and the host's lock fails (tests/README.md, "Attacks"). */
+static char lock_file[96];
+
+static void remove_lock_file(void)
+{
+    release_held();
+    if (lock_file[0])
+        unlink(lock_file);
+    lock_file[0] = '\0';
+}
+
+Test(shared_state, a_guest_holds_no_lock_on_the_hosts_usr, .fini = remove_lock_file, .timeout = 240)
+{
+    need_kernel_tier();
+    snprintf(lock_file, sizeof(lock_file), "/usr/local/share/bh-lock-%d", (int)getpid());
+    h_write_file("/", lock_file + 1, "shared\n");
+    char script[1536];
+    snprintf(script, sizeof(script),
+             "import fcntl, os, struct, sys\n"
+             "p, got, err = '%s', 0, 0\n"
+             "fds = [os.open(p, os.O_RDONLY) for i in range(3)]\n"
+             "try:\n"
+             "    fcntl.flock(fds[0], fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "    got += 1\n"
+             "    fcntl.lockf(fds[1], fcntl.LOCK_SH | fcntl.LOCK_NB)\n"
+             "    got += 1\n"
+             "    fcntl.fcntl(fds[2], 37, struct.pack('hhqqi', fcntl.F_RDLCK, 0, 0, 0, 0))\n"
+             "    got += 1\n"
+             "except OSError as e:\n"
+             "    err = e.errno\n"
+             "print('held', got, err, flush=True)\n"
+             "sys.stdin.read()\n",
+             lock_file);
+    static const char *const tiers[] = {"kernel", "container"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        holder_start_in(&held, tiers[t], script);
+        cr_assert_eq(held.held, 3,
+                     "[%s] the guest took %ld of its 3 locks on %s (errno %d): it did not reach "
+                     "the file, so the host's locks below prove nothing",
+                     tiers[t], held.held, lock_file, held.guest_errno);
+        cleanup_close int fd = open(lock_file, O_RDWR | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s: %s", lock_file, strerror(errno));
+        cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0,
+                     "[%s] the host's exclusive flock on %s failed (%s) while a guest holds its "
+                     "locks on the file",
+                     tiers[t], lock_file, strerror(errno));
+        cr_assert_eq(flock(fd, LOCK_UN), 0);
+        struct flock wr = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        cr_assert_eq(fcntl(fd, F_SETLK, &wr), 0,
+                     "[%s] the host's POSIX write lock on %s failed (%s) while a guest holds a "
+                     "read lock on the file",
+                     tiers[t], lock_file, strerror(errno));
+        wr.l_type = F_UNLCK;
+        cr_assert_eq(fcntl(fd, F_SETLK, &wr), 0);
+        cr_assert_eq(holder_release(&held), 0);
+        held.dir[0] = '\0';
+    }
 }
 
 /* ---- negative dentries -------------------------------------------------------
