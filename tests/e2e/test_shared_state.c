@@ -664,8 +664,8 @@ Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .
  * Huge pages come from one pool for the whole host (vm.nr_hugepages), which
  * no memory cgroup charges on v1 and which the sandboxes' hugetlb cgroups
  * left unlimited. On main a guest of `bulkhead do` (both tiers) took all 16
- * pages of the host's pool with MAP_HUGETLB (and would have with
- * MFD_HUGETLB or SHM_HUGETLB): every host program and neighbour that
+ * pages of the host's pool with MAP_HUGETLB (MFD_HUGETLB and SHM_HUGETLB,
+ * the other ways in, draw on the same pool): every host program and neighbour that
  * reserved huge pages (databases, DPDK, VMs) then failed. Mended in
  * host-state.policy: each way answers what a host with an empty pool
  * answers, so programs fall back to normal pages. Judged on the host: the
