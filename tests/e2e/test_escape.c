@@ -1196,8 +1196,7 @@ static void expect_still_dirty(int fd, const char *where, const char *attempt,
  * the container of a_containers_dirty_data_is_bounded_by_its_memory_limit
  * could write back the host file the test below judges (that one failed
  * once as "cannot judge" in a run with both, under four other suites: the
- * cause is not known). Released when the
- * test's process ends. */
+ * cause is not known). Released when the test's process ends. */
 static int writeback_lock(void)
 {
     int fd = open("/tmp/bulkhead-e2e-writeback.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
