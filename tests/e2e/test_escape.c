@@ -1195,7 +1195,7 @@ static void expect_still_dirty(int fd, const char *where, const char *attempt,
  * the flusher of the whole device (the kernel's shrink_inactive_list), so
  * the container of a_containers_dirty_data_is_bounded_by_its_memory_limit
  * could write back the host file the test below judges (that one failed
- * once as "cannot judge" in a run with both, under four other suites: the
+ * once as "cannot judge" in another suite run beside this one, five at once: the
  * cause is not known). Released when the test's process ends. */
 static int writeback_lock(void)
 {
