@@ -1241,6 +1241,21 @@ static void expect_still_dirty(const char *tier, bool oci, const char *attempt)
                    where, attempt, dirty_path, trials);
 }
 
+/* Held exclusively by the tests that dirty the host's disk or judge its
+ * writeback: a memory cgroup that finds only dirty pages to reclaim wakes
+ * the flusher of the whole device (the kernel's shrink_inactive_list), so
+ * the container of a_containers_dirty_data_is_bounded_by_its_memory_limit
+ * could write back the host file the test below judges (that one failed
+ * once as "cannot judge" in another suite run beside this one, five at once: the
+ * cause is not known). Released when the test's process ends. */
+static int writeback_lock(void)
+{
+    int fd = open("/tmp/bulkhead-e2e-writeback.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0, "the writeback tests' lock: %s", strerror(errno));
+    cr_assert_eq(flock(fd, LOCK_EX), 0, "the writeback tests' lock: %s", strerror(errno));
+    return fd;
+}
+
 /* sync(2) is host-wide: attacks/flush.c. In `bulkhead do` at both tiers
  * (sync and syncfs of every mount it sees) and in OCI containers at both
  * tiers, whose rootfs is on the host's disk (sync only: syncfs there is the
@@ -1249,6 +1264,7 @@ Test(escape, host_dirty_data_is_not_written_back_by_a_guest, .fini = remove_dirt
      .timeout = 900)
 {
     require_kernel_tier();
+    cleanup_close int lock = writeback_lock();
     dirty_deadline = h_now() + 300;
     static const char *const tiers[] = {"kernel", "container"};
     static const char *const attempts[] = {"sync_all", "syncfs_mounts"};
@@ -1257,6 +1273,138 @@ Test(escape, host_dirty_data_is_not_written_back_by_a_guest, .fini = remove_dirt
             expect_still_dirty(tiers[t], false, attempts[a]);
     for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++)
         expect_still_dirty(tiers[t], true, "sync_all");
+}
+
+/* The host's global dirty-page threshold (attacks/dirty.c). Past
+ * vm.dirty_ratio every writer of the host is throttled, and on a cgroup v1
+ * host no cgroup has a threshold of its own. A container whose rootfs is a
+ * directory of the host's disk writes 512 MiB there without fsync; what
+ * bounds the dirty data it leaves in the host's page cache is its memory
+ * cgroup (64 MiB in the config), which charges each page and must write
+ * back a dirty one before reclaiming it. Judged on the host by the file's
+ * dirty and writeback pages (cachestat) while the container, done writing,
+ * still runs (after its end one run found none dirty). Holds at both
+ * tiers: at load 12-15, 13,056 (container) and 5,888 (kernel) of the file's
+ * 131,072 pages dirty, against a limit of 16,384; the same run with a
+ * 1 GiB limit left all 131,072 dirty, so the memory cgroup is the bound.
+ * Residual, not mended: the bound is per sandbox, the threshold per host
+ * (here 1,143,186 pages, 4.4 GB): about five default (1 GiB) sandboxes writing
+ * at once reach it (tests/README.md, "Attacks"). A control written by the
+ * host in the same directory must stay dirty, so that the instrument sees
+ * dirty pages on this filesystem at all. */
+static struct h_job dirty_job = {.pid = -1};
+static char dirty_bundle[128];
+
+/* Lets the dirtying container end (it waits for rootfs/release) and waits
+ * for it; its status. */
+static int release_dirty(char **out, char **err)
+{
+    if (dirty_job.pid <= 0)
+        return -1;
+    h_write_file(dirty_bundle, "rootfs/release", "");
+    int st = h_finish(&dirty_job, 120, out, err);
+    dirty_job.pid = -1;
+    return st;
+}
+
+/* Also when an assertion failed: the container goes first, then its files. */
+static void end_dirty(void)
+{
+    release_dirty(NULL, NULL);
+    remove_oci_tmpdir();
+}
+
+Test(escape, a_containers_dirty_data_is_bounded_by_its_memory_limit, .fini = end_dirty,
+     .timeout = 600)
+{
+    require_kernel_tier();
+    cleanup_close int lock = writeback_lock();
+    const long limit = 64L << 20, mib = 512;
+    static const char *const tiers[] = {"container", "kernel"};
+    for (size_t t = 0; t < BH_ARRAY_SIZE(tiers); t++) {
+        char bundle[128], config[160], out[192], id[64], args[96];
+        snprintf(args, sizeof(args), "[\"/dirty\", \"%ld\", \"/dirty.out\", \"/release\"]", mib);
+        oci_attack_bundle(tiers[t], "dirty", args, NULL, bundle);
+        snprintf(config, sizeof(config), "%s/config.json", bundle);
+        json_error_t je;
+        json_t *c = json_load_file(config, 0, &je);
+        cr_assert_not_null(c, "%s: %s", config, je.text);
+        json_object_set_new(json_object_get(c, "root"), "readonly", json_false());
+        json_t *res = json_object_get(json_object_get(c, "linux"), "resources");
+        cr_assert(json_is_object(res), "no linux.resources in %s", config);
+        json_object_set_new(res, "memory", json_pack("{sI}", "limit", (json_int_t)limit));
+        cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+        json_decref(c);
+        snprintf(out, sizeof(out), "%s/rootfs/dirty.out", bundle);
+        struct statfs sf;
+        cr_assert_eq(statfs(bundle, &sf), 0);
+        cr_assert(sf.f_type != TMPFS_MAGIC && sf.f_type != RAMFS_MAGIC,
+                  "%s is on a tmpfs: no dirty data to measure", bundle);
+        snprintf(id, sizeof(id), "escape-dirty-%s-%d", tiers[t], (int)getpid());
+        char *bh = h_path("bulkhead"), root[96], log[96];
+        snprintf(root, sizeof(root), "%s/root", tmpdir);
+        snprintf(log, sizeof(log), "%s/log.json", tmpdir);
+        char *argv[] = {bh, "--root", root, "--log", log, "run", "--bundle", bundle, id, NULL};
+        snprintf(dirty_bundle, sizeof(dirty_bundle), "%s", bundle);
+        dirty_job = h_spawn(argv, NULL, NULL, NULL);
+        struct h_job *j = &dirty_job;
+        free(bh);
+        /* Measured while the container still holds its pages: a teardown
+         * may write them back. */
+        char line[640] = "";
+        const char *v = NULL;
+        for (double end = h_now() + 400; v == NULL;) {
+            char buf[4096];
+            ssize_t n = pread(j->out, buf, sizeof(buf) - 1, 0);
+            buf[n > 0 ? n : 0] = '\0';
+            v = h_verdict(buf, "dirty_pages", line, sizeof(line));
+            if (v == NULL && (h_now() > end || waitpid(j->pid, NULL, WNOHANG) == j->pid)) {
+                char *o = NULL, *e = NULL;
+                int st = release_dirty(&o, &e);
+                h_skip_kernel("[%s] the container never said what it wrote (exit %d): %s%s",
+                              tiers[t], st, o, e);
+            }
+            if (v == NULL)
+                usleep(20000);
+        }
+        long wrote = -1;
+        cr_assert(sscanf(v, "wrote %ld", &wrote) == 1, "[%s] %s", tiers[t], line);
+        cleanup_close int fd = open(out, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "[%s] %s: %s", tiers[t], out, strerror(errno));
+        long dirty = host_dirty_pages(fd);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        cr_log_info("[%s] the guest wrote %ld MiB (%lld bytes on the host's disk); %ld pages of "
+                    "it dirty or under writeback while the container holds it, its limit %ld pages",
+                    tiers[t], wrote, (long long)st.st_size, dirty, limit / 4096);
+        cr_assert_eq(st.st_size, mib << 20,
+                     "[%s] the guest's file holds %lld bytes on the host, not %ld MiB (wrote %ld)",
+                     tiers[t], (long long)st.st_size, mib, wrote);
+        cr_assert_leq(dirty, limit / 4096,
+                      "[%s] a container under a %ld MiB memory limit left %ld dirty pages (%ld "
+                      "MiB) in the host's page cache",
+                      tiers[t], limit >> 20, dirty, dirty >> 8);
+        char *o = NULL, *e = NULL;
+        int status = release_dirty(&o, &e);
+        cr_assert_eq(status, 0, "[%s] the container ended with %d: %s%s", tiers[t], status, o, e);
+        free(o);
+        free(e);
+        /* control: the host's own 8 MiB in the same directory stays dirty */
+        char ctl[192];
+        snprintf(ctl, sizeof(ctl), "%s/rootfs/control.out", bundle);
+        cleanup_close int cfd = open(ctl, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(cfd, 0, "%s: %s", ctl, strerror(errno));
+        char buf[65536];
+        memset(buf, 'c', sizeof(buf));
+        for (int i = 0; i < 128; i++)
+            cr_assert_eq(write(cfd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+        cr_assert_gt(host_dirty_pages(cfd), 0,
+                     "the host's own write to %s left no dirty page: cachestat sees none on this "
+                     "filesystem, so the bound above proves nothing",
+                     ctl);
+        remove_oci_tmpdir();
+        make_tmpdir();
+    }
 }
 
 /* Ping sockets' reply queues (attacks/sockq.c): kernel memory no memory

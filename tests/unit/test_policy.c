@@ -967,6 +967,25 @@ static void run_confined(const char *policy, bool listener, int (*fn)(struct chi
         }                                                                                          \
     } while (0)
 
+/* Huge pages come from the host's one pool, which no memory cgroup
+ * charges (host-state.policy, every tier): each way in answers as an empty
+ * pool would, and the same calls without the flag still work. */
+static int hugetlb_checks(struct child_ctx *ctx)
+{
+    EXPECT_ERRNO(mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0),
+                 ENOMEM);
+    EXPECT_ERRNO(syscall(SYS_memfd_create, "bh", 4 /* MFD_HUGETLB */), EINVAL);
+    EXPECT_ERRNO(syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 2 << 20, 04000 /* SHM_HUGETLB */ | 0600),
+                 ENOMEM);
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_OK(m == MAP_FAILED ? -1 : 0);
+    munmap(m, 4096);
+    cleanup_close int fd = (int)syscall(SYS_memfd_create, "bh", 1 /* MFD_CLOEXEC */);
+    EXPECT_OK(fd);
+    return 0;
+}
+
 static int container_checks(struct child_ctx *ctx)
 {
     EXPECT_ERRNO(syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0), EPERM);
@@ -1000,6 +1019,8 @@ static int container_checks(struct child_ctx *ctx)
     EXPECT_OK(syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &lim));
     EXPECT_OK(syscall(SYS_personality, 0xffffffffUL));
     EXPECT_OK(getpid());
+    if (hugetlb_checks(ctx) < 0)
+        return -1;
     cleanup_close int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     EXPECT_OK(s);
     /* socket(AF_NETLINK) goes to the sentry, which makes route sockets and
@@ -1058,6 +1079,8 @@ static int kernel_checks(struct child_ctx *ctx)
     EXPECT_OK(m == MAP_FAILED ? -1 : 0);
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE));
     EXPECT_OK(mprotect(m, 4096, PROT_READ | PROT_WRITE | PROT_EXEC));
+    if (hugetlb_checks(ctx) < 0)
+        return -1;
     /* sockets by register */
     EXPECT_ERRNO(socket(AF_NETLINK, SOCK_RAW, 0), EPERM);
     EXPECT_ERRNO(socket(AF_PACKET, SOCK_RAW, 0), EPERM);
