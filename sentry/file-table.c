@@ -99,6 +99,15 @@ static int write_file_max(const char *path, struct bh_error *err)
     return 0;
 }
 
+int bh_file_table_state(uint64_t *file_max, uint64_t *needed, struct bh_error *err)
+{
+    uint64_t mem = 0;
+    if (read_file_max(file_max_path(), file_max, err) < 0 || read_mem_total(&mem, err) < 0)
+        return -1;
+    *needed = bh_file_table_needed(mem);
+    return 0;
+}
+
 int bh_file_table_ensure(struct bh_error *err)
 {
     const char *path = file_max_path();

@@ -24,6 +24,10 @@
 /* Files the host's memory could hold: mem_bytes / BH_FILE_MIN_BYTES. */
 uint64_t bh_file_table_needed(uint64_t mem_bytes);
 
+/* Reads fs.file-max and what the host's memory can hold, changing nothing
+ * (the tier report's check of a live sandbox). */
+int bh_file_table_state(uint64_t *file_max, uint64_t *needed, struct bh_error *err);
+
 /* Checks fs.file-max against the host's MemTotal and, when it is lower,
  * raises it to BH_FILE_MAX_RAISED (never lowers it) and logs the change to
  * the kernel log. Fails closed, with the numbers in err, when the values

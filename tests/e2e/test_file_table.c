@@ -472,3 +472,86 @@ Test(file_table, a_guest_holding_files_leaves_the_table_to_its_neighbours_contai
 {
     holder_leaves_the_table_to_others("container");
 }
+
+/* `bulkhead tier` reports the check with its numbers, and refuses a host
+ * whose fs.file-max is kept low. */
+Test(file_table, the_tier_report_checks_the_file_table)
+{
+    h_require_kernel_tier();
+    char *bh = h_path("bulkhead");
+    struct run_result r = h_run((char *const[]){bh, "tier", "--json", NULL}, NULL, NULL, 180);
+    cr_assert_eq(r.status, 0, "bulkhead tier: exit %d: %s", r.status, r.err);
+    char want[160];
+    snprintf(want, sizeof(want), "the host's memory can hold %llu files",
+             mem_total() / BH_FILE_MIN_BYTES);
+    json_error_t jerr;
+    json_t *doc = json_loads(r.out, 0, &jerr);
+    cr_assert_not_null(doc, "bulkhead tier --json: %s", jerr.text);
+    const char *res = NULL, *detail = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "checks"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "name")), "file_table") == 0) {
+            res = json_string_value(json_object_get(c, "result"));
+            detail = json_string_value(json_object_get(c, "detail"));
+        }
+    }
+    cr_assert_not_null(res, "the tier report has no file_table check: %s", r.out);
+    cr_assert_str_eq(res, "pass", "file_table: %s", detail);
+    cr_assert_not_null(strstr(detail, want), "no `%s` in: %s", want, detail);
+    json_decref(doc);
+    h_free(&r);
+
+    const char *path = fake_file_max("1000\n");
+    char env[200];
+    snprintf(env, sizeof(env), "BULKHEAD_TEST_FILE_MAX=%s", path);
+    r = h_run((char *const[]){bh, "tier", NULL},
+              (char *const[]){env, "BULKHEAD_KEEP_FILE_MAX=1", NULL}, NULL, 180);
+    free(bh);
+    cr_assert_neq(r.status, 0,
+                  "bulkhead tier verified a tier on a host whose fs.file-max is "
+                  "kept at 1000: %s",
+                  r.out);
+    cr_assert_not_null(strstr(r.err, "cannot verify the tier"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "fs.file-max is 1000"), "%s", r.err);
+    h_free(&r);
+}
+
+static struct h_daemon bhd = H_DAEMON_INIT(5000);
+
+static void daemon_teardown(void)
+{
+    h_daemon_stop(&bhd);
+    teardown();
+}
+
+/* bulkheadd verifies its tier at start through a probe sandbox: on a host
+ * whose fs.file-max may be raised it raises it and serves; where it is kept
+ * low it refuses to start, naming the numbers. */
+Test(file_table, bulkheadd_raises_a_low_file_max_and_serves, .fini = daemon_teardown)
+{
+    h_require_kernel_tier();
+    const char *path = fake_file_max("1000\n");
+    cr_assert_eq(setenv("BULKHEAD_TEST_FILE_MAX", path, 1), 0);
+    char msg[1024];
+    cr_assert_eq(
+        h_daemon_launch(&bhd, "/tmp/bhd-e2e-XXXXXX", "kernel", "--warm 0", msg, sizeof(msg)), 0,
+        "bulkheadd did not start on a host whose fs.file-max it may raise: %s", msg);
+    cleanup_free char *now = slurp(path);
+    cr_assert_eq(strtoull(now, NULL, 10), BH_FILE_MAX_RAISED,
+                 "fs.file-max (fake) was 1000 and is now `%s` after bulkheadd started", now);
+}
+
+Test(file_table, bulkheadd_refuses_to_start_on_a_kept_low_file_max, .fini = daemon_teardown)
+{
+    h_require_kernel_tier();
+    const char *path = fake_file_max("1000\n");
+    cr_assert_eq(setenv("BULKHEAD_TEST_FILE_MAX", path, 1), 0);
+    cr_assert_eq(setenv("BULKHEAD_KEEP_FILE_MAX", "1", 1), 0);
+    char msg[1024];
+    int rc = h_daemon_launch(&bhd, "/tmp/bhd-e2e-XXXXXX", "kernel", "--warm 0", msg, sizeof(msg));
+    cr_assert_eq(rc, -1, "bulkheadd started on a host whose fs.file-max is kept at 1000");
+    cr_assert_not_null(strstr(msg, "fs.file-max is 1000"), "%s", msg);
+    cr_assert_not_null(strstr(msg, "BULKHEAD_KEEP_FILE_MAX=1 forbids raising it"), "%s", msg);
+}
