@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <linux/nsfs.h>
 #include <limits.h>
@@ -32,6 +33,7 @@
 
 #include "cgroup.h"
 #include "cleanup.h"
+#include "file-table.h"
 #include "kernel-compat.h"
 #include "paths.h"
 #include "probe-report.h"
@@ -1035,6 +1037,22 @@ static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
 /* What the sandbox's network namespace holds, read from the host through
  * the sentry: a joined namespace (a pod's, made by a CRI) may hold more than
  * lo, which the kernel tier does not allow. */
+/* The host's file table: every tier needs fs.file-max above what memory can
+ * hold, or sandboxes can take it from the host (sentry/file-table.h). The
+ * create raised it; this reads it again, so a value lowered since shows. */
+static void check_file_table(struct bh_tier_report *r)
+{
+    uint64_t file_max = 0, needed = 0;
+    struct bh_error err = {0};
+    if (bh_file_table_state(&file_max, &needed, &err) < 0) {
+        bh_tier_report_add(r, "file_table", BH_CHECK_FAIL, BH_TIER_CONTAINER, "%s", err.msg);
+        return;
+    }
+    bh_tier_report_add(
+        r, "file_table", file_max >= needed ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
+        "fs.file-max %" PRIu64 ", the host's memory can hold %" PRIu64 " files", file_max, needed);
+}
+
 static void check_net(struct bh_tier_report *r, pid_t sentry)
 {
     char path[64], line[512], seen[256] = "";
@@ -1085,6 +1103,7 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
 
     check_sentry(rep, target->sentry_pid);
     check_net(rep, target->sentry_pid);
+    check_file_table(rep);
     check_userns_owner(rep, target->sentry_pid);
     pid_t guests[64];
     size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));

@@ -36,6 +36,7 @@
 #include "cgroup.h"
 #include "cleanup.h"
 #include "control.h"
+#include "file-table.h"
 #include "frame.h"
 #include "kernel-compat.h"
 #include "mounts.h"
@@ -1677,6 +1678,10 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         opts = &none;
     if (bh_spec_validate(spec, err) < 0)
         return -1;
+    /* Before anything is made: a host whose file table memory can outgrow
+     * is no place for a sandbox of either tier (invariant 5). */
+    if (bh_file_table_ensure(err) < 0)
+        return bh_error_prefix(err, "create sandbox");
     bool detached = (opts->flags & BH_CREATE_DETACHED) != 0;
     if (detached && (opts->state_dir == NULL || opts->state_dir[0] != '/'))
         return bh_error_set(err, EINVAL, "a detached sandbox needs an absolute state directory");
