@@ -273,7 +273,13 @@ Test(supervisor, endless_output_is_truncated_with_the_flag)
 {
     start_daemon("--output 4096");
     char *id = open_session("alice");
-    Resp *r = run_files(id, "python", "while True: print('spam' * 100)", 1000, NULL, 0);
+    /* past the cap before anything else, so a loaded machine that runs the
+     * loop only briefly before the deadline still truncates */
+    Resp *r = run_files(id, "python",
+                        "import sys\n"
+                        "sys.stdout.write('spam' * 3000); sys.stdout.flush()\n"
+                        "while True: print('spam' * 100)",
+                        5000, NULL, 0);
     Bulkhead__Control__CellResult *c = ok(r);
     cr_assert(c->stdout_truncated);
     cr_assert_leq(strlen(c->stdout), 4096 * 3);
