@@ -431,3 +431,84 @@ Test(checkpoint, private_criu_cannot_dump_a_kernel_tier_guest)
     h_require_kernel_tier();
     criu_cannot_dump_a_guest("kernel");
 }
+
+/* CRIU inside the sandbox (session 9's first idea: a dumper in the guests'
+ * own Landlock domain, where the parasite's connect is allowed) meets a
+ * kernel gate before Landlock: to trace a task under a seccomp filter, CRIU
+ * sets PTRACE_O_SUSPEND_SECCOMP, which the kernel grants only to a tracer
+ * holding CAP_SYS_ADMIN in the initial user namespace and under no filter
+ * itself. Every guest of either tier has a filter, so no dumper a sandbox's
+ * user namespace can hold dumps one. Measured here with the best case for
+ * CRIU: `criu dump --unprivileged` as root of a fresh user namespace (every
+ * capability there, CAP_CHECKPOINT_RESTORE and CAP_SYS_PTRACE included), no
+ * filter and no Landlock domain of its own, in the target's pid namespace.
+ * The control (the same Python without a filter) dumps, so the only thing
+ * the dump stops at is the target's filter. The pid namespace's init is the
+ * script: its exit ends every process the test made. */
+static int criu_in_userns_dump(const char *criu, bool filtered, char **log)
+{
+    char dir[300], script[2048];
+    snprintf(dir, sizeof(dir), "%s/userns-%s", tmp, filtered ? "filtered" : "plain");
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    /* An allow-everything filter: its presence, not its rules, is the gate. */
+    const char *filter =
+        "import ctypes, struct\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "insn = ctypes.create_string_buffer(struct.pack('HBBI', 6, 0, 0, 0x7fff0000))\n"
+        "class P(ctypes.Structure):\n"
+        "    _fields_ = [('len', ctypes.c_ushort), ('f', ctypes.c_void_p)]\n"
+        "p = P(1, ctypes.cast(insn, ctypes.c_void_p))\n"
+        "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+        "assert libc.prctl(22, 2, ctypes.byref(p), 0, 0) == 0\n";
+    snprintf(script, sizeof(script),
+             "cd %s || exit 90\n"
+             "setsid /usr/bin/python3 -c \"$1\" </dev/null >py.out 2>&1 &\n"
+             "pid=$!\n"
+             "i=0; while [ ! -s n ] && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.01; done\n"
+             "[ -s n ] || { echo 'the counter never started'; cat py.out; exit 91; }\n"
+             "grep -q '^Seccomp:[[:space:]]*%d' /proc/$pid/status || "
+             "{ echo 'the counter is not in the expected seccomp mode'; exit 92; }\n"
+             "%s dump --unprivileged -t $pid -D . -o dump.log\n"
+             "rc=$?\n"
+             "kill -9 $pid\n"
+             "exit $rc\n",
+             dir, filtered ? 2 : 0, criu);
+    char code[1536];
+    snprintf(code, sizeof(code),
+             "import os, time\nos.closerange(3, 1024)\n%s"
+             "n = 0\nwhile True:\n    n += 1\n"
+             "    open('n.new', 'w').write(str(n))\n    os.rename('n.new', 'n')\n"
+             "    time.sleep(0.02)\n",
+             filtered ? filter : "");
+    struct run_result r =
+        h_run((char *const[]){"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork",
+                              "--mount-proc", "/bin/sh", "-c", script, "sh", code, NULL},
+              NULL, NULL, 90);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/dump.log", dir);
+    char *text = read_text(path);
+    if (asprintf(log, "%s%s\n%s", r.out, r.err, text) < 0)
+        *log = NULL;
+    free(text);
+    int status = r.status;
+    h_free(&r);
+    cr_assert(status < 90 || status > 92, "the script failed before the dump: %s", *log);
+    return status;
+}
+
+Test(checkpoint, criu_in_a_user_namespace_cannot_dump_a_seccomp_filtered_process)
+{
+    const char *criu = criu_path();
+    char *log;
+    int rc = criu_in_userns_dump(criu, false, &log);
+    cr_assert_eq(rc, 0, "the control (no filter) did not dump, so the gate is not measured:\n%s",
+                 log);
+    free(log);
+    rc = criu_in_userns_dump(criu, true, &log);
+    cr_expect_neq(rc, 0,
+                  "CRIU in a user namespace dumped a filtered process: the kernel's gate is gone, "
+                  "and a dumper inside the sandbox is worth trying again (oci/checkpoint.c)");
+    cr_expect(strstr(log, "suspending seccomp failed: Operation not permitted") != NULL,
+              "the dump failed elsewhere than at PTRACE_O_SUSPEND_SECCOMP:\n%s", log);
+    free(log);
+}
