@@ -3,7 +3,11 @@
  * would lose, and the process keeps running with its state, untouched;
  * restore is refused and creates nothing. The refusal's reason is checked
  * against the private CRIU 4.1.1 (tests/deps-criu): it dumps and restores a
- * host process here, and cannot dump a container-tier guest. */
+ * host process here, and cannot dump a container-tier guest. Two more
+ * measure the way forward (tests/README.md, "Branch criu"): CRIU inside a
+ * sandbox's user namespace cannot trace a filtered task at all, and a
+ * host-root CRIU in its target's own Landlock domain dumps it and restores
+ * it with its filter and a domain. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
