@@ -28,6 +28,18 @@
  *   neither dump nor re-create (a restored notify filter has no listener).
  *   A restore that loses a layer is a restore to a lower tier, which
  *   bulkhead never does; it refuses instead (fail closed).
+ * Running CRIU inside the sandbox instead does not help: to trace a
+ * filtered task it must suspend the task's filter (PTRACE_O_SUSPEND_SECCOMP),
+ * which the kernel grants only to a tracer holding CAP_SYS_ADMIN in the
+ * initial user namespace and under no filter, which nothing in a sandbox is.
+ * What would work (measured, not built; tests/README.md "Branch criu"): a
+ * host-root, unfiltered keeper in the guests' very domain, from which the
+ * guests and later CRIU descend, with CRIU's kernel probe cached on a tmpfs
+ * (Landlock refuses mount(2), which CRIU's probe needs). It asks the sentry
+ * to share the guests' domain, a keeper process per container, and CRIU run
+ * in the sandbox's pid namespace; a restored container-tier filter comes
+ * back without its listener, so io_setup and the other brokered calls would
+ * answer ENOSYS.
  * Facts of this machine that bear on any CRIU here, runc's too: criu waits
  * forever for a hardware breakpoint a PVM guest never fires (CRIU_FAULT=130
  * turns them off: tests/deps-criu's wrapper sets it), and the kernel has no

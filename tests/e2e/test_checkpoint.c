@@ -3,7 +3,11 @@
  * would lose, and the process keeps running with its state, untouched;
  * restore is refused and creates nothing. The refusal's reason is checked
  * against the private CRIU 4.1.1 (tests/deps-criu): it dumps and restores a
- * host process here, and cannot dump a container-tier guest. */
+ * host process here, and cannot dump a container-tier guest. Two more
+ * measure the way forward (tests/README.md, "Branch criu"): CRIU inside a
+ * sandbox's user namespace cannot trace a filtered task at all, and a
+ * host-root CRIU in its target's own Landlock domain dumps it and restores
+ * it with its filter and a domain. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -430,4 +434,245 @@ Test(checkpoint, private_criu_cannot_dump_a_kernel_tier_guest)
 {
     h_require_kernel_tier();
     criu_cannot_dump_a_guest("kernel");
+}
+
+/* CRIU inside the sandbox (session 9's first idea: a dumper in the guests'
+ * own Landlock domain, where the parasite's connect is allowed) meets a
+ * kernel gate before Landlock: to trace a task under a seccomp filter, CRIU
+ * sets PTRACE_O_SUSPEND_SECCOMP, which the kernel grants only to a tracer
+ * holding CAP_SYS_ADMIN in the initial user namespace and under no filter
+ * itself. Every guest of either tier has a filter, so no dumper a sandbox's
+ * user namespace can hold dumps one. Measured here with the best case for
+ * CRIU: `criu dump --unprivileged` as root of a fresh user namespace (every
+ * capability there, CAP_CHECKPOINT_RESTORE and CAP_SYS_PTRACE included), no
+ * filter and no Landlock domain of its own, in the target's pid namespace.
+ * The control (the same Python without a filter) dumps, so the only thing
+ * the dump stops at is the target's filter. The pid namespace's init is the
+ * script: its exit ends every process the test made. */
+static int criu_in_userns_dump(const char *criu, bool filtered, char **log)
+{
+    char dir[300], script[2048];
+    snprintf(dir, sizeof(dir), "%s/userns-%s", tmp, filtered ? "filtered" : "plain");
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    /* An allow-everything filter: its presence, not its rules, is the gate. */
+    const char *filter =
+        "import ctypes, struct\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "insn = ctypes.create_string_buffer(struct.pack('HBBI', 6, 0, 0, 0x7fff0000))\n"
+        "class P(ctypes.Structure):\n"
+        "    _fields_ = [('len', ctypes.c_ushort), ('f', ctypes.c_void_p)]\n"
+        "p = P(1, ctypes.cast(insn, ctypes.c_void_p))\n"
+        "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+        "assert libc.prctl(22, 2, ctypes.byref(p), 0, 0) == 0\n";
+    snprintf(script, sizeof(script),
+             "cd %s || exit 90\n"
+             "setsid /usr/bin/python3 -c \"$1\" </dev/null >py.out 2>&1 &\n"
+             "pid=$!\n"
+             "i=0; while [ ! -s n ] && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.01; done\n"
+             "[ -s n ] || { echo 'the counter never started'; cat py.out; exit 91; }\n"
+             "grep -q '^Seccomp:[[:space:]]*%d' /proc/$pid/status || "
+             "{ echo 'the counter is not in the expected seccomp mode'; exit 92; }\n"
+             "%s dump --unprivileged -t $pid -D . -o dump.log\n"
+             "rc=$?\n"
+             "kill -9 $pid\n"
+             "exit $rc\n",
+             dir, filtered ? 2 : 0, criu);
+    char code[1536];
+    snprintf(code, sizeof(code),
+             "import os, time\nos.closerange(3, 1024)\n%s"
+             "n = 0\nwhile True:\n    n += 1\n"
+             "    open('n.new', 'w').write(str(n))\n    os.rename('n.new', 'n')\n"
+             "    time.sleep(0.02)\n",
+             filtered ? filter : "");
+    struct run_result r =
+        h_run((char *const[]){"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork",
+                              "--mount-proc", "/bin/sh", "-c", script, "sh", code, NULL},
+              NULL, NULL, 90);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/dump.log", dir);
+    char *text = read_text(path);
+    if (asprintf(log, "%s%s\n%s", r.out, r.err, text) < 0)
+        *log = NULL;
+    free(text);
+    int status = r.status;
+    h_free(&r);
+    cr_assert(status < 90 || status > 92, "the script failed before the dump: %s", *log);
+    return status;
+}
+
+Test(checkpoint, criu_in_a_user_namespace_cannot_dump_a_seccomp_filtered_process)
+{
+    const char *criu = criu_path();
+    char *log;
+    int rc = criu_in_userns_dump(criu, false, &log);
+    cr_assert_eq(rc, 0, "the control (no filter) did not dump, so the gate is not measured:\n%s",
+                 log);
+    free(log);
+    rc = criu_in_userns_dump(criu, true, &log);
+    cr_expect_neq(rc, 0,
+                  "CRIU in a user namespace dumped a filtered process: the kernel's gate is gone, "
+                  "and a dumper inside the sandbox is worth trying again (oci/checkpoint.c)");
+    cr_expect(strstr(log, "suspending seccomp failed: Operation not permitted") != NULL,
+              "the dump failed elsewhere than at PTRACE_O_SUSPEND_SECCOMP:\n%s", log);
+    free(log);
+}
+
+/* A number from /proc/PID/status (-1 when the line or the process is gone);
+ * procfs files have no size, so they are read line by line. */
+static long status_long(long pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    size_t len = strlen(field);
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, len) == 0 && sscanf(line + len, "%ld", &v) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* What a design could build on (not built: see oci/checkpoint.c): a dumper
+ * that is host root, under no filter, and in the very Landlock domain of its
+ * target passes both gates. A keeper process restricts itself into a domain
+ * D (write rules, abstract-socket and signal scopes, as a guest's), forks a
+ * seccomp-filtered Python counter that stays in D, and later forks
+ * `criu dump` in D: ptrace and the parasite's connect are within one domain.
+ * A second keeper, in a new domain D2 with the same rules, runs `criu
+ * restore`: the restored counter goes on with its dict, has exactly the one
+ * filter it was dumped with (CRIU, unfiltered, restores the dumped chain and
+ * adds none), and is still refused the write D2 refuses (it inherits D2
+ * from CRIU). CRIU in a domain cannot mount (Landlock refuses mount(2) to a
+ * process in a domain), so its kernel probe fails; a cache from an unconfined
+ * `criu check`, kept only on a tmpfs /run, lets it start: the script runs in
+ * a private mount namespace with its own tmpfs on /run. */
+static const char keeper_py[] =
+    "import ctypes, os, struct, subprocess, sys, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.syscall.restype = ctypes.c_long\n"
+    "mode, top, criu = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+    "ll = top + '/ll'\n"
+    "WRITE = 2 | 32 | 256 | 16384  # write, remove and make files, truncate\n"
+    "attr = struct.pack('QQQ', WRITE, 0, 1 | 2)  # scopes: abstract sockets, signals\n"
+    "rs = libc.syscall(444, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)\n"
+    "assert rs >= 0, ('landlock_create_ruleset', ctypes.get_errno())\n"
+    "for p in (ll, '/proc', '/dev', '/run'):\n"
+    "    fd = os.open(p, os.O_PATH | os.O_CLOEXEC)\n"
+    "    rule = struct.pack('=Qi', WRITE, fd)\n"
+    "    assert libc.syscall(445, rs, 1, ctypes.c_char_p(rule), 0) == 0, p\n"
+    "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+    "assert libc.syscall(446, rs, 0) == 0, ('landlock_restrict_self', ctypes.get_errno())\n"
+    "def count():\n"
+    "    try:\n"
+    "        return int(open(ll + '/n').read().split()[0])\n"
+    "    except (OSError, ValueError, IndexError):\n"
+    "        return 0\n"
+    "def counter():\n"
+    "    os.setsid()\n"
+    "    out = os.open(ll + '/out', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+    "    nul = os.open('/dev/null', os.O_RDONLY)\n"
+    "    os.dup2(nul, 0); os.dup2(out, 1); os.dup2(out, 2); os.closerange(3, 1024)\n"
+    "    insn = ctypes.create_string_buffer(struct.pack('HBBI', 6, 0, 0, 0x7fff0000))\n"
+    "    class P(ctypes.Structure):\n"
+    "        _fields_ = [('len', ctypes.c_ushort), ('f', ctypes.c_void_p)]\n"
+    "    prog = P(1, ctypes.cast(insn, ctypes.c_void_p))\n"
+    "    assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"
+    "    d = {}\n"
+    "    n = 0\n"
+    "    while True:\n"
+    "        n += 1\n"
+    "        d[n] = n\n"
+    "        try:\n"
+    "            open(top + '/outside', 'w').write('x')\n"
+    "            e = 0\n"
+    "        except OSError as ex:\n"
+    "            e = ex.errno\n"
+    "        open(ll + '/n.new', 'w').write('%d %d %d' % (n, len(d), e))\n"
+    "        os.rename(ll + '/n.new', ll + '/n')\n"
+    "        time.sleep(0.02)\n"
+    "if mode == 'dump':\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        counter()\n"
+    "    end = time.monotonic() + 60\n"
+    "    while count() < 3 and time.monotonic() < end:\n"
+    "        time.sleep(0.02)\n"
+    "    rc = subprocess.run([criu, 'dump', '-t', str(pid), '-D', ll + '/img', '-o', "
+    "'dump.log']).returncode\n"
+    "    if rc != 0:\n"
+    "        os.kill(pid, 9)\n"
+    "    os.waitpid(pid, 0)\n"
+    "else:\n"
+    "    rc = subprocess.run([criu, 'restore', '-d', '-D', ll + '/img', '-o', 'restore.log',\n"
+    "                         '--pidfile', ll + '/restored.pid']).returncode\n"
+    "sys.exit(rc)\n";
+
+Test(checkpoint, private_criu_in_the_targets_landlock_domain_dumps_it_and_restores_both_layers)
+{
+    const char *criu = criu_path();
+    char top[300], ll[320], img[340], path[400];
+    snprintf(top, sizeof(top), "%s/keeper", tmp);
+    snprintf(ll, sizeof(ll), "%s/ll", top);
+    snprintf(img, sizeof(img), "%s/img", ll);
+    cr_assert_eq(mkdir(top, 0700), 0);
+    cr_assert_eq(mkdir(ll, 0700), 0);
+    cr_assert_eq(mkdir(img, 0700), 0);
+    /* From the test's directory: a left-over /etc/criu/default.conf (runc's
+     * checkpoint.bats writes one) can name a relative log file. */
+    const char *script = "cd \"$2\" || exit 90\n"
+                         "mount -t tmpfs bulkhead-criu-kdat /run || exit 90\n"
+                         "\"$3\" check >/dev/null 2>&1 || { echo 'criu check failed'; exit 91; }\n"
+                         "/usr/bin/python3 -c \"$1\" dump \"$2\" \"$3\" || "
+                         "{ echo \"dump: $?\"; exit 92; }\n"
+                         "cat \"$2/ll/n\" >\"$2/at-dump\"\n"
+                         "/usr/bin/python3 -c \"$1\" restore \"$2\" \"$3\" || "
+                         "{ echo \"restore: $?\"; exit 93; }\n";
+    struct run_result r = h_run((char *const[]){"/usr/bin/unshare", "--mount", "--propagation",
+                                                "private", "/bin/sh", "-c", (char *)script, "sh",
+                                                (char *)keeper_py, top, (char *)criu, NULL},
+                                NULL, NULL, 120);
+    snprintf(path, sizeof(path), "%s/restored.pid", ll);
+    long restored = read_long(path);
+    char *dump_log = NULL, *restore_log = NULL;
+    snprintf(path, sizeof(path), "%s/dump.log", img);
+    dump_log = read_text(path);
+    snprintf(path, sizeof(path), "%s/restore.log", img);
+    restore_log = read_text(path);
+    if (r.status != 0 && restored > 0)
+        kill((pid_t)restored, SIGKILL);
+    cr_assert_eq(r.status, 0, "%s%s\ndump.log:\n%s\nrestore.log:\n%s", r.out, r.err, dump_log,
+                 restore_log);
+    h_free(&r);
+    free(dump_log);
+    free(restore_log);
+    cr_assert_gt(restored, 0, "no restored pid");
+    snprintf(path, sizeof(path), "%s/at-dump", top);
+    char *at_dump_text = read_text(path);
+    long at_dump = 0, dumped_entries = 0, dumped_errno = -1;
+    cr_expect_eq(sscanf(at_dump_text, "%ld %ld %ld", &at_dump, &dumped_entries, &dumped_errno), 3,
+                 "%s", at_dump_text);
+    free(at_dump_text);
+    cr_expect_eq(dumped_errno, EACCES,
+                 "before the dump the counter's write outside was not refused");
+    /* The restored counter goes on, and its write outside is still refused. */
+    snprintf(path, sizeof(path), "%s/n", ll);
+    long n = 0, entries = 0, e = -1;
+    for (double end = h_now() + 60; h_now() < end; usleep(20000)) {
+        char *text = read_text(path);
+        int got = sscanf(text, "%ld %ld %ld", &n, &entries, &e);
+        free(text);
+        if (got == 3 && n > at_dump + 2)
+            break;
+    }
+    long mode = status_long(restored, "Seccomp:"),
+         filters = status_long(restored, "Seccomp_filters:");
+    kill((pid_t)restored, SIGKILL);
+    cr_expect_gt(n, at_dump + 2, "the restored counter stopped at %ld (dumped at %ld)", n, at_dump);
+    cr_expect_eq(n, entries, "the dict has %ld entries at count %ld", entries, n);
+    cr_expect_eq(e, EACCES,
+                 "after the restore the write outside gave errno %ld: no Landlock domain", e);
+    cr_expect_eq(mode, 2, "restored in seccomp mode %ld, not under its filter", mode);
+    cr_expect_eq(filters, 1, "restored with %ld filters, dumped with 1", filters);
 }
