@@ -1034,9 +1034,6 @@ static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
                        ok ? "" : " (every one must be finite)");
 }
 
-/* What the sandbox's network namespace holds, read from the host through
- * the sentry: a joined namespace (a pod's, made by a CRI) may hold more than
- * lo, which the kernel tier does not allow. */
 /* The host's file table: every tier needs fs.file-max above what memory can
  * hold, or sandboxes can take it from the host (sentry/file-table.h). The
  * create raised it; this reads it again, so a value lowered since shows. */
@@ -1053,6 +1050,9 @@ static void check_file_table(struct bh_tier_report *r)
         "fs.file-max %" PRIu64 ", the host's memory can hold %" PRIu64 " files", file_max, needed);
 }
 
+/* What the sandbox's network namespace holds, read from the host through
+ * the sentry: a joined namespace (a pod's, made by a CRI) may hold more than
+ * lo, which the kernel tier does not allow. */
 static void check_net(struct bh_tier_report *r, pid_t sentry)
 {
     char path[64], line[512], seen[256] = "";
