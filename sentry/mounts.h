@@ -31,10 +31,6 @@ struct bh_mounts_pause {
     int (*fn)(void *arg, const char *root, struct bh_error *err);
     void *arg;
 };
-/* bh_mounts_setup_with_dev with a pause (NULL: none). At the kernel tier
- * the mounts the pause added are checked against the broker's rules:
- * procfs, sysfs and cgroupfs only under /proc and /sys, and no mount that
- * takes part in propagation; a breach fails the setup. */
 /* What the setup made that a later step relies on: at the kernel tier, the
  * superblocks of the tmpfs mounts made for the sandbox, whose names only its
  * guests can change (the broker's parent-directory cache serves them
@@ -45,7 +41,11 @@ struct bh_mounts_made {
     dev_t own_tmpfs[BH_MOUNTS_OWN_TMPFS_MAX];
     size_t n_own_tmpfs;
 };
-/* made: filled when not NULL. */
+/* bh_mounts_setup_with_dev with a pause (NULL: none). At the kernel tier
+ * the mounts the pause added are checked against the broker's rules:
+ * procfs, sysfs and cgroupfs only under /proc and /sys, and no mount that
+ * takes part in propagation; a breach fails the setup.
+ * made: filled when not NULL. */
 int bh_mounts_setup_paused(const struct bh_sandbox_spec *spec, int dev_tree,
                            const struct bh_mounts_pause *pause, struct bh_mounts_made *made,
                            struct bh_error *err);
