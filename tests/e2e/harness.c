@@ -135,6 +135,14 @@ int h_finish(struct h_job *j, int timeout_s, char **out, char **err)
     return rc;
 }
 
+int h_held_fifo(const char *path)
+{
+    cr_assert_eq(mkfifo(path, 0600), 0, "mkfifo %s: %s", path, strerror(errno));
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open the FIFO %s: %s", path, strerror(errno));
+    return fd;
+}
+
 struct run_result h_run(char *const argv[], char *const extra_env[], const char *stdin_path,
                         int timeout_s)
 {

@@ -59,6 +59,10 @@ void h_cgroup_dir(const char *controller, const char *rel, char *out, size_t siz
 void h_bundle_skeleton(const char *dir);
 /* Writes TEXT to DIR/REL (the test fails if it cannot). */
 void h_write_file(const char *dir, const char *rel, const char *text);
+/* Makes a FIFO at path and opens it read-write (so neither side's open
+ * blocks): a job given it as stdin waits for a byte or for its last writer,
+ * this fd, to close. The test fails if it cannot. */
+int h_held_fifo(const char *path);
 
 /* Forks argv with extra environment entries (NULL-terminated, may be NULL),
  * stdin from stdin_path (NULL: /dev/null) and cwd (NULL: ours). */

@@ -1721,9 +1721,7 @@ Test(escape, container_guest_before_its_exec_is_not_dumpable_do)
     /* in tmpdir: the suite's fini removes it */
     char hold_fifo[128];
     snprintf(hold_fifo, sizeof(hold_fifo), "%s/hold", tmpdir);
-    cr_assert_eq(mkfifo(hold_fifo, 0600), 0, "mkfifo: %s", strerror(errno));
-    cleanup_close int release = open(hold_fifo, O_RDWR | O_CLOEXEC);
-    cr_assert_geq(release, 0, "open the FIFO: %s", strerror(errno));
+    cleanup_close int release = h_held_fifo(hold_fifo);
     char *bh = h_path("bulkhead");
     char *argv[] = {
         bh,   "do",         "--tier", "container", "--env", "BULKHEAD_TEST_HOLD_BEFORE_EXEC=1",

@@ -197,9 +197,7 @@ static void held_do(const char *tier)
     make_dir();
     char fifo[128];
     snprintf(fifo, sizeof(fifo), "%s/hold", dir);
-    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo: %s", strerror(errno));
-    int release = open(fifo, O_RDWR | O_CLOEXEC);
-    cr_assert_geq(release, 0, "open the FIFO: %s", strerror(errno));
+    int release = h_held_fifo(fifo);
     char *bh = h_path("bulkhead");
     char *argv[] = {
         bh,   "do",         "--tier", (char *)tier, "--env", "BULKHEAD_TEST_HOLD_BEFORE_EXEC=1",

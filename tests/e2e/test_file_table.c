@@ -416,11 +416,8 @@ static void holder_leaves_the_table_to_others(const char *tier)
     cr_assert_not_null(mkdtemp(tmp));
     char fifo[128];
     snprintf(fifo, sizeof(fifo), "%s/stdin", tmp);
-    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo: %s", strerror(errno));
-    /* Read-write, so that neither side's open blocks; closing it ends the
-     * guest. */
-    cleanup_close int hold = open(fifo, O_RDWR | O_CLOEXEC);
-    cr_assert_geq(hold, 0, "%s", strerror(errno));
+    /* closing it ends the guest */
+    cleanup_close int hold = h_held_fifo(fifo);
     char *bh = h_path("bulkhead");
     struct h_job j = h_spawn((char *const[]){bh, "do", "--tier", (char *)tier, "--memory", "64m",
                                              "--", PY, "-c", (char *)file_table_hold, NULL},

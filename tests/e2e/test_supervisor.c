@@ -1485,6 +1485,22 @@ Test(agent, cleanup_kills_a_process_that_reuses_a_killed_pid, .timeout = 60)
     h_free(&r);
 }
 
+/* Runs a test script that loads the in-sandbox agent outside any sandbox:
+ * argv[1] the agent, argv[2] the Python runner, argv[3] a work directory
+ * made and removed here, argv[4] arg (if not NULL). */
+static struct run_result run_agent_script(const char *script, const char *arg, int timeout_s)
+{
+    cleanup_free char *agent = h_path("runners/agent.py");
+    cleanup_free char *runner = h_path("runners/runner.py");
+    char work[] = "/tmp/bh-agent-test-XXXXXX";
+    cr_assert_not_null(mkdtemp(work));
+    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)script, agent, runner, work,
+                    (char *)arg,        NULL};
+    struct run_result r = h_run(argv, NULL, NULL, timeout_s);
+    h_remove_tree(work);
+    return r;
+}
+
 /* An interpreter killed between calls is on its way out once its main
  * thread is a zombie, but waitpid sees it only when its other threads are
  * gone too (node's take a moment under load). A cell sent then must run in
@@ -1520,13 +1536,7 @@ Test(agent, a_cell_after_an_interpreter_died_runs_fresh, .timeout = 60)
         "hdr, out, err, _ = a.cell({'language': 'python', 'code': '6 * 7'})\n"
         "a.kill_interp('python')\n"
         "print(hdr['exit'], hdr.get('fresh_interpreter'), hdr['value'], err.decode()[-300:])\n";
-    cleanup_free char *agent = h_path("runners/agent.py");
-    cleanup_free char *runner = h_path("runners/runner.py");
-    char work[] = "/tmp/bh-agent-fresh-XXXXXX";
-    cr_assert_not_null(mkdtemp(work));
-    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)script, agent, runner, work, NULL};
-    struct run_result r = h_run(argv, NULL, NULL, 50);
-    h_remove_tree(work);
+    struct run_result r = run_agent_script(script, NULL, 50);
     cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out, r.err);
     cr_assert_str_eq(r.out, "0 True 42 \n",
                      "the cell after the interpreter died (exit, fresh, value, stderr): %s%s",
@@ -1571,14 +1581,7 @@ static void agent_with_a_stuck_interpreter(const char *mode, const char *expect)
         "try: os.kill(pid, 0); print('the stuck interpreter lives on'); sys.exit(1)\n"
         "except ProcessLookupError: pass\n"
         "print(hdr['exit'], hdr['timed_out'], hdr.get('fresh_interpreter'), hdr['value'])\n";
-    cleanup_free char *agent = h_path("runners/agent.py");
-    cleanup_free char *runner = h_path("runners/runner.py");
-    char work[] = "/tmp/bh-agent-stuck-XXXXXX";
-    cr_assert_not_null(mkdtemp(work));
-    char *argv[] = {"/usr/bin/python3", "-I", "-c", (char *)script, agent, runner, work,
-                    (char *)mode,       NULL};
-    struct run_result r = h_run(argv, NULL, NULL, 100);
-    h_remove_tree(work);
+    struct run_result r = run_agent_script(script, mode, 100);
     cr_assert_neq(r.status, -1,
                   "%s: the agent's cell did not come back (it waits on the stuck "
                   "interpreter): %s%s",
