@@ -312,7 +312,7 @@ Test(file_table, a_guests_share_of_the_hosts_file_table_is_bounded_by_its_memory
     h_require_kernel_tier();
     static const char *const pre[] = {"--memory", "32m", NULL};
     struct run_result r = do_env("container", NULL, pre, "--", PY, "-c", file_table_grab, NULL);
-    long total = -1, growth = 0;
+    long total = -1, growth = 0, shown_total = -1, shown_growth = 0;
     char why[64] = "";
     for (const char *p = r.out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         long t, g;
@@ -321,6 +321,14 @@ Test(file_table, a_guests_share_of_the_hosts_file_table_is_bounded_by_its_memory
             total = t;
             growth = g;
             snprintf(why, sizeof(why), "%s", w);
+            /* A line written after the OOM killer took a child counts that
+             * child's files in t but no longer in g, so the files are shown
+             * to be in the host's table by the best line, not the last. */
+            if (t >= 1000 &&
+                (shown_total < 0 || g - t / 2 > shown_growth - shown_total / 2)) {
+                shown_total = t;
+                shown_growth = g;
+            }
         }
     }
     cr_assert_geq(total, 0, "the guest never reported what it held (exit %d): %s\n%s", r.status,
@@ -329,10 +337,12 @@ Test(file_table, a_guests_share_of_the_hosts_file_table_is_bounded_by_its_memory
                  "a guest under a 32 MiB memory limit held %ld files of the host's table (the "
                  "script's own cap is 480,000): files are not charged to its memory cgroup",
                  total);
-    cr_assert_geq(growth, total / 2,
-                  "the host's file-nr grew by %ld while the guest held %ld mapped files: the "
-                  "files are not in the host's table, so the test shows nothing",
-                  growth, total);
+    cr_assert_geq(shown_total, 1000, "the guest never held 1,000 files (exit %d): %s\n%s",
+                  r.status, r.out, r.err);
+    cr_assert_geq(shown_growth, shown_total / 2,
+                  "the host's file-nr grew by at most %ld while the guest held %ld mapped files: "
+                  "the files are not in the host's table, so the test shows nothing\n%s",
+                  shown_growth, shown_total, r.out);
     cr_log_info("under --memory 32m the guest held %ld files (file-nr +%ld, stopped: %s, exit %d)",
                 total, growth, why, r.status);
     h_free(&r);
