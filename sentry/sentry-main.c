@@ -1088,6 +1088,11 @@ int main(int argc, char **argv)
     int stdio[3] = {0, 1, 2};
     if (bh_guest_fork(&S.ctx, &S.spec.process, stdio, console_fd, NULL, 0, &S.first, &err) < 0)
         die(&err);
+    /* The broker caches lookups only on the tmpfs it is told of: a list
+     * cut short here would make calls slower, never wrong, but keep the
+     * two bounds together. */
+    _Static_assert(BH_BROKER_OWN_TMPFS_MAX >= BH_MOUNTS_OWN_TMPFS_MAX,
+                   "the broker must take every tmpfs the mounts report");
     if (S.spec.tier == BH_TIER_KERNEL) {
         struct bh_broker_config cfg = {.guest_uid = S.spec.process.uid,
                                        .guest_gid = S.spec.process.gid,
