@@ -65,8 +65,9 @@ struct bh_guest {
     bool fs_caps_possible;
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
     /* CapEff: the file capabilities among them are the ones the broker acts
-     * with for this thread (bh_req_become_guest), no more. */
-    uint64_t cap_eff;
+     * with for this thread (bh_req_become_guest), no more; CapPrm's for
+     * access(2) by a real root, as the kernel's own fix-up for it. */
+    uint64_t cap_eff, cap_prm;
     int ngroups;
     uint32_t groups[BH_BROKER_MAX_GROUPS];
     /* The umask read from status_fd, valid while bh_broker.umask_gen is

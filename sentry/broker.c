@@ -332,6 +332,7 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
     bool have_eff = false, uids_same = false, gids_same = false;
     unsigned long long cap_prm = ~0ULL;
     g->cap_eff = 0;
+    g->cap_prm = 0;
     g->ngroups = 0;
     for (char *line = buf; line != NULL && *line != '\0';) {
         char *next = strchr(line, '\n');
@@ -364,6 +365,7 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
             }
         } else if (strncmp(line, "CapPrm:", 7) == 0) {
             cap_prm = strtoull(line + 7, NULL, 16);
+            g->cap_prm = cap_prm;
             have_caps = true;
         } else if (strncmp(line, "CapEff:", 7) == 0) {
             g->cap_eff = strtoull(line + 7, NULL, 16);
@@ -548,7 +550,10 @@ int bh_req_become_guest(struct bh_req *r, bool real_ids)
     const struct bh_guest *g = r->g;
     uint32_t uid = real_ids ? g->ruid : g->fsuid;
     uint32_t gid = real_ids ? g->rgid : g->fsgid;
-    uint64_t caps = g->cap_eff & BH_BROKER_FS_CAPS;
+    /* access(2) and faccessat without AT_EACCESS: the kernel checks them
+     * with the real ids and, by its fix-up for them, a real root's whole
+     * permitted set or nothing for any other uid. */
+    uint64_t caps = (real_ids ? (g->ruid == 0 ? g->cap_prm : 0) : g->cap_eff) & BH_BROKER_FS_CAPS;
     if (worker_ids.set && worker_ids.fsuid == uid && worker_ids.fsgid == gid &&
         worker_ids.fs_caps == caps && worker_ids.ngroups == g->ngroups &&
         memcmp(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups) == 0)

@@ -1021,7 +1021,11 @@ static const char *cat_with_caps(const char *tier, int uid, const char *bounding
              "{\"bounding\": %s, \"permitted\": %s, \"effective\": %s, \"inheritable\": %s, "
              "\"ambient\": %s}",
              bounding, effective, effective, ambient, ambient);
-    config("[\"sh\", \"-c\", \"cat /sec/f 2>&1; echo cat-$?; grep CapEff /proc/self/status\"]",
+    /* os.access is access(2): the real ids, and the kernel's fix-up for
+     * them (a real root's permitted set, nothing for any other uid). */
+    config("[\"sh\", \"-c\", \"cat /sec/f 2>&1; echo cat-$?; grep CapEff /proc/self/status; "
+           "python3 -c 'import os; print(\\\"access-\\\", os.access(\\\"/sec/f\\\", os.R_OK), "
+           "sep=\\\"\\\")'\"]",
            false, NULL);
     json_t *doc = config_load();
     json_t *proc = json_object_get(doc, "process");
@@ -1061,15 +1065,21 @@ static void broker_acts_with_the_threads_file_caps(const char *tier)
               "root without CAP_DAC_OVERRIDE read another uid's 0600 file: %s", out);
     cr_expect(strstr(out, "CapEff:\t0000000000000000") != NULL, "%s", out);
     /* root holding it: read */
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
+    /* root holding it: read */
     out = cat_with_caps(tier, 0, dac, dac, "[]");
     cr_expect(strstr(out, "secret\ncat-0") != NULL, "root with CAP_DAC_OVERRIDE: %s", out);
-    /* a non-root uid holding it (ambient): read, as the kernel lets it */
+    cr_expect(strstr(out, "access-True") != NULL, "%s", out);
+    /* a non-root uid holding it (ambient): read, as the kernel lets it, but
+     * access(2) says no (the kernel's fix-up for the real ids) */
     out = cat_with_caps(tier, 1000, dac, dac, dac);
     cr_expect(strstr(out, "secret\ncat-0") != NULL, "uid 1000 with CAP_DAC_OVERRIDE: %s", out);
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
     /* a non-root uid without it: refused */
     out = cat_with_caps(tier, 1000, dac, "[]", "[]");
     cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "cat-0") == NULL,
               "uid 1000 without CAP_DAC_OVERRIDE: %s", out);
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
 }
 
 Test(oci_compat_cli, broker_acts_with_the_threads_file_caps_kernel_tier)
