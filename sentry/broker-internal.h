@@ -5,6 +5,7 @@
 #define BH_BROKER_INTERNAL_H
 
 #include <limits.h>
+#include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +23,14 @@
 #define BH_CONTINUE (-100001L)
 
 #define BH_BROKER_MAX_GROUPS 256
+/* The capabilities that decide file permission checks: the kernel's
+ * CAP_FS_MASK (the set its setfsuid fix-up raises and clears). A broker
+ * thread holds, of these, exactly what the guest thread it serves holds in
+ * its effective set and the sentry may hold (bh_req_become_guest). */
+#define BH_BROKER_FS_CAPS                                                                          \
+    ((1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH) |            \
+     (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID) | (1ULL << CAP_LINUX_IMMUTABLE) |                 \
+     (1ULL << CAP_MAC_OVERRIDE))
 
 /* A listener (one guest filter). Referenced by the watched list and by each
  * request being answered on it. */
@@ -51,7 +60,14 @@ struct bh_guest {
     _Atomic uint64_t alive_ns;
     bool ids_valid;  /* fs ids below may be reused (see config.ids_notified) */
     bool ids_frozen; /* no capability, equal ids, no_new_privs: ids never change */
+    /* Set when the thread's permitted or effective set holds a capability
+     * of BH_BROKER_FS_CAPS: its status is then read on every call. */
+    bool fs_caps_possible;
     uint32_t ruid, euid, fsuid, rgid, egid, fsgid;
+    /* CapEff: the file capabilities among them are the ones the broker acts
+     * with for this thread (bh_req_become_guest), no more; CapPrm's for
+     * access(2) by a real root, as the kernel's own fix-up for it. */
+    uint64_t cap_eff, cap_prm;
     int ngroups;
     uint32_t groups[BH_BROKER_MAX_GROUPS];
     /* The umask read from status_fd, valid while bh_broker.umask_gen is

@@ -72,7 +72,8 @@
  * linkat, fchmodat2, fchownat, utimensat, inotify_add_watch, ftruncate,
  * umask, fchdir, statmount and fcntl (F_DUPFD_CLOEXEC; the parent-directory
  * cache),
- * setfsuid, setfsgid, setgroups, connect, bind, sendto, sendmsg, getpid,
+ * setfsuid, setfsgid, setgroups, capget, capset (file capabilities per
+ * thread), connect, bind, sendto, sendmsg, getpid,
  * write (debug log), madvise, exit, clock_gettime (vDSO; the alive window),
  * and at start sched_getaffinity (sysconf of the CPU count).
  *
@@ -328,8 +329,10 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
     if (bh_status_read(fd, buf, sizeof(buf)) < 0)
         return -ESRCH;
     bool have_uid = false, have_gid = false, have_tgid = false, have_caps = false, nnp = false;
-    bool uids_same = false, gids_same = false;
+    bool have_eff = false, uids_same = false, gids_same = false;
     unsigned long long cap_prm = ~0ULL;
+    g->cap_eff = 0;
+    g->cap_prm = 0;
     g->ngroups = 0;
     for (char *line = buf; line != NULL && *line != '\0';) {
         char *next = strchr(line, '\n');
@@ -362,7 +365,11 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
             }
         } else if (strncmp(line, "CapPrm:", 7) == 0) {
             cap_prm = strtoull(line + 7, NULL, 16);
+            g->cap_prm = cap_prm;
             have_caps = true;
+        } else if (strncmp(line, "CapEff:", 7) == 0) {
+            g->cap_eff = strtoull(line + 7, NULL, 16);
+            have_eff = true;
         } else if (strncmp(line, "NoNewPrivs:", 11) == 0) {
             nnp = strtol(line + 11, NULL, 10) == 1;
         } else if (umask_out != NULL && strncmp(line, "Umask:", 6) == 0) {
@@ -374,6 +381,12 @@ static int read_status(int fd, struct bh_guest *g, mode_t *umask_out)
      * task's ids any more (set*id may only pick among its own ids, setgroups
      * needs CAP_SETGID, exec grants nothing), so they hold until it dies. */
     g->ids_frozen = have_caps && cap_prm == 0 && nnp && uids_same && gids_same;
+    /* A thread that may hold a file capability has its status read on
+     * every call: an exec can take capabilities away without any call the
+     * broker sees (a non-root uid's non-ambient sets), and a cached set
+     * would then act with more than the thread holds. */
+    g->fs_caps_possible = !have_caps || !have_eff || (cap_prm & BH_BROKER_FS_CAPS) != 0 ||
+                          (g->cap_eff & BH_BROKER_FS_CAPS) != 0;
     return have_uid && have_gid && have_tgid ? 0 : -ESRCH;
 }
 
@@ -422,7 +435,7 @@ static struct bh_guest *guest_get(struct bh_broker *b, pid_t tid)
 
     if (g != NULL) {
         bool alive;
-        if (g->ids_valid && (g->ids_frozen || b->cfg.ids_notified)) {
+        if (g->ids_valid && (g->ids_frozen || (b->cfg.ids_notified && !g->fs_caps_possible))) {
             /* The entry is this caller's if its task was seen alive within
              * the alive window: for the tid to have passed to the caller
              * meanwhile, the task must have died and the guests gone once
@@ -491,10 +504,11 @@ static long sys_set_ids(struct bh_req *r)
     return BH_CONTINUE;
 }
 
-/* Per worker thread: the fs ids it currently carries. */
+/* Per worker thread: the fs ids and file capabilities it currently carries. */
 static __thread struct {
     bool set;
     uint32_t fsuid, fsgid;
+    uint64_t fs_caps;
     int ngroups;
     uint32_t groups[BH_BROKER_MAX_GROUPS];
 } worker_ids;
@@ -506,13 +520,42 @@ uint64_t bh_worker_ids_epoch(void)
     return ids_epoch;
 }
 
+/* Sets this thread's effective file capabilities to exactly `want` (of
+ * BH_BROKER_FS_CAPS, bounded by its permitted set), keeping the others as
+ * they are. Raw capget/capset act on the calling thread only. The kernel's
+ * own rule (the setfsuid fix-up: a uid-0 fsuid raises every permitted file
+ * capability, any other clears them) would follow the ids alone; this
+ * follows the guest thread's effective set, so the broker acts with no
+ * right the thread itself lacks, and with the ones it holds (a root guest
+ * with CAP_DAC_OVERRIDE dropped is refused as by the kernel, a non-root one
+ * holding it is let through as by the kernel). */
+static int worker_fs_caps(uint64_t want)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -EPERM;
+    uint64_t perm = d[0].permitted | (uint64_t)d[1].permitted << 32;
+    uint64_t eff = d[0].effective | (uint64_t)d[1].effective << 32;
+    eff = (eff & ~BH_BROKER_FS_CAPS) | (want & perm & BH_BROKER_FS_CAPS);
+    d[0].effective = (uint32_t)eff;
+    d[1].effective = (uint32_t)(eff >> 32);
+    if (syscall(SYS_capset, &h, d) < 0)
+        return -EPERM;
+    return 0;
+}
+
 int bh_req_become_guest(struct bh_req *r, bool real_ids)
 {
     const struct bh_guest *g = r->g;
     uint32_t uid = real_ids ? g->ruid : g->fsuid;
     uint32_t gid = real_ids ? g->rgid : g->fsgid;
+    /* access(2) and faccessat without AT_EACCESS: the kernel checks them
+     * with the real ids and, by its fix-up for them, a real root's whole
+     * permitted set or nothing for any other uid. */
+    uint64_t caps = (real_ids ? (g->ruid == 0 ? g->cap_prm : 0) : g->cap_eff) & BH_BROKER_FS_CAPS;
     if (worker_ids.set && worker_ids.fsuid == uid && worker_ids.fsgid == gid &&
-        worker_ids.ngroups == g->ngroups &&
+        worker_ids.fs_caps == caps && worker_ids.ngroups == g->ngroups &&
         memcmp(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups) == 0)
         return 0;
     worker_ids.set = false;
@@ -524,9 +567,13 @@ int bh_req_become_guest(struct bh_req *r, bool real_ids)
     syscall(SYS_setfsuid, uid);
     if ((uint32_t)syscall(SYS_setfsgid, -1) != gid || (uint32_t)syscall(SYS_setfsuid, -1) != uid)
         return -EPERM;
+    /* After setfsuid, whose fix-up may have raised or cleared them. */
+    if (worker_fs_caps(caps) < 0)
+        return -EPERM;
     worker_ids.set = true;
     worker_ids.fsuid = uid;
     worker_ids.fsgid = gid;
+    worker_ids.fs_caps = caps;
     worker_ids.ngroups = g->ngroups;
     memcpy(worker_ids.groups, g->groups, sizeof(uint32_t) * (size_t)g->ngroups);
     return 0;

@@ -9,8 +9,11 @@
  *    that every permission check is the guest's own), CAP_KILL (only to
  *    deliver SIGPIPE to a guest thread whose brokered send hit a broken
  *    pipe: the guest runs as another uid).
- *    No capability that overrides file permissions (DAC_*, FOWNER) may be
- *    held, or guests would inherit it through the broker.
+ *    Capabilities that override file permissions (DAC_*, FOWNER, ...) may
+ *    be permitted (what guests get, CAP_DAC_READ_SEARCH for a guest's
+ *    working directory), never effective but as the served guest thread
+ *    holds them: each worker sets its effective file capabilities to that
+ *    thread's CapEff after taking its fs ids (broker.c, worker_fs_caps).
  *  - a /proc of the guests' pid namespace at /proc in its root;
  *  - the syscalls listed at the top of sentry/broker.c (for sentry.policy).
  * Which syscalls it answers (and how) is listed there too. */

@@ -16,9 +16,9 @@
 uint64_t bh_caps_sentry_effective(void);
 /* Sentry half: bounding set to the guests' bounding, keep-caps across the
  * switch to its own ids, then permitted = its needs | what guests get
- * (| CAP_DAC_READ_SEARCH with cwd_rights: no broker, see caps.c),
+ * | CAP_DAC_READ_SEARCH (a guest's working directory, see caps.c),
  * effective = its needs. Runs as root of the sandbox's user namespace. */
-int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t gid, bool cwd_rights,
+int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t gid,
                         struct bh_error *err);
 /* Guest half, before its ids change: securebits set and locked. */
 int bh_caps_guest_securebits(const struct bh_process *proc, struct bh_error *err);

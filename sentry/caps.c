@@ -4,7 +4,7 @@
  * The sentry drops from inside root to its own uid keeping what it needs in
  * its effective set, plus, in its permitted set only, what guests may get
  * (nothing for `bulkhead do`; the OCI process's sets otherwise) and
- * CAP_SETPCAP so a guest can lock its securebits, and (container tier)
+ * CAP_SETPCAP so a guest can lock its securebits, and
  * CAP_DAC_READ_SEARCH so a guest can enter its working directory. The
  * bounding set becomes the
  * guests' bounding set: the sentry never execs, so it loses nothing by it. */
@@ -49,7 +49,7 @@ static int set_caps(uint64_t eff, uint64_t perm, uint64_t inh, struct bh_error *
     return 0;
 }
 
-int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t gid, bool cwd_rights,
+int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t gid,
                         struct bh_error *err)
 {
     uint64_t guest_all = guest->cap_bounding | guest->cap_permitted | guest->cap_effective |
@@ -73,11 +73,11 @@ int bh_caps_sentry_drop(const struct bh_process *guest, uint32_t uid, uint32_t g
     uint64_t perm = eff | guest_all | CAPBIT(CAP_SETPCAP);
     /* CAP_DAC_READ_SEARCH, permitted only: a new guest enters its working
      * directory with it, as runc's init does with its own privileges, and
-     * drops it with the rest (bh_caps_guest_apply). Never with a broker: a
-     * broker thread taking a uid-0 guest's fsuid would get every permitted
-     * file capability raised by the kernel (the setfsuid fix-up). */
-    if (cwd_rights)
-        perm |= CAPBIT(CAP_DAC_READ_SEARCH);
+     * drops it with the rest (bh_caps_guest_apply). A broker thread never
+     * lends it (nor any permitted file capability) to a guest: it sets its
+     * effective file capabilities to the guest thread's own after each
+     * setfsuid, overriding the kernel's fix-up (broker.c, worker_fs_caps). */
+    perm |= CAPBIT(CAP_DAC_READ_SEARCH);
     if (guest->allow_new_privs)
         perm |= CAPBIT(CAP_SYS_ADMIN); /* permitted only: see bh_process.allow_new_privs */
     return set_caps(eff, perm, guest->cap_inheritable, err);

@@ -542,18 +542,17 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
     }
     if (bh_caps_guest_securebits(proc, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);
-    /* Container tier: the working directory is entered first with the
-     * setup's rights (CAP_DAC_READ_SEARCH, permitted to the sentry for this
-     * alone), as runc's init enters it with its own: a process may start in
-     * a directory its user cannot enter (exec --user 0 into another user's
-     * 0700 home), and being there grants nothing, as every lookup from it is
-     * checked again. Refused, it is retried as the process's user below.
-     * The kernel tier's broker resolves paths from the cwd with the guest's
-     * own ids, so there the process's rights alone count. */
+    /* The working directory is entered first with the setup's rights
+     * (CAP_DAC_READ_SEARCH, permitted to the sentry for this alone), as
+     * runc's init enters it with its own: a process may start in a directory
+     * its user cannot enter (exec --user 0 into another user's 0700 home),
+     * and being there grants nothing, as every lookup from it is checked
+     * again: by the kernel, and at the kernel tier by the broker with the
+     * thread's own ids and file capabilities (broker.c, worker_fs_caps).
+     * Refused, it is retried as the process's user below. */
     const char *cwd = proc->cwd ? proc->cwd : "/";
     bool cwd_entered = false;
-    if (ctx->spec->tier < BH_TIER_KERNEL &&
-        bh_caps_effective(CAP_DAC_READ_SEARCH, true, &err) == 0) {
+    if (bh_caps_effective(CAP_DAC_READ_SEARCH, true, &err) == 0) {
         cwd_entered = chdir(cwd) == 0;
         int e = errno;
         if (bh_caps_effective(CAP_DAC_READ_SEARCH, false, &err) < 0)
@@ -587,13 +586,8 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
         if (errno == EACCES)
             bh_error_errno(&err, errno,
                            "enter the working directory `%s` as uid %u: its permissions do not "
-                           "let that user in (%s)",
-                           cwd, proc->uid,
-                           ctx->spec->tier < BH_TIER_KERNEL
-                               ? "nor the sandbox's setup"
-                               : "at the kernel tier the process's own ids and capabilities "
-                                 "count, not the runtime's: the broker resolves its paths from "
-                                 "there with them");
+                           "let that user in, nor the sandbox's setup",
+                           cwd, proc->uid);
         else
             bh_error_errno(&err, errno, "enter the working directory `%s`", cwd);
         guest_fail(sock, &err, BH_EXIT_REFUSED);

@@ -385,8 +385,7 @@ static int confine_self(struct bh_error *err)
 {
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         return bh_error_errno(err, errno, "make the sentry non-dumpable");
-    if (bh_caps_sentry_drop(&S.spec.process, S.params.sentry_uid, S.params.sentry_gid,
-                            S.spec.tier < BH_TIER_KERNEL, err) < 0)
+    if (bh_caps_sentry_drop(&S.spec.process, S.params.sentry_uid, S.params.sentry_gid, err) < 0)
         return bh_error_prefix(err, "confine the sentry");
     /* New credentials cleared the death signal. */
     if (!S.detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)

@@ -951,6 +951,11 @@ static void cwd_entered_with_the_setups_rights(const char *tier)
     snprintf(dir, sizeof(dir), "%s/bundle/rootfs/root", tmp);
     cr_assert_eq(chown(dir, 42, 0), 0);
     cr_assert_eq(chmod(dir, 0700), 0);
+    h_write_file(tmp, "bundle/rootfs/root/f", "secret\n");
+    snprintf(cfg, sizeof(cfg), "%s/bundle/rootfs/root/f", tmp);
+    cr_assert_eq(chown(cfg, 42, 0), 0);
+    cr_assert_eq(chmod(cfg, 0600), 0);
+    snprintf(cfg, sizeof(cfg), "%s/bundle/config.json", tmp);
     json_t *j = json_load_file(cfg, 0, NULL);
     cr_assert_not_null(j);
     json_t *proc = json_object_get(j, "process");
@@ -968,19 +973,29 @@ static void cwd_entered_with_the_setups_rights(const char *tier)
     cr_expect_eq(RUN(out, "exec", id, "sh", "-c", "pwd; ls . >/dev/null && echo listed"), 0,
                  "exec as the owner: %s", err_text);
     cr_expect(strstr(out, "/root\nlisted") != NULL, "%s", out);
-    rc = RUN(out, "exec", "--user", "0", id, "sh", "-c", "pwd; ls . 2>&1 >/dev/null; echo ls-$?");
-    if (strcmp(tier, "kernel") == 0) {
-        cr_expect_eq(rc, 255, "%s", out);
-        cr_expect(strstr(err_text, "working directory `/root` as uid 0") != NULL &&
-                      strstr(err_text, "kernel tier") != NULL &&
-                      strstr(err_text, "Permission denied") != NULL,
-                  "%s", err_text);
-        return;
-    }
+    /* At the kernel tier `ls .` is brokered: the broker resolves it from the
+     * cwd with the thread's ids and file capabilities (none here), so being
+     * there lets uid 0 list nothing at either tier, as under runc. */
+    rc = RUN(out, "exec", "--user", "0", id, "sh", "-c",
+             "pwd; ls . 2>&1 >/dev/null; echo ls-$?; cat ./f 2>&1; echo cat-$?; ls / >/dev/null; "
+             "echo root-$?");
     cr_expect_eq(rc, 0, "exec --user 0: %s", err_text);
     cr_expect(strstr(out, "/root\n") == out, "not started in /root: %s", out);
     cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "ls-0") == NULL,
               "being in the directory let uid 0 list it: %s", out);
+    cr_expect(strstr(out, "cat-0") == NULL, "being in the directory let uid 0 read in it: %s", out);
+    cr_expect(strstr(out, "root-0") != NULL, "absolute paths from there: %s", out);
+    /* A uid the directory's mode shuts out entirely is started there too
+     * (the setup's right), and still reads nothing in it. */
+    rc = RUN(out, "exec", "--user", "1000:1000", id, "sh", "-c",
+             "pwd; cat ./f 2>&1; echo cat-$?; cat /root/f 2>&1; echo abs-$?");
+    cr_expect_eq(rc, 0, "exec --user 1000: %s", err_text);
+    cr_expect(strstr(out, "/root\n") == out && strstr(out, "cat-0") == NULL &&
+                  strstr(out, "abs-0") == NULL,
+              "uid 1000 in another uid's 0700 directory: %s", out);
+    /* Its owner reads the file: the refusals above are the mode's. */
+    cr_expect_eq(RUN(out, "exec", id, "cat", "f"), 0, "%s", err_text);
+    cr_expect_str_eq(out, "secret\n");
 }
 
 Test(oci_compat_cli, cwd_entered_with_the_setups_rights_container_tier)
@@ -992,6 +1007,90 @@ Test(oci_compat_cli, cwd_entered_with_the_setups_rights_kernel_tier)
 {
     h_require_kernel_tier();
     cwd_entered_with_the_setups_rights("kernel");
+}
+
+/* Runs `cat /sec/f` (uid 42's, 0600, in a 0755 directory) as uid/gid with
+ * the given capability lists (JSON arrays; "[]" for none) and gives its
+ * output, the command's status appended. */
+static const char *cat_with_caps(const char *tier, int uid, const char *bounding,
+                                 const char *effective, const char *ambient)
+{
+    static char out[4096];
+    char caps[1024];
+    snprintf(caps, sizeof(caps),
+             "{\"bounding\": %s, \"permitted\": %s, \"effective\": %s, \"inheritable\": %s, "
+             "\"ambient\": %s}",
+             bounding, effective, effective, ambient, ambient);
+    /* os.access is access(2): the real ids, and the kernel's fix-up for
+     * them (a real root's permitted set, nothing for any other uid). */
+    config("[\"sh\", \"-c\", \"cat /sec/f 2>&1; echo cat-$?; grep CapEff /proc/self/status; "
+           "python3 -c 'import os; print(\\\"access-\\\", os.access(\\\"/sec/f\\\", os.R_OK), "
+           "sep=\\\"\\\")'\"]",
+           false, NULL);
+    json_t *doc = config_load();
+    json_t *proc = json_object_get(doc, "process");
+    json_object_set_new(proc, "user", json_pack("{s:i,s:i}", "uid", uid, "gid", uid));
+    json_object_set_new(proc, "capabilities", json_loads(caps, 0, NULL));
+    /* Else an exec as root takes the bounding set (the kernel's rule for
+     * root without no_new_privs), at the container tier and under runc. */
+    json_object_set_new(proc, "noNewPrivileges", json_true());
+    config_save(doc);
+    char p[512];
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/sec", tmp);
+    mkdir(p, 0755);
+    h_write_file(tmp, "bundle/rootfs/sec/f", "secret\n");
+    snprintf(p, sizeof(p), "%s/bundle/rootfs/sec/f", tmp);
+    cr_assert_eq(chown(p, 42, 42), 0);
+    cr_assert_eq(chmod(p, 0600), 0);
+    const char *id = new_id("caps");
+    struct run_opts o = {.child_stdout = -1, .tier = tier};
+    int rc = run_bh(out, sizeof(out), &o, (const char *const[]){"run", id, NULL});
+    cr_assert_eq(rc, 0, "run as uid %d (effective %s): %s %s", uid, effective, out, err_text);
+    RUN0("delete", "--force", id);
+    return out;
+}
+
+/* The kernel tier's broker opens the file for the guest: it must act with
+ * the file capabilities the guest thread holds, no more and no fewer, as the
+ * kernel does for the container tier's direct open. On main (before branch
+ * kexec10) the broker took them from the setfsuid fix-up instead: every
+ * permitted file capability of the sentry (which holds the guests' bounding
+ * set) for a uid-0 guest, none for any other uid. */
+static void broker_acts_with_the_threads_file_caps(const char *tier)
+{
+    const char *dac = "[\"CAP_DAC_OVERRIDE\"]";
+    /* root, CAP_DAC_OVERRIDE in its bounding set only: refused */
+    const char *out = cat_with_caps(tier, 0, dac, "[]", "[]");
+    cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "cat-0") == NULL,
+              "root without CAP_DAC_OVERRIDE read another uid's 0600 file: %s", out);
+    cr_expect(strstr(out, "CapEff:\t0000000000000000") != NULL, "%s", out);
+    /* root holding it: read */
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
+    /* root holding it: read */
+    out = cat_with_caps(tier, 0, dac, dac, "[]");
+    cr_expect(strstr(out, "secret\ncat-0") != NULL, "root with CAP_DAC_OVERRIDE: %s", out);
+    cr_expect(strstr(out, "access-True") != NULL, "%s", out);
+    /* a non-root uid holding it (ambient): read, as the kernel lets it, but
+     * access(2) says no (the kernel's fix-up for the real ids) */
+    out = cat_with_caps(tier, 1000, dac, dac, dac);
+    cr_expect(strstr(out, "secret\ncat-0") != NULL, "uid 1000 with CAP_DAC_OVERRIDE: %s", out);
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
+    /* a non-root uid without it: refused */
+    out = cat_with_caps(tier, 1000, dac, "[]", "[]");
+    cr_expect(strstr(out, "Permission denied") != NULL && strstr(out, "cat-0") == NULL,
+              "uid 1000 without CAP_DAC_OVERRIDE: %s", out);
+    cr_expect(strstr(out, "access-False") != NULL, "%s", out);
+}
+
+Test(oci_compat_cli, broker_acts_with_the_threads_file_caps_kernel_tier)
+{
+    h_require_kernel_tier();
+    broker_acts_with_the_threads_file_caps("kernel");
+}
+
+Test(oci_compat_cli, file_caps_as_the_kernel_gives_them_container_tier)
+{
+    broker_acts_with_the_threads_file_caps("container");
 }
 
 Test(oci_compat_cli, pid1_status_container_tier)
