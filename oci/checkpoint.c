@@ -40,6 +40,16 @@
  * in the sandbox's pid namespace; a restored container-tier filter comes
  * back without its listener, so io_setup and the other brokered calls would
  * answer ENOSYS.
+ * Session 10 measured the runc way (tests/README.md, "Branch criu10"): a
+ * host-root CRIU in no domain, entered into every namespace of the sandbox
+ * but its user namespace, running as the sandbox root's host uid with its
+ * capabilities kept, dumps a container-tier guest once the guests' domains
+ * lose the abstract-socket scope, and restores it into a fresh sandbox's
+ * namespaces under its two filters, if the image's user namespace id is
+ * rewritten (CRIU 4.1.1 otherwise clones a user namespace of its own and
+ * cannot setns out of it). The restored guest lacks its Landlock domain,
+ * its cgroup (unless CRIU runs in it) and the AIO listener, and the sentry
+ * does not adopt it; until all of that is built, the refusal stands.
  * Facts of this machine that bear on any CRIU here, runc's too: criu waits
  * forever for a hardware breakpoint a PVM guest never fires (CRIU_FAULT=130
  * turns them off: tests/deps-criu's wrapper sets it), and the kernel has no

@@ -7,7 +7,9 @@
  * measure the way forward (tests/README.md, "Branch criu"): CRIU inside a
  * sandbox's user namespace cannot trace a filtered task at all, and a
  * host-root CRIU in its target's own Landlock domain dumps it and restores
- * it with its filter and a domain. */
+ * it with its filter and a domain. One more pins session 10's finding: run
+ * the way runc runs it (host root, entered into the sandbox's namespaces),
+ * CRIU gets past every other wall and stops only at the guests' scope. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -359,36 +361,28 @@ Test(checkpoint, private_criu_dumps_and_restores_a_host_python_process)
 /* The refusal's reason, measured: CRIU's parasite, injected into a guest,
  * cannot connect to CRIU's abstract socket (the guest's Landlock domain, at
  * either tier, scopes abstract sockets), so the dump fails and the guest
- * runs on, untraced, with its state. The bind mounts bulkhead makes are
- * passed as external, as runc passes its own, so that the dump gets as far
- * as the parasite. If this ever dumps, the scope is gone and the refusal's
- * text is wrong: both must be looked at. */
-static void criu_cannot_dump_a_guest(const char *tier)
+ * runs on, untraced, with its state. Two ways of running CRIU reach that
+ * wall: from the host's namespaces, with the bind mounts bulkhead makes
+ * passed as external (as runc passes its own), and runc's way entered into
+ * the sandbox (criu_in_the_sandbox_argv). If either ever dumps,
+ * the scope is gone and the refusal's text is wrong: both must be looked at. */
+enum criu_way { CRIU_FROM_THE_HOST, CRIU_IN_THE_SANDBOX };
+
+/* CRIU from the host's namespaces: every bind (a mount whose root is not its
+ * filesystem's) but the root is passed as external. */
+static int criu_from_the_host_argv(const char *criu, long guest, const char *images, char *argv[64])
 {
-    const char *criu = criu_path();
-    start_counter(tier);
-    long before = counter();
-    char *sentry = state_field("\"pid\"");
-    long sentry_pid = atol(strchr(sentry, ':') + 1);
-    char path[300];
-    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", sentry_pid, sentry_pid);
-    long guest = read_long(path);
-    cr_assert_gt(guest, 0, "no guest under sentry %ld", sentry_pid);
-    char *argv[64] = {(char *)criu, "dump", "--leave-running", "-t", NULL, "-D",
-                      NULL,         "-o",   "dump.log"};
-    int argc = 9;
-    char guest_s[16], images[300];
+    static char guest_s[16], ext[24][600];
+    const char *const fixed[] = {criu,   "dump", "--leave-running", "-t", guest_s, "-D",
+                                 images, "-o",   "dump.log"};
+    int argc = 0;
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        argv[argc++] = (char *)fixed[i];
     snprintf(guest_s, sizeof(guest_s), "%ld", guest);
-    snprintf(images, sizeof(images), "%s/images", tmp);
-    cr_assert_eq(mkdir(images, 0700), 0);
-    argv[4] = guest_s;
-    argv[6] = images;
-    /* Every bind (a mount whose root is not its filesystem's) but the root. */
+    char path[64], line[1024], root[512], point[512];
     snprintf(path, sizeof(path), "/proc/%ld/mountinfo", guest);
     FILE *mi = fopen(path, "re");
     cr_assert_not_null(mi, "%s: %s", path, strerror(errno));
-    char line[1024], root[512], point[512];
-    static char ext[24][600];
     int n_ext = 0;
     for (bool first = true; fgets(line, sizeof(line), mi) != NULL; first = false) {
         if (sscanf(line, "%*d %*d %*s %511s %511s", root, point) != 2 || first ||
@@ -400,6 +394,70 @@ static void criu_cannot_dump_a_guest(const char *tier)
     }
     fclose(mi);
     argv[argc] = NULL;
+    return argc;
+}
+
+static long status_long(long pid, const char *field);
+
+/* runc's way, as far as it goes here (tests/README.md, "Branch criu10"):
+ * host root under no filter and in no domain, entered into every namespace
+ * of the sandbox but its user namespace (so no mount, net, ipc or uts tree
+ * is dumped, and no external mount is needed), running as the sandbox
+ * root's host uid with its capabilities kept (prlimit(2) of the guest then
+ * needs no CAP_SYS_RESOURCE, which this machine's root lacks, and the
+ * sandbox's tmpfs accepts CRIU's probe directory), `criu --unprivileged`.
+ * CRIU's prefix (tests/deps-criu's layout) is reached from inside the
+ * sandbox's mount namespace through a descriptor of the host's root. */
+static int criu_in_the_sandbox_argv(const char *criu, long sentry, long guest, const char *images,
+                                    char *argv[64])
+{
+    static char script[2048], prefix[400];
+    snprintf(prefix, sizeof(prefix), "%s", criu);
+    char *slash = strrchr(prefix, '/');
+    cr_assert_not_null(slash);
+    *slash = '\0';
+    char sbin[460];
+    snprintf(sbin, sizeof(sbin), "%s/usr/sbin/criu", prefix);
+    cr_assert_eq(access(sbin, X_OK), 0, "%s is not tests/deps-criu's layout (%s)", prefix,
+                 strerror(errno));
+    long uid = status_long(guest, "Uid:"), gid = status_long(guest, "Gid:");
+    cr_assert(uid > 0 && gid > 0, "the guest %ld's ids: %ld %ld", guest, uid, gid);
+    snprintf(script, sizeof(script),
+             "exec 9</ || exit 90\n"
+             "R=/proc/self/fd/9 P=/proc/self/fd/9%s\n"
+             "exec nsenter -t %ld -p -m -u -i -n -- $R/usr/bin/setpriv --securebits "
+             "+no_setuid_fixup --inh-caps +all,-sys_resource --ambient-caps +all,-sys_resource "
+             "--reuid %ld --regid %ld --clear-groups $R/usr/bin/env CRIU_FAULT=130 "
+             "$P/usr/lib64/ld-linux-x86-64.so.2 --library-path $P/usr/lib/x86_64-linux-gnu "
+             "$P/usr/sbin/criu dump --unprivileged --leave-running --network-lock skip -t 2 "
+             "-D $R%s -o dump.log\n",
+             prefix, sentry, uid, gid, images);
+    argv[0] = "/bin/sh";
+    argv[1] = "-c";
+    argv[2] = script;
+    argv[3] = NULL;
+    return 3;
+}
+
+static void criu_cannot_dump_a_guest(const char *tier, enum criu_way way)
+{
+    const char *criu = criu_path();
+    start_counter(tier);
+    long before = counter();
+    char *sentry = state_field("\"pid\"");
+    long sentry_pid = atol(strchr(sentry, ':') + 1);
+    char path[300];
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", sentry_pid, sentry_pid);
+    long guest = read_long(path);
+    cr_assert_gt(guest, 0, "no guest under sentry %ld", sentry_pid);
+    char images[300];
+    snprintf(images, sizeof(images), "%s/images", tmp);
+    cr_assert_eq(mkdir(images, 0700), 0);
+    char *argv[64];
+    if (way == CRIU_FROM_THE_HOST)
+        criu_from_the_host_argv(criu, guest, images, argv);
+    else
+        criu_in_the_sandbox_argv(criu, sentry_pid, guest, images, argv);
     char *log;
     int rc = run_criu(argv, images, "dump.log", &log);
     cr_expect_neq(rc, 0, "CRIU dumped a %s-tier guest: the Landlock scope is gone", tier);
@@ -407,14 +465,8 @@ static void criu_cannot_dump_a_guest(const char *tier)
               "the dump failed elsewhere than at the parasite's socket:\n%s", log);
     free(log);
     /* The guest is as it was: same pid, not traced, still counting. */
-    snprintf(path, sizeof(path), "/proc/%ld/status", guest);
-    FILE *st = fopen(path, "re");
-    cr_assert_not_null(st, "the guest %ld is gone: %s", guest, strerror(errno));
-    long tracer = -1;
-    while (fgets(line, sizeof(line), st) != NULL && sscanf(line, "TracerPid: %ld", &tracer) != 1)
-        ;
-    fclose(st);
-    cr_expect_eq(tracer, 0, "the guest is left traced by %ld", tracer);
+    cr_expect_eq(status_long(guest, "TracerPid:"), 0, "the guest %ld is gone or left traced",
+                 guest);
     char *status = state_field("\"status\"");
     cr_expect(strstr(status, "running") != NULL, "%s", status);
     free(status);
@@ -427,13 +479,21 @@ static void criu_cannot_dump_a_guest(const char *tier)
 
 Test(checkpoint, private_criu_cannot_dump_a_container_tier_guest)
 {
-    criu_cannot_dump_a_guest("container");
+    criu_cannot_dump_a_guest("container", CRIU_FROM_THE_HOST);
 }
 
 Test(checkpoint, private_criu_cannot_dump_a_kernel_tier_guest)
 {
     h_require_kernel_tier();
-    criu_cannot_dump_a_guest("kernel");
+    criu_cannot_dump_a_guest("kernel", CRIU_FROM_THE_HOST);
+}
+
+/* The other walls runc's way meets here (rlimits, mounts, the network
+ * namespace, CRIU's kernel probe) are all passed: what stops the dump is the
+ * scope alone (tests/README.md, "Branch criu10"). */
+Test(checkpoint, criu_in_the_sandbox_namespaces_as_its_root_stops_only_at_the_scope)
+{
+    criu_cannot_dump_a_guest("container", CRIU_IN_THE_SANDBOX);
 }
 
 /* CRIU inside the sandbox (session 9's first idea: a dumper in the guests'
