@@ -88,7 +88,7 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
     return 0;
 }
 
-static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
+json_t *oci_bundle_process(const char *bundle, struct bh_error *err)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/config.json", bundle);
@@ -209,7 +209,7 @@ static json_t *exec_process_from_args(const struct cli_globals *g, const struct 
         *rc = CLI_EXIT_REFUSED;
         return NULL;
     }
-    json_t *pj = load_bundle_process(bundle, &err);
+    json_t *pj = oci_bundle_process(bundle, &err);
     if (pj == NULL) {
         cli_report_error(g, "exec: %s", err.msg);
         return NULL;
