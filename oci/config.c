@@ -695,6 +695,24 @@ static int parse_process(json_t *proc, const char *where, struct bh_process *p, 
     return 0;
 }
 
+json_t *oci_bundle_process(const char *bundle, struct bh_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/config.json", bundle);
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (doc == NULL) {
+        bh_error_set(err, EINVAL, "%s line %d: %s", path, jerr.line, jerr.text);
+        return NULL;
+    }
+    json_t *p = json_object_get(doc, "process");
+    json_t *copy = json_is_object(p) ? json_deep_copy(p) : NULL;
+    json_decref(doc);
+    if (copy == NULL)
+        bh_error_set(err, EINVAL, "%s has no process object to start from", path);
+    return copy;
+}
+
 int oci_process_parse(json_t *obj, const char *where, struct bh_process *p, bool *nnp,
                       struct bh_error *err)
 {

@@ -88,24 +88,6 @@ static int wait_forwarding(struct bh_sentry_conn *conn, const char *state_dir, p
     return 0;
 }
 
-static json_t *load_bundle_process(const char *bundle, struct bh_error *err)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/config.json", bundle);
-    json_error_t jerr;
-    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (doc == NULL) {
-        bh_error_set(err, EINVAL, "%s line %d: %s", path, jerr.line, jerr.text);
-        return NULL;
-    }
-    json_t *p = json_object_get(doc, "process");
-    json_t *copy = json_is_object(p) ? json_deep_copy(p) : NULL;
-    json_decref(doc);
-    if (copy == NULL)
-        bh_error_set(err, EINVAL, "%s has no process object to start from", path);
-    return copy;
-}
-
 /* The container's seccomp profile when it sends syscalls to an agent
  * (listenerPath), else NULL: an exec'd process gets a listener of its own,
  * handed to the same agent, as runc does. */
@@ -209,7 +191,7 @@ static json_t *exec_process_from_args(const struct cli_globals *g, const struct 
         *rc = CLI_EXIT_REFUSED;
         return NULL;
     }
-    json_t *pj = load_bundle_process(bundle, &err);
+    json_t *pj = oci_bundle_process(bundle, &err);
     if (pj == NULL) {
         cli_report_error(g, "exec: %s", err.msg);
         return NULL;

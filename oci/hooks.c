@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,14 +30,9 @@
 
 #include "cgroup.h"
 #include "cleanup.h"
+#include "control.h"
 #include "kernel-compat.h"
 #include "oci-internal.h"
-#include "policy.h"
-
-/* The container's seccomp profile, kept in the state's copy of the hooks for
- * the startContainer hooks (they run at start, when config.json may have
- * changed). A name no OCI hook kind has. */
-#define HOOKS_SECCOMP_KEY "bulkhead.startContainerSeccomp"
 
 static const char *const kind_names[OCI_HOOK_COUNT] = {
     "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
@@ -64,42 +60,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp)
-{
-    if (hooks == NULL)
-        return NULL;
-    json_t *start = json_object_get(hooks, kind_names[OCI_HOOK_START_CONTAINER]);
-    if (seccomp == NULL || json_is_null(seccomp) || json_array_size(start) == 0)
-        return json_incref(hooks);
-    json_t *copy = json_copy(hooks);
-    if (copy != NULL)
-        json_object_set(copy, HOOKS_SECCOMP_KEY, seccomp);
-    return copy;
-}
-
-/* The profile as a filter for a startContainer hook, which runc runs in the
- * container's process after its filter is loaded: NULL prog->filter when the
- * profile restricts nothing. */
-static int hook_filter(json_t *hooks, struct sock_fprog *prog, bool *notifies, struct bh_error *err)
-{
-    *prog = (struct sock_fprog){0};
-    *notifies = false;
-    json_t *sc = json_object_get(hooks, HOOKS_SECCOMP_KEY);
-    if (sc == NULL)
-        return 0;
-    cleanup_free char *text = NULL;
-    if (oci_seccomp_to_policy(sc, &text, notifies, err) < 0)
-        return -1;
-    if (text == NULL)
-        return 0;
-    struct bh_policy *pol = NULL;
-    if (bh_policy_parse_stacked(text, "linux.seccomp", &pol, err) < 0)
-        return -1;
-    int rc = bh_policy_compile(pol, prog, err);
-    bh_policy_free(pol);
-    return rc;
 }
 
 /* "bad system call" for SIGSYS: the signal's name as runc's hooks report it. */
@@ -147,11 +107,128 @@ struct hook_place {
     pid_t ns_pid;
     struct bh_cgroup *cgroup; /* every hierarchy the container has */
     const char *cwd;
+    const char *sentry_dir, *bundle; /* startContainer: where its sentry listens */
 };
 
+/* A hook's process as its waiter sees it: a child of ours (createContainer
+ * and the runtime's kinds) or a guest the sentry spawned (startContainer),
+ * whose end a thread waiting on the sentry writes to done_pipe. */
+struct hook_proc {
+    pid_t pid;
+    struct bh_sentry_conn *conn;
+    int done_pipe; /* read end */
+    int status;
+    int rc;
+    struct bh_error err;
+};
+
+struct hook_ops {
+    /* 1 with *status once it ended, 0 while it runs, -1 on an error */
+    int (*ended)(struct hook_proc *hp, int *status, struct bh_error *err);
+    void (*kill)(struct hook_proc *hp);
+};
+
+static int local_ended(struct hook_proc *hp, int *status, struct bh_error *err)
+{
+    (void)err;
+    return waitpid(hp->pid, status, WNOHANG) == hp->pid;
+}
+
+static void local_kill(struct hook_proc *hp)
+{
+    kill(hp->pid, SIGKILL);
+    waitpid(hp->pid, &hp->status, 0);
+}
+
+static const struct hook_ops local_ops = {local_ended, local_kill};
+
+/* Feeds the state, takes the output (2 KiB kept), enforces the timeout and
+ * turns how the hook ended into the error runc gives. Closes in and out. */
+static int hook_finish(struct hook_proc *hp, const struct hook_ops *ops, const char *what,
+                       const char *path, json_int_t timeout, const char *state_json, int in,
+                       int out, struct bh_error *err)
+{
+    /* The state is small (a few KiB): the pipe buffer holds it, so a hook that
+     * never reads stdin cannot block us. */
+    signal(SIGPIPE, SIG_IGN);
+    ssize_t w = write(in, state_json, strlen(state_json));
+    (void)w;
+    close(in);
+    char output[2048];
+    size_t olen = 0;
+    double deadline = timeout > 0 ? now_s() + (double)timeout : 0;
+    int status = 0;
+    bool timed_out = false, out_open = true;
+    for (;;) {
+        int e = ops->ended(hp, &status, err);
+        if (e < 0) {
+            close(out);
+            return bh_error_prefix(err, "%s hook `%s`", what, path);
+        }
+        if (e > 0)
+            break;
+        if (deadline > 0 && now_s() > deadline) {
+            ops->kill(hp);
+            status = hp->status;
+            timed_out = true;
+            break;
+        }
+        if (out_open) {
+            struct pollfd pfd = {out, POLLIN, 0};
+            if (poll(&pfd, 1, 50) > 0) {
+                char tmp[512];
+                ssize_t n = read(out, tmp, sizeof(tmp));
+                if (n <= 0) {
+                    out_open = false;
+                } else {
+                    size_t take = (size_t)n;
+                    if (take > sizeof(output) - 1 - olen)
+                        take = sizeof(output) - 1 - olen;
+                    memcpy(output + olen, tmp, take);
+                    olen += take;
+                }
+            }
+        } else {
+            usleep(10000);
+        }
+    }
+    /* The hook may have exited before its output was read: take what is left
+     * (without blocking on a grandchild that still holds the pipe). */
+    if (out_open && fcntl(out, F_SETFL, O_NONBLOCK) == 0) {
+        char tmp[512];
+        ssize_t n;
+        while (olen < sizeof(output) - 1 && (n = read(out, tmp, sizeof(tmp))) > 0) {
+            size_t take = (size_t)n;
+            if (take > sizeof(output) - 1 - olen)
+                take = sizeof(output) - 1 - olen;
+            memcpy(output + olen, tmp, take);
+            olen += take;
+        }
+    }
+    close(out);
+    output[olen] = '\0';
+    while (olen > 0 && (output[olen - 1] == '\n' || output[olen - 1] == ' '))
+        output[--olen] = '\0';
+    if (timed_out)
+        return bh_error_set(err, ETIMEDOUT,
+                            "%s hook `%s` did not finish within its timeout of %llds", what, path,
+                            (long long)timeout);
+    if (WIFSIGNALED(status)) {
+        char sig[64];
+        signal_text(WTERMSIG(status), sig, sizeof(sig));
+        return bh_error_set(err, ECHILD,
+                            "%s hook `%s`: error running hook: killed by signal %d (%s)%s%s", what,
+                            path, WTERMSIG(status), sig, olen ? ": " : "", output);
+    }
+    if (WEXITSTATUS(status) != 0)
+        return bh_error_set(err, ECHILD,
+                            "%s hook `%s`: error running hook: exited with status %d%s%s", what,
+                            path, WEXITSTATUS(status), olen ? ": " : "", output);
+    return 0;
+}
+
 static int run_one(json_t *hook, const char *what, const char *state_json,
-                   const struct hook_place *at, const struct sock_fprog *filter,
-                   bool filter_notifies, struct bh_error *err)
+                   const struct hook_place *at, struct bh_error *err)
 {
     pid_t ns_pid = at->ns_pid;
     const char *cwd = at->cwd;
@@ -262,18 +339,6 @@ static int run_one(json_t *hook, const char *what, const char *state_json,
                 _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
             }
             prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-            /* The container's filter, as the hook would meet it in runc's
-             * init. A notified syscall has no agent here (the agent holds
-             * the container's listener): closing ours answers it ENOSYS. */
-            if (filter != NULL && filter->filter != NULL) {
-                int l = bh_policy_install_privileged(filter, filter_notifies, &herr);
-                if (l < 0) {
-                    dprintf(2, "load the container's seccomp profile: %s", herr.msg);
-                    _exit(BH_EXIT_REFUSED);
-                }
-                if (filter_notifies && l > 0)
-                    close(l);
-            }
         }
         sigset_t none;
         sigemptyset(&none);
@@ -288,79 +353,146 @@ static int run_one(json_t *hook, const char *what, const char *state_json,
     close_fds(nsfds, HOOK_NS_N);
     close(in[0]);
     close(out[1]);
-    /* The state is small (a few KiB): the pipe buffer holds it, so a hook that
-     * never reads stdin cannot block us. */
-    signal(SIGPIPE, SIG_IGN);
-    ssize_t w = write(in[1], state_json, strlen(state_json));
-    (void)w;
-    close(in[1]);
-    char output[2048];
-    size_t olen = 0;
-    double deadline = timeout > 0 ? now_s() + (double)timeout : 0;
-    int status = 0;
-    bool timed_out = false, out_open = true;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            break;
-        if (deadline > 0 && now_s() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            timed_out = true;
-            break;
-        }
-        if (out_open) {
-            struct pollfd pfd = {out[0], POLLIN, 0};
-            if (poll(&pfd, 1, 50) > 0) {
-                char tmp[512];
-                ssize_t n = read(out[0], tmp, sizeof(tmp));
-                if (n <= 0) {
-                    out_open = false;
-                } else {
-                    size_t take = (size_t)n;
-                    if (take > sizeof(output) - 1 - olen)
-                        take = sizeof(output) - 1 - olen;
-                    memcpy(output + olen, tmp, take);
-                    olen += take;
-                }
-            }
-        } else {
-            usleep(10000);
-        }
+    struct hook_proc hp = {.pid = pid};
+    return hook_finish(&hp, &local_ops, what, path, timeout, state_json, in[1], out[0], err);
+}
+
+/* ---- startContainer: a guest process of the container --------------------
+ *
+ * runc runs these from its init after the process's ids, capabilities,
+ * no_new_privs and seccomp filter are in place (standard_init_linux.go), so a
+ * startContainer hook holds exactly what the container's process holds. Its
+ * path is resolved in the container's mount namespace: the image's file, and
+ * by `start` a guest exec'd into the created container may have replaced it.
+ * So the sentry spawns it as one more guest (the tier's filter, the broker at
+ * the kernel tier, Landlock, the process's ids and capabilities), the way
+ * `bulkhead exec` runs a process; run here as a joiner of the namespaces with
+ * every capability and no filter, it gave whoever wrote that file an
+ * unconfined process that stayed among the guests (tests/README.md, branch
+ * redteam8). The sentry execs argv[0], so the hook's args[0] is its path. */
+
+static void *sentry_wait_thread(void *arg)
+{
+    struct hook_proc *hp = arg;
+    hp->rc = bh_sentry_wait(hp->conn, hp->pid, &hp->status, &hp->err);
+    char c = 1;
+    ssize_t r = write(hp->done_pipe, &c, 1);
+    (void)r;
+    return NULL;
+}
+
+struct sentry_hook {
+    struct hook_proc hp;
+    const char *sentry_dir;
+    int done_read;
+    pthread_t thread;
+    bool joined;
+};
+
+static int sentry_ended(struct hook_proc *hp, int *status, struct bh_error *err)
+{
+    struct sentry_hook *sh = (struct sentry_hook *)hp;
+    char c;
+    if (read(sh->done_read, &c, 1) != 1)
+        return 0;
+    pthread_join(sh->thread, NULL);
+    sh->joined = true;
+    if (hp->rc < 0) {
+        *err = hp->err;
+        return -1;
     }
-    /* The hook may have exited before its output was read: take what is left
-     * (without blocking on a grandchild that still holds the pipe). */
-    if (out_open && fcntl(out[0], F_SETFL, O_NONBLOCK) == 0) {
-        char tmp[512];
-        ssize_t n;
-        while (olen < sizeof(output) - 1 && (n = read(out[0], tmp, sizeof(tmp))) > 0) {
-            size_t take = (size_t)n;
-            if (take > sizeof(output) - 1 - olen)
-                take = sizeof(output) - 1 - olen;
-            memcpy(output + olen, tmp, take);
-            olen += take;
-        }
+    *status = hp->status;
+    return 1;
+}
+
+static void sentry_kill(struct hook_proc *hp)
+{
+    struct sentry_hook *sh = (struct sentry_hook *)hp;
+    struct bh_sentry_conn *sc = NULL;
+    struct bh_error e = {0};
+    if (bh_sentry_connect(sh->sentry_dir, &sc, &e) == 0) {
+        bh_sentry_signal(sc, hp->pid, SIGKILL, &e);
+        bh_sentry_disconnect(sc);
     }
-    close(out[0]);
-    output[olen] = '\0';
-    while (olen > 0 && (output[olen - 1] == '\n' || output[olen - 1] == ' '))
-        output[--olen] = '\0';
-    if (timed_out)
-        return bh_error_set(err, ETIMEDOUT,
-                            "%s hook `%s` did not finish within its timeout of %llds", what, path,
-                            (long long)timeout);
-    if (WIFSIGNALED(status)) {
-        char sig[64];
-        signal_text(WTERMSIG(status), sig, sizeof(sig));
-        return bh_error_set(err, ECHILD,
-                            "%s hook `%s`: error running hook: killed by signal %d (%s)%s%s", what,
-                            path, WTERMSIG(status), sig, olen ? ": " : "", output);
+    pthread_join(sh->thread, NULL);
+    sh->joined = true;
+}
+
+static const struct hook_ops sentry_ops = {sentry_ended, sentry_kill};
+
+/* The container's process (from the bundle, as `exec` takes it) with the
+ * hook's args and env, in /, without a terminal. */
+static int hook_process(json_t *hook, const char *path, const char *bundle, struct bh_process *proc,
+                        struct bh_error *err)
+{
+    json_t *pj = oci_bundle_process(bundle, err);
+    if (pj == NULL)
+        return -1;
+    json_t *args = json_array();
+    json_array_append_new(args, json_string(path));
+    json_t *hargs = json_object_get(hook, "args");
+    for (size_t i = 1; i < json_array_size(hargs); i++)
+        if (json_is_string(json_array_get(hargs, i)))
+            json_array_append(args, json_array_get(hargs, i));
+    json_object_set_new(pj, "args", args);
+    json_t *env = json_object_get(hook, "env");
+    json_object_set_new(pj, "env", json_is_array(env) ? json_incref(env) : json_array());
+    json_object_set_new(pj, "cwd", json_string("/"));
+    json_object_set_new(pj, "terminal", json_false());
+    bool nnp = false;
+    int rc = oci_process_parse(pj, "process", proc, &nnp, err);
+    json_decref(pj);
+    return rc;
+}
+
+static int run_in_sentry(json_t *hook, const char *what, const char *state_json,
+                         const struct hook_place *at, struct bh_error *err)
+{
+    const char *path = json_string_value(json_object_get(hook, "path"));
+    json_int_t timeout = json_integer_value(json_object_get(hook, "timeout"));
+    if (path == NULL)
+        return bh_error_set(err, EINVAL, "%s hook has no path", what);
+    struct bh_process proc = {0};
+    if (hook_process(hook, path, at->bundle, &proc, err) < 0)
+        return bh_error_prefix(err, "%s hook `%s`", what, path);
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, done[2] = {-1, -1};
+    struct sentry_hook sh = {.sentry_dir = at->sentry_dir, .done_read = -1};
+    struct bh_sentry_conn *conn = NULL;
+    int rc = -1;
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+        pipe2(done, O_CLOEXEC | O_NONBLOCK) < 0) {
+        bh_error_errno(err, errno, "%s hook `%s`: pipe", what, path);
+        goto out;
     }
-    if (WEXITSTATUS(status) != 0)
-        return bh_error_set(err, ECHILD,
-                            "%s hook `%s`: error running hook: exited with status %d%s%s", what,
-                            path, WEXITSTATUS(status), olen ? ": " : "", output);
-    return 0;
+    if (bh_sentry_connect(at->sentry_dir, &conn, err) < 0)
+        goto out;
+    const int stdio[3] = {in[0], out[1], out[1]};
+    if (bh_sentry_exec(conn, &proc, stdio, NULL, &sh.hp.pid, err) < 0)
+        goto out;
+    bh_closep(&in[0]);
+    bh_closep(&out[1]);
+    sh.hp.conn = conn;
+    sh.hp.done_pipe = done[1];
+    sh.done_read = done[0];
+    if (pthread_create(&sh.thread, NULL, sentry_wait_thread, &sh.hp) != 0) {
+        bh_sentry_signal(conn, sh.hp.pid, SIGKILL, err);
+        bh_error_set(err, EAGAIN, "%s hook `%s`: start the waiting thread", what, path);
+        goto out;
+    }
+    rc = hook_finish(&sh.hp, &sentry_ops, what, path, timeout, state_json, steal_fd(&in[1]),
+                     steal_fd(&out[0]), err);
+    if (!sh.joined)
+        pthread_join(sh.thread, NULL);
+out:
+    if (conn != NULL)
+        bh_sentry_disconnect(conn);
+    for (int i = 0; i < 2; i++) {
+        bh_closep(&in[i]);
+        bh_closep(&out[i]);
+        bh_closep(&done[i]);
+    }
+    oci_process_free(&proc);
+    return rc;
 }
 
 static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_kind kind,
@@ -372,10 +504,6 @@ static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_ki
     if (!json_is_array(list))
         return 0;
     bool fatal = kind != OCI_HOOK_POSTSTART && kind != OCI_HOOK_POSTSTOP;
-    struct sock_fprog filter = {0};
-    bool notifies = false;
-    if (kind == OCI_HOOK_START_CONTAINER && hook_filter(hooks, &filter, &notifies, err) < 0)
-        return bh_error_prefix(err, "startContainer hooks: the container's seccomp profile");
     size_t i;
     json_t *h;
     json_array_foreach(list, i, h)
@@ -383,16 +511,16 @@ static int run_kind(const struct cli_globals *g, json_t *hooks, enum oci_hook_ki
         struct bh_error herr = {0};
         char what[64];
         snprintf(what, sizeof(what), "%s[%zu]", kind_names[kind], i);
-        if (run_one(h, what, state_json, at, &filter, notifies, &herr) < 0) {
+        int rc = kind == OCI_HOOK_START_CONTAINER ? run_in_sentry(h, what, state_json, at, &herr)
+                                                  : run_one(h, what, state_json, at, &herr);
+        if (rc < 0) {
             if (fatal) {
                 *err = herr;
-                bh_policy_prog_free(&filter);
                 return -1;
             }
             cli_log(g, "warning", "%s", herr.msg);
         }
     }
-    bh_policy_prog_free(&filter);
     return 0;
 }
 
@@ -521,4 +649,11 @@ int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const ch
         rc = -1;
     bh_cgroup_free(at.cgroup);
     return rc;
+}
+
+int oci_hooks_run_start(const struct cli_globals *g, json_t *hooks, const char *state_json,
+                        const char *sentry_dir, const char *bundle, struct bh_error *err)
+{
+    struct hook_place at = {.sentry_dir = sentry_dir, .bundle = bundle};
+    return run_kind(g, hooks, OCI_HOOK_START_CONTAINER, state_json, &at, err);
 }

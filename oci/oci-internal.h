@@ -192,9 +192,14 @@ bool oci_hooks_at_create(json_t *hooks);
 int oci_hooks_run_at_create(const struct cli_globals *g, json_t *hooks, const char *state_json,
                             pid_t ns_pid, const char *root, const char *cgroup_path,
                             struct bh_error *err);
-/* The hooks as the state keeps them (a new reference, or NULL): with the
- * container's seccomp profile when startContainer hooks must run under it. */
-json_t *oci_hooks_for_state(json_t *hooks, json_t *seccomp);
+/* startContainer hooks at `start`: each a guest process the sentry (at
+ * sentry_dir) spawns, with the bundle's process's ids and capabilities and
+ * the container's confinement, as runc runs them in its init. */
+int oci_hooks_run_start(const struct cli_globals *g, json_t *hooks, const char *state_json,
+                        const char *sentry_dir, const char *bundle, struct bh_error *err);
+/* The bundle's config.json `process` object (a new reference), for exec and
+ * startContainer hooks. */
+json_t *oci_bundle_process(const char *bundle, struct bh_error *err);
 
 /* ---- argument parsing (oci/args.c) -------------------------------------- */
 

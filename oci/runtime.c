@@ -207,7 +207,7 @@ static void create_state_init(struct oci_state *st, const char *id, const struct
     st->created = strdup(now);
     st->owner = strdup("");
     st->annotations = json_incref(cfg->annotations);
-    st->hooks = oci_hooks_for_state(cfg->hooks, cfg->seccomp);
+    st->hooks = json_incref(cfg->hooks);
     st->cgroup_path = strdup(cgroup_path);
     st->tier = cfg->spec.tier;
     st->nnp_forced = !cfg->no_new_privileges && !cfg->spec.process.allow_new_privs;
@@ -563,13 +563,12 @@ int oci_do_start(const struct cli_globals *g, const char *id)
         }
     }
     state_json = oci_state_text(&st, "created");
-    if (oci_hooks_run(g, st.hooks, OCI_HOOK_START_CONTAINER, state_json, st.pid, st.cgroup_path,
-                      &err) < 0) {
+    char state_dir[4096];
+    oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
+    if (oci_hooks_run_start(g, st.hooks, state_json, state_dir, st.bundle, &err) < 0) {
         cli_report_error(g, "start: %s", err.msg);
         goto out;
     }
-    char state_dir[4096];
-    oci_sentry_dir(g->root, id, dirfd, state_dir, sizeof(state_dir));
     struct bh_sentry_conn *conn = NULL;
     cli_log(g, "debug", "start %s: letting the container's process exec", id);
     if (bh_sentry_connect(state_dir, &conn, &err) < 0 || bh_sentry_start(conn, &err) < 0) {

@@ -170,6 +170,10 @@ extern const char *bhd_keeper_args;
 __attribute__((noreturn)) void bhd_keeper_exec_main(const char *args);
 /* Answers at_capacity and closes: more connections than --max-connections. */
 void bhd_refuse_connection(int fd);
+/* Counts a new connection in (bhd_open_connections) if --max-connections
+ * allows, or if another uid holding two more than the caller's uid gives up
+ * its longest idle one; false: refuse it. */
+bool bhd_admit_connection(int fd);
 void *bhd_maintenance_thread(void *arg);
 void bhd_shutdown_sessions(void);
 /* Lets calls in flight finish (--handover-wait), answers what is still

@@ -81,7 +81,8 @@ static struct limit_flag limit_flags[] = {
      3600LL * 1000, "ms",
      "a request frame, once begun, must arrive whole within this; else the connection closes"},
     {"max-connections", "BULKHEADD_MAX_CONNECTIONS", &bhd_cfg.max_connections, 256, 1, 100000, "",
-     "client connections at once; beyond it a new one gets at_capacity and is closed"},
+     "client connections at once; beyond it a new one gets at_capacity and is closed, unless "
+     "another uid holds at least two more than the caller's (its longest idle one is closed)"},
     {"warm", "BULKHEADD_WARM", &bhd_cfg.warm, 2, 0, 64, "", "ready sandboxes kept for OpenSession"},
     {"adopt-grace", "BULKHEADD_ADOPT_GRACE_MS", &bhd_cfg.grace_ms, 60 * 1000, 100,
      24LL * 3600 * 1000, "ms",
@@ -601,8 +602,7 @@ int main(int argc, char **argv)
                 continue;
             /* Each connection holds a thread: a client that opens many and
              * sends nothing must not exhaust the daemon. */
-            if (atomic_fetch_add(&bhd_open_connections, 1) >= bhd_cfg.max_connections) {
-                atomic_fetch_sub(&bhd_open_connections, 1);
+            if (!bhd_admit_connection(c)) {
                 bhd_refuse_connection(c);
                 continue;
             }

@@ -86,8 +86,17 @@ static bool handing_over;
 static atomic_int active_requests;
 /* The connections being served (lock held), so that the end of a hand-over
  * can stop what they read: see connections_stop_reading. */
-static int *live_conns;
+/* Registered connections: whose, and since when each waits for a request
+ * (0: a request is being read or answered). */
+struct live_conn {
+    int fd;
+    uid_t uid;
+    int64_t idle_since;
+    bool evicted; /* its reading side was shut to make room for another uid */
+};
+static struct live_conn *live_conns;
 static size_t n_live_conns, cap_live_conns;
+static long n_evicted_conns; /* evicted, not yet closed */
 static bool conns_stopped;
 static int state_fd = -1;
 static uint32_t n_adopted, n_adopted_fresh;
@@ -1338,11 +1347,15 @@ static void serve_registered(int fd);
  * served, its client sees the close at once. */
 static bool conn_register(int fd)
 {
+    struct ucred cred = {.uid = (uid_t)-1};
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return false;
     pthread_mutex_lock(&lock);
     bool ok = true;
     if (n_live_conns == cap_live_conns) {
         size_t cap = cap_live_conns ? cap_live_conns * 2 : 64;
-        int *more = realloc(live_conns, cap * sizeof(*more));
+        struct live_conn *more = realloc(live_conns, cap * sizeof(*more));
         if (more == NULL) {
             ok = false;
         } else {
@@ -1351,7 +1364,8 @@ static bool conn_register(int fd)
         }
     }
     if (ok) {
-        live_conns[n_live_conns++] = fd;
+        live_conns[n_live_conns++] =
+            (struct live_conn){.fd = fd, .uid = cred.uid, .idle_since = bh_now_ms()};
         if (conns_stopped)
             shutdown(fd, SHUT_RD);
     }
@@ -1363,12 +1377,87 @@ static void conn_unregister(int fd)
 {
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n_live_conns; i++) {
-        if (live_conns[i] == fd) {
+        if (live_conns[i].fd == fd) {
+            if (live_conns[i].evicted)
+                n_evicted_conns--;
             live_conns[i] = live_conns[--n_live_conns];
             break;
         }
     }
     pthread_mutex_unlock(&lock);
+}
+
+/* Whether the connection waits for a request (idle) or is in a call. */
+static void conn_set_idle(int fd, bool idle)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_live_conns; i++)
+        if (live_conns[i].fd == fd)
+            live_conns[i].idle_since = idle ? bh_now_ms() : 0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* At --max-connections, the connection that makes room for uid (lock held):
+ * the longest idle one of the uid holding the most, when that uid holds at
+ * least two more than uid does. A connection costs its client nothing to
+ * keep, so without this one uid of the socket's group holding them all kept
+ * every other uid out for as long as it liked; the session cap has the same
+ * rule (crowding_victim_locked). NULL: uid is at its share. */
+static struct live_conn *conn_crowding_victim_locked(uid_t uid)
+{
+    uid_t top = uid;
+    size_t most = 0, mine = 0;
+    for (size_t i = 0; i < n_live_conns; i++) {
+        if (live_conns[i].evicted)
+            continue;
+        size_t n = 0;
+        for (size_t k = 0; k < n_live_conns; k++)
+            n += !live_conns[k].evicted && live_conns[k].uid == live_conns[i].uid;
+        if (live_conns[i].uid == uid)
+            mine = n;
+        else if (n > most) {
+            most = n;
+            top = live_conns[i].uid;
+        }
+    }
+    if (top == uid || most < mine + 2)
+        return NULL;
+    struct live_conn *victim = NULL;
+    for (size_t i = 0; i < n_live_conns; i++) {
+        struct live_conn *c = &live_conns[i];
+        if (c->uid == top && !c->evicted && c->idle_since > 0 &&
+            (victim == NULL || c->idle_since < victim->idle_since))
+            victim = c;
+    }
+    return victim;
+}
+
+bool bhd_admit_connection(int fd)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return false;
+    pthread_mutex_lock(&lock);
+    bool ok = atomic_load(&bhd_open_connections) - n_evicted_conns < bhd_cfg.max_connections;
+    if (!ok) {
+        struct live_conn *victim = conn_crowding_victim_locked(cred.uid);
+        if (victim != NULL) {
+            /* As at a hand-over: a request its client already sent is still
+             * read and answered; its next send fails (nothing ran: retry). */
+            shutdown(victim->fd, SHUT_RD);
+            victim->evicted = true;
+            n_evicted_conns++;
+            bhd_log("crowding: uid %u holds the most connections at --max-connections; its "
+                    "longest idle one is closed to admit uid %u",
+                    (unsigned)victim->uid, (unsigned)cred.uid);
+            ok = true;
+        }
+    }
+    if (ok)
+        atomic_fetch_add(&bhd_open_connections, 1);
+    pthread_mutex_unlock(&lock);
+    return ok;
 }
 
 /* The end of a hand-over: a connection kept open between calls must not
@@ -1382,7 +1471,7 @@ static void connections_stop_reading(void)
     pthread_mutex_lock(&lock);
     conns_stopped = true;
     for (size_t i = 0; i < n_live_conns; i++)
-        shutdown(live_conns[i], SHUT_RD);
+        shutdown(live_conns[i].fd, SHUT_RD);
     pthread_mutex_unlock(&lock);
     for (int i = 0; i < 3000; i++) {
         pthread_mutex_lock(&lock);
@@ -1429,8 +1518,10 @@ static void serve_registered(int fd)
          * connection between calls); once a frame begins it must arrive
          * whole in time, so a stalled client cannot hold this thread. */
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        conn_set_idle(fd, true);
         while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
             ;
+        conn_set_idle(fd, false);
         int64_t deadline =
             bhd_cfg.frame_timeout_ms > 0 ? bh_now_ms() + bhd_cfg.frame_timeout_ms : -1;
         int rc = bh_frame_read(fd, (size_t)bhd_cfg.max_frame, deadline, &buf, &len, &err);

@@ -1788,3 +1788,63 @@ Test(escape, container_guest_before_its_exec_is_not_dumpable_oci, .fini = delete
     h_free(&r);
     expect_reached_once_execd(sentry, guest, "aio");
 }
+
+/* A startContainer hook planted by a guest (attacks/start_hook.c): the
+ * hook's path is resolved in the container, so a process exec'd into the
+ * created container replaces it, and at `start` the front end runs it. On
+ * main it ran as a joiner of the sandbox's namespaces with every capability
+ * of its user namespace, no filter and no no_new_privs, mounted and made
+ * user namespaces, and left a child just as unconfined among the guests
+ * (both tiers; at the kernel tier with no broker either). Now the sentry
+ * spawns it as a guest: what the container's process holds, no more. */
+static void a_planted_start_hook_is_confined_as_a_guest(const char *tier)
+{
+    char bundle[128], config[160];
+    oci_attack_bundle(tier, "start_hook", "[\"/start_hook\", \"wait\"]", NULL, bundle);
+    snprintf(config, sizeof(config), "%s/config.json", bundle);
+    json_error_t je;
+    json_t *c = json_load_file(config, 0, &je);
+    cr_assert_not_null(c, "%s: %s", config, je.text);
+    json_object_set_new(json_object_get(c, "root"), "readonly", json_false());
+    json_object_set_new(c, "hooks",
+                        json_pack("{s:[{s:s, s:[s,s]}]}", "startContainer", "path", "/hook", "args",
+                                  "hook", "report"));
+    cr_assert_eq(json_dump_file(c, config, JSON_INDENT(1)), 0);
+    json_decref(c);
+    snprintf(exec_id, sizeof(exec_id), "escape-hook-%s-%d", tier, (int)getpid());
+    int status = create_detached(bundle);
+    cr_assert_eq(status, 0,
+                 "bulkhead create of a %s-tier container failed (exit %d; %s/create.err)", tier,
+                 status, tmpdir);
+    struct run_result r;
+    h_bulkhead_in(tmpdir, (const char *const[]){"exec", exec_id, "/start_hook", "plant", NULL}, 120,
+                  &r);
+    cr_assert_eq(r.status, 0, "the guest could not plant the hook: %s%s", r.out, r.err);
+    h_free(&r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"start", exec_id, NULL}, 120, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    h_bulkhead_in(tmpdir, (const char *const[]){"exec", exec_id, "/start_hook", "show", NULL}, 120,
+                  &r);
+    static const char *const names[] = {"hook_cap_sys_admin",
+                                        "hook_no_new_privs",
+                                        "hook_filter",
+                                        "hook_mount_tmpfs",
+                                        "hook_unshare_user",
+                                        "lingering_child_cap_sys_admin",
+                                        "lingering_child_no_new_privs",
+                                        "lingering_child_filter"};
+    expect_refused(&r, names, BH_ARRAY_SIZE(names));
+    h_free(&r);
+}
+
+Test(escape, a_planted_start_hook_is_confined_as_a_guest_container, .fini = delete_exec_container)
+{
+    a_planted_start_hook_is_confined_as_a_guest("container");
+}
+
+Test(escape, a_planted_start_hook_is_confined_as_a_guest_kernel, .fini = delete_exec_container)
+{
+    require_kernel_tier();
+    a_planted_start_hook_is_confined_as_a_guest("kernel");
+}
