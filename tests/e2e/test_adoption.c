@@ -61,23 +61,15 @@ static void launch_at(const char *bin, const char *t, const char *extra, bool mu
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 1200; i++) {
-        int fd = h_connect(sock);
-        if (fd >= 0) {
-            close(fd);
-            snprintf(tier, sizeof(tier), "%s", t);
-            return;
-        }
-        if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
-            daemon_pid = -1;
-            if (must)
-                cr_assert_fail("bulkheadd (%s) did not start at tier %s: see %s/err.log", bin, t,
-                               dir);
-            return;
-        }
-        usleep(50000);
+    pid_t pid = daemon_pid;
+    daemon_pid = -1; /* reaped by h_wait_listening unless it listens */
+    if (h_wait_listening(pid, sock) == 0) {
+        daemon_pid = pid;
+        snprintf(tier, sizeof(tier), "%s", t);
+        return;
     }
-    cr_assert_fail("bulkheadd did not listen within 60 s");
+    if (must)
+        cr_assert_fail("bulkheadd (%s) did not start at tier %s: see %s/err.log", bin, t, dir);
 }
 
 /* Starts bulkheadd (bin NULL: the built one) on this test's socket and state

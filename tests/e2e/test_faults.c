@@ -844,20 +844,12 @@ static struct daemon fork_daemon(const char *tier, const char *extra)
 }
 
 /* 0 when it listens; -1 when it ended (it refused to start). */
-static int wait_listening(struct daemon *d, int ms)
+static int wait_listening(struct daemon *d)
 {
-    for (int64_t end = now_ms() + ms; now_ms() < end;) {
-        int fd = conn();
-        if (fd >= 0) {
-            close(fd);
-            d->id = ident(d->pid);
-            return 0;
-        }
-        if (waitpid(d->pid, NULL, WNOHANG) == d->pid)
-            return -1;
-        usleep(5000);
-    }
-    return -1;
+    if (h_wait_listening(d->pid, sock_path) < 0)
+        return -1;
+    d->id = ident(d->pid);
+    return 0;
 }
 
 static void daemon_err_log(char *msg, size_t n)
@@ -876,12 +868,10 @@ static struct daemon start_daemon(const char *extra)
     char msg[2048] = "";
     for (int i = 0; i < 2 && tiers[i]; i++) {
         struct daemon d = fork_daemon(tiers[i], extra);
-        if (wait_listening(&d, 30000) == 0) {
+        if (wait_listening(&d) == 0) {
             daemon_tier_name = tiers[i];
             return d;
         }
-        kill(d.pid, SIGKILL);
-        waitpid(d.pid, NULL, 0);
         daemon_err_log(msg, sizeof(msg));
         if (strcmp(tiers[i], "kernel") == 0 && h_kernel_required())
             cr_assert_fail("BULKHEAD_REQUIRE_KERNEL=1, and bulkheadd refused the kernel tier: %s",
@@ -979,11 +969,13 @@ static char *open_session(const char *owner)
     return id;
 }
 
-/* A cell with a 30 s timeout. */
+/* A cell with a 100 s timeout, a bound on a hang only: a fresh sandbox's
+ * first cell starts its interpreter within the cell's time, which a loaded
+ * ASan run stretches. roundtrip waits longer than this. */
 static void cell_req(Req *req, Bulkhead__Control__RunCell *c, const char *id, const char *lang,
                      const char *code)
 {
-    h_cell_req(req, c, id, lang, code, 30000, NULL, 0);
+    h_cell_req(req, c, id, lang, code, 100000, NULL, 0);
 }
 
 static Resp *run(const char *id, const char *lang, const char *code)

@@ -868,7 +868,9 @@ static void leaves_nothing(int sig)
     bhd.pid = -1;
     int alive = -1, cgs = -1, mounts = -1, named = -1;
     char which[1024] = "";
-    for (int i = 0; i < 100; i++) {
+    /* The keepers clean up after the adoption grace: 120 s bounds a hang only
+     * (100 polls, ~10 s, were a speed limit under load). */
+    for (double end = h_now() + 120; h_now() < end;) {
         alive = still_alive(procs, n_procs, which, sizeof(which));
         /* by marker: only this test's cells run these (other daemons' agents
          * may run in parallel tests, so agents are checked by tree above) */
