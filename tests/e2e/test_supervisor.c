@@ -1580,7 +1580,10 @@ static void agent_with_a_stuck_interpreter(const char *mode, const char *expect)
         "    time.sleep(0.01)\n"
         "a.interps['python'] = g['Interp']('python', pid, ctl, out_r, err_r)\n"
         "a.used.add('python')\n"
-        "hdr, out, err, _ = a.cell({'language': 'python', 'code': '6 * 7', 'timeout_ms': 1000})\n"
+        /* leader: a fresh interpreter starts within the cell's time, so 1 s
+         * was a speed limit under load; hangup: the deadline is the point */
+        "ms = 60000 if mode == 'leader' else 1000\n"
+        "hdr, out, err, _ = a.cell({'language': 'python', 'code': '6 * 7', 'timeout_ms': ms})\n"
         "a.kill_interp('python')\n"
         "try: os.kill(pid, 0); print('the stuck interpreter lives on'); sys.exit(1)\n"
         "except ProcessLookupError: pass\n"
