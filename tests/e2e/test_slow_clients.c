@@ -127,7 +127,13 @@ static int served_connection(void)
         int fd = connect_daemon();
         cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
         Bulkhead__Control__Response *r = describe(fd);
-        cr_assert_not_null(r, "no answer to Describe");
+        if (r == NULL) {
+            /* refused at once and closed: our request could meet the close
+             * (EPIPE) or be dropped with the socket; describe said which */
+            close(fd);
+            usleep(20000);
+            continue;
+        }
         bool at_capacity = r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
                            r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY;
         cr_assert(at_capacity || r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE,
