@@ -219,6 +219,25 @@ int h_connect(const char *sock_path)
     return fd;
 }
 
+int h_wait_listening(pid_t pid, const char *sock_path)
+{
+    for (double end = h_now() + H_LISTEN_BOUND_S; h_now() < end;) {
+        int fd = h_connect(sock_path);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return -1;
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cr_assert_fail("bulkheadd %d did not listen on %s within %d s (a hang): killed", (int)pid,
+                   sock_path, H_LISTEN_BOUND_S);
+    return -1;
+}
+
 void h_daemon_stop(struct h_daemon *d)
 {
     if (d->pid > 0) {
@@ -267,30 +286,22 @@ int h_daemon_launch(struct h_daemon *d, const char *tmp_template, const char *ti
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 600; i++) {
-        int fd = h_connect(d->sock);
-        if (fd >= 0) {
-            close(fd);
-            snprintf(d->tier, sizeof(d->tier), "%s", tier);
-            return 0;
-        }
-        if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-            d->pid = -1;
-            char path[128];
-            snprintf(path, sizeof(path), "%s/err.log", d->tmp);
-            msg[0] = '\0';
-            FILE *f = fopen(path, "re");
-            if (f) {
-                msg[fread(msg, 1, msg_size - 1, f)] = '\0';
-                fclose(f);
-            }
-            h_daemon_stop(d);
-            return -1;
-        }
-        usleep(50000);
+    pid_t pid = d->pid;
+    d->pid = -1; /* reaped by h_wait_listening unless it listens */
+    if (h_wait_listening(pid, d->sock) == 0) {
+        d->pid = pid;
+        snprintf(d->tier, sizeof(d->tier), "%s", tier);
+        return 0;
+    }
+    char path[128];
+    snprintf(path, sizeof(path), "%s/err.log", d->tmp);
+    msg[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (f) {
+        msg[fread(msg, 1, msg_size - 1, f)] = '\0';
+        fclose(f);
     }
     h_daemon_stop(d);
-    cr_assert_fail("bulkheadd did not listen within 30 s");
     return -1;
 }
 

@@ -128,6 +128,13 @@ struct h_daemon {
     }
 
 int h_connect(const char *sock_path);
+/* Waits until the daemon pid (our child) accepts a connection on sock_path:
+ * 0; -1 once it has exited (it is reaped). Only a hang is bounded: start-up
+ * at the kernel tier runs the tier's probe sandboxes, which under ASan at
+ * load 30+ took longer than the 30 s the suites used to allow; past
+ * H_LISTEN_BOUND_S it is killed and the test fails. */
+#define H_LISTEN_BOUND_S 180
+int h_wait_listening(pid_t pid, const char *sock_path);
 /* Ends the daemon (SIGTERM, then SIGKILL), removes its temp dir and drops
  * the lock. */
 void h_daemon_stop(struct h_daemon *d);

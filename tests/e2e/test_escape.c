@@ -1504,10 +1504,11 @@ static size_t children_of(pid_t pid, pid_t *out, size_t max)
     return n;
 }
 
-/* The child of sentry that has exec'd comm, waiting up to 20 s; -1 if none. */
+/* The child of sentry that has exec'd comm, waiting up to 120 s (a bound on
+ * a hang: a loaded ASan run starts slowly); -1 if none. */
 static pid_t wait_guest(pid_t sentry, const char *comm)
 {
-    for (int i = 0; i < 2000; i++) {
+    for (double end = h_now() + 120; h_now() < end;) {
         pid_t kids[16];
         size_t n = children_of(sentry, kids, BH_ARRAY_SIZE(kids));
         for (size_t k = 0; k < n; k++)
@@ -1520,10 +1521,10 @@ static pid_t wait_guest(pid_t sentry, const char *comm)
 
 /* The sentry: pid 1 of a pid namespace of its own among parent's children
  * (the start-up's first child and the sentry it execs are not), waiting up
- * to 20 s; -1 if none. */
+ * to 120 s; -1 if none. */
 static pid_t wait_sentry(pid_t parent)
 {
-    for (int i = 0; i < 2000; i++) {
+    for (double end = h_now() + 120; h_now() < end;) {
         pid_t kids[16];
         size_t n = children_of(parent, kids, BH_ARRAY_SIZE(kids));
         for (size_t k = 0; k < n; k++)

@@ -6,6 +6,7 @@
  * These tests are about the kernel tier: one that cannot get it fails. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 
@@ -529,13 +530,37 @@ static long negative_dentries_of(const char *tier, const char *mem, long n)
     return grown;
 }
 
-Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .timeout = 900)
+/* nr_negative is the host's: other processes' stats add to a reading and
+ * memory pressure elsewhere takes from it. So each figure is the best of up
+ * to three runs: the most for the control (stop once it is met), the least
+ * for a bound. A guest whose dentries are not charged fails all three. */
+static long most_negative_dentries(const char *tier, const char *mem, long n, long enough)
+{
+    long best = -1;
+    for (int i = 0; i < 3 && best < enough; i++) {
+        long v = negative_dentries_of(tier, mem, n);
+        best = v > best ? v : best;
+    }
+    return best;
+}
+
+static long least_negative_dentries(const char *tier, const char *mem, long n, long below)
+{
+    long best = LONG_MAX;
+    for (int i = 0; i < 3 && best >= below; i++) {
+        long v = negative_dentries_of(tier, mem, n);
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
+Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .timeout = 1800)
 {
     need_kernel_tier();
     /* The control: with room, the names do stay in the host's dcache, so
      * the bound below is the memory cgroup's and not a dcache that keeps
      * nothing. */
-    long room = negative_dentries_of("container", "512m", 200000);
+    long room = most_negative_dentries("container", "512m", 200000, 50000);
     cr_assert_geq(room, 50000,
                   "a container-tier guest with 512 MiB stated 200,000 missing names and the host's "
                   "negative dentries grew by %ld: the host keeps none, so the bound below proves "
@@ -544,13 +569,13 @@ Test(shared_state, a_guests_negative_dentries_are_bounded_by_its_memory_limit, .
     /* 400,000 dentries are ~75 MiB of slab (192 bytes each, twice through
      * the overlay): a 16 MiB cgroup, with Python in it, can keep a small
      * part only. */
-    long tight = negative_dentries_of("container", "16m", 400000);
+    long tight = least_negative_dentries("container", "16m", 400000, 200000);
     cr_assert_lt(tight, 200000,
                  "a container-tier guest under --memory 16m left %ld negative dentries in the "
                  "host's dcache for 400,000 missing names: they are not charged to its memory "
                  "cgroup",
                  tight);
-    long kernel = negative_dentries_of("kernel", "16m", 400000);
+    long kernel = least_negative_dentries("kernel", "16m", 400000, 200000);
     cr_assert_lt(kernel, 200000,
                  "a kernel-tier guest under --memory 16m left %ld negative dentries in the host's "
                  "dcache for 400,000 missing names",
@@ -643,6 +668,12 @@ static void write_nr_hugepages(long n)
     cr_assert_eq(fclose(f), 0, "%s <- %ld: %s", NR_HUGEPAGES, n, strerror(errno));
 }
 
+/* The pool is the host's: every suite on this host that resizes it (this
+ * test in other checkouts' runs) takes this lock first, so none restores
+ * the size under another's reading. */
+#define HUGETLB_TEST_LOCK "/tmp/bulkhead-e2e-hugetlb.lock"
+static int hugetlb_lock = -1;
+
 /* Also when an assertion failed: the guest goes, the host's pool is as it
  * was. */
 static void restore_hugepages(void)
@@ -651,6 +682,9 @@ static void restore_hugepages(void)
     if (hugepages_before >= 0)
         write_nr_hugepages(hugepages_before);
     hugepages_before = -1;
+    if (hugetlb_lock >= 0)
+        close(hugetlb_lock);
+    hugetlb_lock = -1;
 }
 
 /* One test for both tiers: the pool is the host's, so two tests in parallel
@@ -659,6 +693,10 @@ Test(shared_state, the_hosts_hugetlb_pool_stays_the_hosts, .fini = restore_hugep
      .timeout = 300)
 {
     need_kernel_tier();
+    hugetlb_lock = open(HUGETLB_TEST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert_geq(hugetlb_lock, 0, "%s: %s", HUGETLB_TEST_LOCK, strerror(errno));
+    cr_assert_eq(flock(hugetlb_lock, LOCK_EX), 0, "flock %s: %s", HUGETLB_TEST_LOCK,
+                 strerror(errno));
     FILE *f = fopen(NR_HUGEPAGES, "re");
     cr_assert_not_null(f, "%s: %s: this kernel has no hugetlb pages", NR_HUGEPAGES,
                        strerror(errno));
@@ -749,17 +787,24 @@ Test(shared_state, sysv_and_posix_ipc_are_capped_in_the_sandbox_ipc_namespace_co
 
 /* ---- finding 8: floors with no flags at all --------------------------------- */
 
-/* Tries 700 forks whose children live a few seconds; prints how many worked. */
+/* Tries 700 forks; prints how many worked. Each child lives until the bomb
+ * is done (it waits for the end of a pipe the parent holds), not for a time:
+ * under load a child that lived a few seconds was gone before the next fork,
+ * so the bomb never met the floor and forked on to its 120 s bound. */
 #define FORK_BOMB                                                                                  \
-    "import os, time\n"                                                                            \
+    "import os\n"                                                                                  \
+    "hold_r, hold_w = os.pipe()\n"                                                                 \
     "n = 0\n"                                                                                      \
     "for i in range(700):\n"                                                                       \
     "    try:\n"                                                                                   \
     "        if os.fork() == 0:\n"                                                                 \
-    "            time.sleep(4); os._exit(0)\n"                                                     \
+    "            os.close(hold_w); os.read(hold_r, 1); os._exit(0)\n"                              \
     "        n += 1\n"                                                                             \
     "    except OSError:\n"                                                                        \
-    "        break\n"
+    "        break\n"                                                                              \
+    "os.close(hold_w)\n"                                                                           \
+    "for _ in range(n):\n"                                                                         \
+    "    os.wait()\n"
 
 /* Touches 1.5 GiB in 32 MiB steps, saying how far it got. */
 #define MEMORY_BOMB                                                                                \
@@ -771,7 +816,8 @@ Test(shared_state, sysv_and_posix_ipc_are_capped_in_the_sandbox_ipc_namespace_co
 
 static void fork_bomb_under_do(const char *tier)
 {
-    struct run_result r = do_noflags(tier, 120, "--", PY, "-c", FORK_BOMB "print(n)\n", NULL);
+    /* A bound on a hang only: at load 60 a fork of Python took ~150 ms. */
+    struct run_result r = do_noflags(tier, 300, "--", PY, "-c", FORK_BOMB "print(n)\n", NULL);
     cr_assert_eq(r.status, 0, "[%s] %s", tier, r.err);
     int n = atoi(r.out);
     cr_assert_gt(n, 0, "[%s] no fork worked: %s", tier, r.out);
@@ -799,13 +845,13 @@ static void memory_bomb_under_do(const char *tier)
     h_free(&r);
 }
 
-Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_kernel, .timeout = 240)
+Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_kernel, .timeout = 360)
 {
     need_kernel_tier();
     fork_bomb_under_do("kernel");
 }
 
-Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_container, .timeout = 240)
+Test(shared_state, fork_bomb_is_contained_under_do_with_no_flags_container, .timeout = 360)
 {
     fork_bomb_under_do("container");
 }
@@ -833,10 +879,12 @@ static Resp *cell(int fd, const char *id, const char *code)
 {
     Req req;
     Bulkhead__Control__RunCell c;
-    h_cell_req(&req, &c, id, "python", code, 60000, NULL, 0);
+    /* Bounds on a hang only: the fork bomb's ~500 forks took over a minute
+     * at load 60. */
+    h_cell_req(&req, &c, id, "python", code, 240000, NULL, 0);
     cr_assert_eq(h_send(fd, &req), 0);
     struct bh_error err = {0};
-    Resp *r = h_recv(fd, 120000, &err);
+    Resp *r = h_recv(fd, 300000, &err);
     cr_assert_not_null(r, "no answer: %s", err.msg);
     cr_assert_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_RUN_CELL, "not a result: %s",
                  r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR ? r->error->message : "?");
@@ -844,7 +892,7 @@ static Resp *cell(int fd, const char *id, const char *code)
 }
 
 Test(shared_state, bombs_are_contained_under_bulkheadd_with_no_flags, .fini = stop_daemon,
-     .timeout = 300)
+     .timeout = 720)
 {
     char msg[1024] = "";
     int rc =
@@ -1143,7 +1191,7 @@ Test(shared_state, oci_container_without_limits_gets_the_defaults_and_the_tier_c
     "    elif kind == 'netlink':\n"                                                                \
     "        try: a = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)\n"                      \
     "        except PermissionError: print('netlink refused EPERM'); break\n"                      \
-    "        except OSError: break  # ENOBUFS: the container tier's 16 (socket-cap.c)\n"          \
+    "        except OSError: break  # ENOBUFS: the container tier's 16 (socket-cap.c)\n"           \
     "        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30); a.setblocking(False)\n"   \
     "        b = struct.pack('=LHHLLBxHiII', 32, 18, 0x301, 1, 0, 0, 0, 0, 0, 0)\n"                \
     "        for k in range(20000): a.send(b)\n"                                                   \

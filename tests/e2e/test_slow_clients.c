@@ -17,6 +17,7 @@
 
 #include "control.pb-c.h"
 #include "frame.h"
+#include "harness.h"
 
 static pid_t daemon_pid = -1;
 static char sock_dir[] = "/tmp/bh-slow-XXXXXX";
@@ -78,22 +79,11 @@ static void start_daemon(void)
               (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 300; i++) {
-        int fd = connect_daemon();
-        if (fd >= 0) {
-            close(fd);
-            /* That probe connection counts until its thread sees the end:
-             * let it go before the tests count connections. */
-            usleep(300 * 1000);
-            return;
-        }
-        if (waitpid(daemon_pid, NULL, WNOHANG) == daemon_pid) {
-            daemon_pid = -1;
-            cr_skip_test("bulkheadd --tier container did not start on this host");
-        }
-        usleep(100 * 1000);
-    }
-    cr_assert_fail("bulkheadd did not listen within 30 s");
+    pid_t pid = daemon_pid;
+    daemon_pid = -1; /* reaped by h_wait_listening unless it listens */
+    if (h_wait_listening(pid, sock_path) < 0)
+        cr_skip_test("bulkheadd --tier container did not start on this host");
+    daemon_pid = pid;
 }
 
 /* Sends Describe and returns the response (NULL when the connection ended). */
@@ -127,7 +117,38 @@ static Bulkhead__Control__Response *describe(int fd)
     return resp;
 }
 
-TestSuite(slow_clients, .fini = stop_daemon, .timeout = 60);
+/* A connection the daemon serves (it answered Describe), held open. A place
+ * freed by a closed connection (h_wait_listening's probe, a test's own) is
+ * free again only once the daemon's thread has seen the end; until then it
+ * answers at_capacity, which is retryable: retry, and bound only a hang. */
+static int served_connection(void)
+{
+    for (double end = h_now() + 60; h_now() < end;) {
+        int fd = connect_daemon();
+        cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
+        Bulkhead__Control__Response *r = describe(fd);
+        if (r == NULL) {
+            /* refused at once and closed: our request could meet the close
+             * (EPIPE) or be dropped with the socket; describe said which */
+            close(fd);
+            usleep(20000);
+            continue;
+        }
+        bool at_capacity = r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_ERROR &&
+                           r->error->code == BULKHEAD__CONTROL__ERROR__CODE__AT_CAPACITY;
+        cr_assert(at_capacity || r->body_case == BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE,
+                  "Describe got neither its answer nor at_capacity (%d)", (int)r->body_case);
+        bulkhead__control__response__free_unpacked(r, NULL);
+        if (!at_capacity)
+            return fd;
+        close(fd);
+        usleep(20000);
+    }
+    cr_assert_fail("a freed place was not usable again within 60 s");
+    return -1;
+}
+
+TestSuite(slow_clients, .fini = stop_daemon, .timeout = 300);
 
 Test(slow_clients, a_frame_that_stalls_is_cut_off_and_others_are_served)
 {
@@ -136,13 +157,8 @@ Test(slow_clients, a_frame_that_stalls_is_cut_off_and_others_are_served)
     cr_assert_geq(stalled, 0);
     /* Two bytes of a four-byte length, then nothing. */
     cr_assert_eq(write(stalled, "\0\0", 2), 2);
-    int other = connect_daemon();
-    cr_assert_geq(other, 0);
-    Bulkhead__Control__Response *r = describe(other);
-    cr_assert_not_null(r, "a second client was not served while the first stalled");
-    cr_expect_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE);
-    bulkhead__control__response__free_unpacked(r, NULL);
-    close(other);
+    /* served_connection fails unless it is served while the first stalls */
+    close(served_connection());
     /* The stalled connection ends by itself after --frame-timeout (0.5 s);
      * without it, never: 30 s only bounds a busy machine's delay. */
     struct pollfd p = {.fd = stalled, .events = POLLIN};
@@ -156,15 +172,9 @@ Test(slow_clients, a_frame_that_stalls_is_cut_off_and_others_are_served)
 Test(slow_clients, connections_beyond_the_cap_get_at_capacity)
 {
     start_daemon();
-    int a = connect_daemon(), b = connect_daemon();
-    cr_assert(a >= 0 && b >= 0);
-    /* Both held: let the daemon's threads take them. */
-    Bulkhead__Control__Response *r = describe(a);
-    cr_assert_not_null(r);
-    bulkhead__control__response__free_unpacked(r, NULL);
-    r = describe(b);
-    cr_assert_not_null(r);
-    bulkhead__control__response__free_unpacked(r, NULL);
+    /* Both held and served: the daemon's threads hold them. */
+    int a = served_connection(), b = served_connection();
+    Bulkhead__Control__Response *r;
     int c = connect_daemon();
     cr_assert_geq(c, 0);
     void *reply = NULL;
@@ -182,12 +192,6 @@ Test(slow_clients, connections_beyond_the_cap_get_at_capacity)
     close(c);
     /* A freed place is usable again. */
     close(a);
-    usleep(300 * 1000);
-    int d = connect_daemon();
-    r = describe(d);
-    cr_assert_not_null(r);
-    cr_expect_eq(r->body_case, BULKHEAD__CONTROL__RESPONSE__BODY_DESCRIBE);
-    bulkhead__control__response__free_unpacked(r, NULL);
-    close(d);
+    close(served_connection());
     close(b);
 }

@@ -159,6 +159,28 @@ static char *read_mountinfo(void)
     return buf;
 }
 
+/* The first line of a that b does not hold, into out ("" if none). */
+static void first_line_missing(const char *a, const char *b, char *out, size_t size)
+{
+    out[0] = '\0';
+    for (const char *l = a; *l != '\0';) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        bool found = false;
+        for (const char *m = b; *m != '\0' && !found;) {
+            const char *ml = strchr(m, '\n');
+            size_t mlen = ml ? (size_t)(ml - m) + 1 : strlen(m);
+            found = mlen == len && memcmp(l, m, len) == 0;
+            m += mlen;
+        }
+        if (!found) {
+            snprintf(out, size, "%.*s", (int)(nl ? len - 1 : len), l);
+            return;
+        }
+        l += len;
+    }
+}
+
 static void skip_unless_able(void)
 {
     if (geteuid() != 0)
@@ -355,7 +377,16 @@ static void run_sandboxed(const struct bh_sandbox_spec *spec, inside_fn fn, void
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sandbox child status %#x", status);
 
     char *after = read_mountinfo();
-    cr_expect_str_eq(after, before, "the mount table around the sandbox changed");
+    if (strcmp(after, before) != 0) {
+        /* Name the lines: a change can be the sandbox's (a mount that
+         * propagated out) or the host's (a remount changes a superblock's
+         * options in every namespace); only the lines tell which. */
+        char gone[1024] = "", came[1024] = "";
+        first_line_missing(before, after, gone, sizeof(gone));
+        first_line_missing(after, before, came, sizeof(came));
+        cr_expect_fail("the mount table around the sandbox changed:\n  gone: %s\n  new:  %s", gone,
+                       came);
+    }
     free(before);
     free(after);
 }
