@@ -22,6 +22,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <linux/futex.h>
+#include <linux/capability.h>
 #include <linux/kcmp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -136,6 +137,25 @@ struct child_args {
      * shares that memory: the exec no longer waits for "go". */
     int trace_gate;
 };
+
+/* A pod's network namespace belongs to the host's user namespace, so no
+ * capability of the sandbox's own reaches it: a guest whose config grants
+ * CAP_NET_BIND_SERVICE (containerd's default set: nginx as root binds 80)
+ * could not bind a port below 1024 at either tier. Host root, in that
+ * namespace before the sandbox's user namespace exists, lets every port be
+ * bound there instead: the sysctl is the namespace's own, so nothing of the
+ * host's changes. Best effort: unwritten, the guest is only refused low ports
+ * as before (less than it asked for, never more). */
+static void grant_low_ports(const struct child_args *a)
+{
+    if (!a->pre_joined[BH_NS_NET] ||
+        !(a->spec->process.cap_effective & (1ULL << CAP_NET_BIND_SERVICE)))
+        return;
+    cleanup_close int fd =
+        open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && write(fd, "0", 1) != 1)
+        return;
+}
 
 #define CHILD_FAIL(...)                                                                            \
     do {                                                                                           \
@@ -875,6 +895,8 @@ static pid_t clone_via_helper(unsigned long flags, struct child_args *a, bool de
                 reply[1] = i;
             }
         }
+        if (reply[0] == 0)
+            grant_low_ports(a);
         if (reply[0] == 0 && (reply[0] = become_owner(a)) != 0)
             reply[1] = -2;
         if (reply[0] == 0 && a->pod_userns_fd >= 0 && a->sentry_clone_flags == 0 &&
