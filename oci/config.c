@@ -451,6 +451,14 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
                             "tmpfs, proc, sysfs, devpts, mqueue and cgroup",
                             where, type);
     }
+    if ((strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) && !(flags & MS_RDONLY))
+        add_warning(cfg,
+                    "%s: the cgroup mount on `%s` is made read-only although the config asks "
+                    "read-write: the container's cgroups are not delegated to it, since "
+                    "nothing bounds the cgroups it would make (v1 has no "
+                    "cgroup.max.descendants, and memcg ids are one host-wide pool of 65535 "
+                    "that dying cgroups keep while their page cache is charged)",
+                    where, dest);
     bool is_bind = strcmp(type, "bind") == 0 || (flags & MS_BIND);
     if (strcmp(type, "none") == 0 && !is_bind) {
         free(data);

@@ -962,3 +962,82 @@ Test(oci_cgroups, spec_lists_the_cgroup_namespace_on_v2_only)
     cr_expect(strstr(r.err, "namespace `cgroup` is given twice") != NULL, "%s", r.err);
     h_free(&r);
 }
+
+/* runc's bats `delete --force in cgroupv1 with subcgroups` and `exec
+ * --cgroup sub-cgroups [v1]` make sub-cgroups from inside the container,
+ * through a cgroup mount the config asks read-write. bulkhead keeps that
+ * mount read-only (nothing would bound the cgroups a guest made: invariant
+ * 5), and says so in the log, naming the mount and the reason. runc's 46
+ * also lists a cgroup namespace: with one, every hierarchy the mount shows
+ * refuses the mkdir, and none appears in the host's tree. */
+Test(oci_cgroups, cgroup_mount_asked_read_write_stays_read_only_and_says_why)
+{
+    write_config("container", NULL);
+    char p[300];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_array_append_new(json_object_get(json_object_get(doc, "linux"), "namespaces"),
+                          json_pack("{s:s}", "type", "cgroup"));
+    json_array_append_new(json_object_get(doc, "mounts"),
+                          json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination", "/sys/fs/cgroup",
+                                    "type", "cgroup", "source", "cgroup", "options", "nosuid",
+                                    "noexec", "nodev", "relatime"));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    static const char *const points[] = {"sys", "sys/fs", "sys/fs/cgroup"};
+    for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, points[i]);
+        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+    }
+    snprintf(live_id, sizeof(live_id), "rwcg-%d", (int)getpid());
+    char bundle[256];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    h_bulkhead_in(tmp, (const char *const[]){"create", "--bundle", bundle, live_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    snprintf(p, sizeof(p), "%s/log.json", tmp);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "open %s: %s", p, strerror(errno));
+    char *log = h_read_fd(fd);
+    close(fd);
+    cr_expect(strstr(log, "level=warning") != NULL &&
+                  strstr(log, "the cgroup mount on `/sys/fs/cgroup` is made read-only although "
+                              "the config asks read-write") != NULL &&
+                  strstr(log, "memcg ids are one host-wide pool") != NULL,
+              "create did not say why the cgroup mount is read-only:\n%s", log);
+    free(log);
+    h_bulkhead_in(tmp, (const char *const[]){"start", live_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    /* Every directory the mount shows: the v2 mount itself, or v1's per
+     * hierarchy directories (memory and freezer among them: runc's 46). */
+    h_bulkhead_in(tmp,
+                  (const char *const[]){"exec", live_id, "/bin/sh", "-c",
+                                        "for d in /sys/fs/cgroup /sys/fs/cgroup/*/; do "
+                                        "mkdir \"$d/bhsub\" && echo \"MADE $d\"; "
+                                        "echo \"$$\" > \"$d/cgroup.procs\" && echo \"MOVED $d\"; "
+                                        "done 2>&1; echo done",
+                                        NULL},
+                  60, &r);
+    cr_assert_eq(r.status, 0, "exec: %s", r.err);
+    cr_expect(strstr(r.out, "done\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "MADE") == NULL, "a sub-cgroup was made:\n%s", r.out);
+    cr_expect(strstr(r.out, "MOVED") == NULL, "a cgroup.procs was written:\n%s", r.out);
+    cr_expect(strstr(r.out, "Read-only file system") != NULL, "%s", r.out);
+    if (bh_cgroup_detect() != BH_CGROUP_V2)
+        cr_expect(strstr(r.out, "/sys/fs/cgroup/memory/") != NULL &&
+                      strstr(r.out, "/sys/fs/cgroup/freezer/") != NULL,
+                  "memory and freezer are not shown:\n%s", r.out);
+    h_free(&r);
+    char hier[24][512] = {{0}};
+    bh_cgroup_each_hierarchy(add_hier, hier, NULL);
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char sub[700];
+        snprintf(sub, sizeof(sub), "%.511s/bulkhead/%.63s/bhsub", hier[h], live_id);
+        cr_expect_neq(access(sub, F_OK), 0, "%s was made", sub);
+        if (access(sub, F_OK) == 0)
+            rmdir(sub);
+    }
+}
