@@ -451,6 +451,14 @@ static int parse_mount(struct oci_config *cfg, json_t *m, size_t idx, struct bh_
                             "tmpfs, proc, sysfs, devpts, mqueue and cgroup",
                             where, type);
     }
+    if ((strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) && !(flags & MS_RDONLY))
+        add_warning(cfg,
+                    "%s: the cgroup mount on `%s` is made read-only although the config asks "
+                    "read-write: the container's cgroups are not delegated to it, since "
+                    "nothing bounds the cgroups it would make (v1 has no "
+                    "cgroup.max.descendants, and memcg ids are one host-wide pool of 65535 "
+                    "that dying cgroups keep while their page cache is charged)",
+                    where, dest);
     bool is_bind = strcmp(type, "bind") == 0 || (flags & MS_BIND);
     if (strcmp(type, "none") == 0 && !is_bind) {
         free(data);
@@ -1418,6 +1426,27 @@ static int config_from_doc(struct oci_config *cfg, struct bh_error *err)
     json_t *lx = member(doc, "linux");
     if (lx != NULL && parse_linux(cfg, lx, err) < 0)
         return -1;
+    /* Both tiers run the container in a user namespace of its own, where
+     * these two capabilities cannot reach what runc's callers grant them
+     * for; saying so beats a bare EPERM inside (runc's bats 51 and 52).
+     * CAP_MKNOD only with a rule for a named block device: docker grants
+     * it to every container, with `m` rules for its standard char nodes. */
+    if (spec->process.cap_effective & (1ULL << CAP_SYSLOG))
+        add_warning(cfg, "process.capabilities grants CAP_SYSLOG in the container's user "
+                         "namespace only: reading the host's kernel log (/dev/kmsg, syslog(2)) "
+                         "needs it in the host's while kernel.dmesg_restrict is 1, so those "
+                         "reads fail with EPERM");
+    bool mknod_rule = false;
+    for (size_t i = 0; i < spec->limits.n_device_rules; i++) {
+        const struct bh_device_rule *r = &spec->limits.device_rules[i];
+        mknod_rule =
+            mknod_rule || (r->allow && r->type == 'b' && r->major >= 0 && strchr(r->access, 'm'));
+    }
+    if (mknod_rule && (spec->process.cap_effective & (1ULL << CAP_MKNOD)))
+        add_warning(cfg, "process.capabilities grants CAP_MKNOD in the container's user "
+                         "namespace only: the kernel refuses mknod of a device node there "
+                         "(EPERM) whatever the device rules allow; list the node in "
+                         "linux.devices to have it made at create");
     /* As runc: no cgroup namespace unless the config lists one; a cgroup
      * namespace of its own is part of the kernel tier (README, "Tiers"). */
     spec->inherit_cgroup_ns = spec->tier == BH_TIER_CONTAINER && !cfg->ns_listed[BH_NS_CGROUP];

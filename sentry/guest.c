@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <linux/futex.h>
 #include <linux/magic.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -377,50 +378,47 @@ static size_t listeners_wanted(const struct bh_guest_ctx *ctx)
  * listener yet. pidfd_getfd would need the guest dumpable, and so open to
  * every guest of the sandbox (Landlock alone) from fork to exec. So a
  * thread made after the ids, capabilities, no_new_privs and Landlock, and
- * before the first filter, waits on a pipe; the main thread installs the
- * filters, puts the fds (shared table) in its slots and closes the pipe's
- * write end; the courier sends them with {"re":"listener"} and answers on
- * a second pipe. The main thread's part is close and read alone, calls it
- * already needs after the filters (a caller's profile that refuses them
- * breaks the start-up as before, no more). The courier runs only this
- * code and is over before the ready report; the exec ends it in any case
- * (de_thread) before the new program runs. */
+ * before the first filter, waits on a futex word; the main thread installs
+ * the filters, puts the fds (shared table) in its slots and sets the word;
+ * the courier sends them with {"re":"listener"} and answers in a second
+ * word. The main thread's part makes no call a caller's profile is likely
+ * to notify to an agent that has no listener yet (runc's bats notify read
+ * and close): futex alone, and where the profile refuses even that, a spin
+ * on the word. The fds are close-on-exec (seccomp makes listeners so), so
+ * nothing closes them before the exec. The courier runs only this code and
+ * is over before the ready report; the exec ends it in any case (de_thread)
+ * before the new program runs. */
 struct courier {
     int sock;
-    /* Each end has one owner, which closes it: the courier kick[0] and
-     * done[1], the main thread kick[1] and done[0]. */
-    int kick[2]; /* the main thread closes kick[1] once fds[] is set */
-    int done[2]; /* the courier writes 'y' (sent) or 'n', then closes it */
+    uint32_t kick; /* 1 once fds[] and n are final */
+    uint32_t done; /* 0 until the courier answers: 1 sent, 2 not */
     int fds[2];
     size_t n;
-    bool set; /* fds[] and n are final (the main thread did not just die) */
 };
+
+static long futex_op(uint32_t *word, int op, uint32_t val, const struct timespec *timeout)
+{
+    return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
 
 static void *courier_main(void *arg)
 {
     struct courier *c = arg;
-    char b;
-    while (read(c->kick[0], &b, 1) < 0 && errno == EINTR)
-        ;
-    bool ok = false;
-    if (__atomic_load_n(&c->set, __ATOMIC_ACQUIRE)) {
-        json_t *m = json_pack("{s:s,s:I}", "re", "listener", "n", (json_int_t)c->n);
-        ok = m != NULL && bh_msg_send(c->sock, m, c->fds, c->n, NULL) >= 0;
-        json_decref(m);
-    }
-    close(c->kick[0]);
-    /* a failed write leaves the main thread end of file: refused too */
-    if (write(c->done[1], ok ? "y" : "n", 1) != 1)
-        ok = false;
-    close(c->done[1]);
+    /* A wake the caller's profile refused costs one timeout, no more. */
+    const struct timespec tick = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+    while (__atomic_load_n(&c->kick, __ATOMIC_ACQUIRE) == 0)
+        futex_op(&c->kick, FUTEX_WAIT_PRIVATE, 0, &tick);
+    json_t *m = json_pack("{s:s,s:I}", "re", "listener", "n", (json_int_t)c->n);
+    bool ok = m != NULL && bh_msg_send(c->sock, m, c->fds, c->n, NULL) >= 0;
+    json_decref(m);
+    __atomic_store_n(&c->done, ok ? 1u : 2u, __ATOMIC_RELEASE);
+    futex_op(&c->done, FUTEX_WAKE_PRIVATE, 1, NULL);
     return NULL;
 }
 
 static int courier_start(struct courier *c, int sock, struct bh_error *err)
 {
-    *c = (struct courier){.sock = sock, .kick = {-1, -1}, .done = {-1, -1}, .fds = {-1, -1}};
-    if (pipe2(c->kick, O_CLOEXEC) < 0 || pipe2(c->done, O_CLOEXEC) < 0)
-        return bh_error_errno(err, errno, "pipes for the listeners' courier thread");
+    *c = (struct courier){.sock = sock, .fds = {-1, -1}};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -434,20 +432,19 @@ static int courier_start(struct courier *c, int sock, struct bh_error *err)
     return 0;
 }
 
-/* Only close and read here: at the kernel tier the broker does not hold the
- * listener yet, and a caller's profile is in place. */
+/* Only futex here (or nothing): at the kernel tier the broker does not hold
+ * the listener yet, and a caller's profile is in place. */
 static int courier_deliver(struct courier *c)
 {
-    __atomic_store_n(&c->set, true, __ATOMIC_RELEASE);
-    close(c->kick[1]);
-    char b = 'n';
-    ssize_t r;
-    while ((r = read(c->done[0], &b, 1)) < 0 && errno == EINTR)
-        ;
-    close(c->done[0]);
-    for (size_t i = 0; i < c->n; i++)
-        close(c->fds[i]);
-    return r == 1 && b == 'y' ? 0 : -1;
+    __atomic_store_n(&c->kick, 1u, __ATOMIC_RELEASE);
+    futex_op(&c->kick, FUTEX_WAKE_PRIVATE, 1, NULL);
+    uint32_t d;
+    bool spin = false;
+    while ((d = __atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) == 0)
+        if (!spin && futex_op(&c->done, FUTEX_WAIT_PRIVATE, 0, NULL) < 0 && errno != EAGAIN &&
+            errno != EINTR)
+            spin = true;
+    return d == 1 ? 0 : -1;
 }
 
 static void guest_report(int sock, json_t *msg)
@@ -614,7 +611,7 @@ static void guest_main(const struct bh_guest_ctx *ctx, const struct bh_process *
      * (sentry/README.md, "A second wall"): non-dumpable, so no other guest,
      * root with CAP_SYS_PTRACE or not, reaches it before its exec; its
      * listeners leave by the courier, made here, before any filter of ours. */
-    struct courier courier = {.kick = {-1, -1}};
+    struct courier courier = {.fds = {-1, -1}};
     if ((listeners_wanted(ctx) > 0 && courier_start(&courier, sock, &err) < 0) ||
         nproc_exact(proc, &err) < 0)
         guest_fail(sock, &err, BH_EXIT_REFUSED);

@@ -962,3 +962,168 @@ Test(oci_cgroups, spec_lists_the_cgroup_namespace_on_v2_only)
     cr_expect(strstr(r.err, "namespace `cgroup` is given twice") != NULL, "%s", r.err);
     h_free(&r);
 }
+
+/* Creates container base-PID from tmp/bundle through h_bulkhead_in (a fresh
+ * log) and returns what the create logged (malloc'd, "" for nothing). */
+static char *create_logged(const char *base)
+{
+    char p[300], bundle[256];
+    snprintf(p, sizeof(p), "%s/log.json", tmp);
+    unlink(p);
+    snprintf(live_id, sizeof(live_id), "%s-%d", base, (int)getpid());
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    h_bulkhead_in(tmp, (const char *const[]){"create", "--bundle", bundle, live_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "create: %s", r.err);
+    h_free(&r);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    cr_assert(fd >= 0 || errno == ENOENT, "open %s: %s", p, strerror(errno));
+    char *log = fd >= 0 ? h_read_fd(fd) : strdup("");
+    if (fd >= 0)
+        close(fd);
+    return log;
+}
+
+/* Starts the container create_logged made, then runs `sh -c script` in it. */
+static struct run_result start_and_exec(const char *script)
+{
+    struct run_result r;
+    h_bulkhead_in(tmp, (const char *const[]){"start", live_id, NULL}, 60, &r);
+    cr_assert_eq(r.status, 0, "start: %s", r.err);
+    h_free(&r);
+    h_bulkhead_in(tmp, (const char *const[]){"exec", live_id, "/bin/sh", "-c", script, NULL}, 60,
+                  &r);
+    return r;
+}
+
+/* runc's bats `delete --force in cgroupv1 with subcgroups` and `exec
+ * --cgroup sub-cgroups [v1]` make sub-cgroups from inside the container,
+ * through a cgroup mount the config asks read-write. bulkhead keeps that
+ * mount read-only (nothing would bound the cgroups a guest made: invariant
+ * 5), and says so in the log, naming the mount and the reason. runc's 46
+ * also lists a cgroup namespace: with one, every hierarchy the mount shows
+ * refuses the mkdir, and none appears in the host's tree. */
+Test(oci_cgroups, cgroup_mount_asked_read_write_stays_read_only_and_says_why)
+{
+    write_config("container", NULL);
+    char p[300];
+    snprintf(p, sizeof(p), "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(p, 0, NULL);
+    cr_assert_not_null(doc);
+    json_array_append_new(json_object_get(json_object_get(doc, "linux"), "namespaces"),
+                          json_pack("{s:s}", "type", "cgroup"));
+    json_array_append_new(json_object_get(doc, "mounts"),
+                          json_pack("{s:s,s:s,s:s,s:[s,s,s,s]}", "destination", "/sys/fs/cgroup",
+                                    "type", "cgroup", "source", "cgroup", "options", "nosuid",
+                                    "noexec", "nodev", "relatime"));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    static const char *const points[] = {"sys", "sys/fs", "sys/fs/cgroup"};
+    for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+        snprintf(p, sizeof(p), "%s/bundle/rootfs/%s", tmp, points[i]);
+        cr_assert_eq(mkdir(p, 0755), 0, "mkdir %s: %s", p, strerror(errno));
+    }
+    char *log = create_logged("rwcg");
+    cr_expect(strstr(log, "level=warning") != NULL &&
+                  strstr(log, "the cgroup mount on `/sys/fs/cgroup` is made read-only although "
+                              "the config asks read-write") != NULL &&
+                  strstr(log, "memcg ids are one host-wide pool") != NULL,
+              "create did not say why the cgroup mount is read-only:\n%s", log);
+    free(log);
+    /* Every directory the mount shows: the v2 mount itself, or v1's per
+     * hierarchy directories (memory and freezer among them: runc's 46). */
+    struct run_result r = start_and_exec("for d in /sys/fs/cgroup /sys/fs/cgroup/*/; do "
+                                         "mkdir \"$d/bhsub\" && echo \"MADE $d\"; "
+                                         "echo \"$$\" > \"$d/cgroup.procs\" && echo \"MOVED $d\"; "
+                                         "done 2>&1; echo done");
+    cr_assert_eq(r.status, 0, "exec: %s", r.err);
+    cr_expect(strstr(r.out, "done\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "MADE") == NULL, "a sub-cgroup was made:\n%s", r.out);
+    cr_expect(strstr(r.out, "MOVED") == NULL, "a cgroup.procs was written:\n%s", r.out);
+    cr_expect(strstr(r.out, "Read-only file system") != NULL, "%s", r.out);
+    if (bh_cgroup_detect() != BH_CGROUP_V2)
+        cr_expect(strstr(r.out, "/sys/fs/cgroup/memory/") != NULL &&
+                      strstr(r.out, "/sys/fs/cgroup/freezer/") != NULL,
+                  "memory and freezer are not shown:\n%s", r.out);
+    h_free(&r);
+    char hier[24][512] = {{0}};
+    bh_cgroup_each_hierarchy(add_hier, hier, NULL);
+    for (int h = 0; h < 24 && hier[h][0]; h++) {
+        char sub[700];
+        snprintf(sub, sizeof(sub), "%.511s/bulkhead/%.63s/bhsub", hier[h], live_id);
+        cr_expect_neq(access(sub, F_OK), 0, "%s was made", sub);
+        if (access(sub, F_OK) == 0)
+            rmdir(sub);
+    }
+}
+
+/* Loads the config write_config wrote, for changes (json_t *, the caller's). */
+static json_t *load_config(char *path, size_t size)
+{
+    snprintf(path, size, "%s/bundle/config.json", tmp);
+    json_t *doc = json_load_file(path, 0, NULL);
+    cr_assert_not_null(doc);
+    return doc;
+}
+
+/* runc's bats `device cgroup allow rw char device` (51) and `allow rm block
+ * device` (52) grant CAP_SYSLOG and CAP_MKNOD, which take effect in the
+ * container's user namespace only: the kernel still refuses the host's log
+ * and mknod of a device node there. create says so in the log; the guest's
+ * mknod of the block device the rules allow gets EPERM, and the node the
+ * config lists is made by create. A docker-like config (CAP_MKNOD with `m`
+ * rules for char devices only) gets no such warning. */
+Test(oci_cgroups, capabilities_the_user_namespace_cannot_honour_are_named)
+{
+    write_config("container",
+                 "\"resources\": {\"devices\": [" DENY_ALL ", {\"allow\": true, "
+                 "\"type\": \"b\", \"major\": 7, \"minor\": 0, \"access\": \"rwm\"}]}");
+    char p[300];
+    json_t *doc = load_config(p, sizeof(p));
+    json_t *caps = json_pack("[s,s]", "CAP_SYSLOG", "CAP_MKNOD");
+    json_object_set_new(json_object_get(doc, "process"), "capabilities",
+                        json_pack("{s:O,s:O,s:O,s:O}", "bounding", caps, "effective", caps,
+                                  "permitted", caps, "inheritable", caps));
+    json_decref(caps);
+    /* the root is read-only: the guest's mknod goes to a tmpfs */
+    json_array_append_new(
+        json_object_get(doc, "mounts"),
+        json_pack("{s:s,s:s,s:s}", "destination", "/tmp", "type", "tmpfs", "source", "tmpfs"));
+    json_object_set_new(json_object_get(doc, "linux"), "devices",
+                        json_pack("[{s:s,s:s,s:i,s:i}]", "path", "/dev/listed", "type", "b",
+                                  "major", 7, "minor", 0));
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    char *log = create_logged("capwarn");
+    cr_expect(strstr(log, "grants CAP_SYSLOG in the container's user namespace only") != NULL,
+              "no word on CAP_SYSLOG:\n%s", log);
+    cr_expect(strstr(log, "grants CAP_MKNOD in the container's user namespace only") != NULL,
+              "no word on CAP_MKNOD:\n%s", log);
+    free(log);
+    struct run_result r = start_and_exec("test -b /dev/listed && echo LISTED; "
+                                         "mknod /tmp/made b 7 0 && echo MADE; echo done");
+    cr_expect(strstr(r.out, "LISTED\n") != NULL, "the listed node is missing: %s %s", r.out, r.err);
+    cr_expect(strstr(r.out, "MADE") == NULL && strstr(r.err, "Operation not permitted") != NULL,
+              "mknod in the container: %s %s", r.out, r.err);
+    cr_expect(strstr(r.out, "done\n") != NULL, "%s", r.out);
+    h_free(&r);
+    h_bulkhead_in(tmp, (const char *const[]){"delete", "--force", live_id, NULL}, 60, &r);
+    cr_expect_eq(r.status, 0, "delete: %s", r.err);
+    h_free(&r);
+    live_id[0] = '\0';
+    /* docker's shape: CAP_MKNOD, `m` only for char devices; no CAP_SYSLOG */
+    write_config("container",
+                 "\"resources\": {\"devices\": [" DENY_ALL ", {\"allow\": true, "
+                 "\"type\": \"c\", \"major\": 1, \"minor\": 3, \"access\": \"rwm\"}]}");
+    doc = load_config(p, sizeof(p));
+    caps = json_pack("[s]", "CAP_MKNOD");
+    json_object_set_new(json_object_get(doc, "process"), "capabilities",
+                        json_pack("{s:O,s:O}", "bounding", caps, "effective", caps));
+    json_decref(caps);
+    cr_assert_eq(json_dump_file(doc, p, 0), 0);
+    json_decref(doc);
+    log = create_logged("capquiet");
+    cr_expect(strstr(log, "CAP_MKNOD") == NULL && strstr(log, "CAP_SYSLOG") == NULL,
+              "a docker-like config is warned about:\n%s", log);
+    free(log);
+}

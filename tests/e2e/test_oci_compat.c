@@ -2139,6 +2139,25 @@ Test(oci_compat_seccomp, agent_answers_notified_syscalls)
     json_decref(st);
 }
 
+/* runc's bats `SCMP_ACT_NOTIFY important syscalls`: a profile that notifies
+ * the calls every start-up makes (read, close, openat, execve). The guest's
+ * own calls between its filters and the agent's listener must not be among
+ * them, or the start waits on an agent that has nothing to answer with
+ * (sentry/guest.c, the courier: futex only). Fails on a guest that reads or
+ * closes there: "create sandbox: no answer in time" after 30 s. */
+Test(oci_compat_seccomp, agent_notified_of_read_close_and_execve_starts)
+{
+    char sock[256], out[4096];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", tmp);
+    pid_t agent = agent_start(sock, AGENT_ANSWER);
+    int rc = run_with_profile(
+        "container", agent_profile(sock, "\"execve\", \"openat\", \"open\", \"read\", \"close\""),
+        "read -r h < /etc/hostname; echo host-$h; /bin/true && echo started", out, sizeof(out));
+    agent_stop(agent);
+    cr_expect_eq(rc, 0, "%d %s %s", rc, out, err_text);
+    cr_expect(strstr(out, "started") != NULL, "the process did not run: %s %s", out, err_text);
+}
+
 /* An exec'd process has a listener of its own, and the agent gets it (a
  * connection of its own, the state of a running container and the new
  * process's pid) before the process runs, as under runc. */
