@@ -37,6 +37,7 @@
 #include "cleanup.h"
 #include "control.h"
 #include "file-table.h"
+#include "pid-space.h"
 #include "frame.h"
 #include "kernel-compat.h"
 #include "mounts.h"
@@ -1680,7 +1681,7 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         return -1;
     /* Before anything is made: a host whose file table memory can outgrow
      * is no place for a sandbox of either tier (invariant 5). */
-    if (bh_file_table_ensure(err) < 0)
+    if (bh_file_table_ensure(err) < 0 || bh_pid_space_ensure(err) < 0)
         return bh_error_prefix(err, "create sandbox");
     bool detached = (opts->flags & BH_CREATE_DETACHED) != 0;
     if (detached && (opts->state_dir == NULL || opts->state_dir[0] != '/'))

@@ -1,0 +1,166 @@
+/* Global pools of the host that no cgroup counts, end to end: each default
+ * sandbox is capped, and the pool must outlast what every sandbox together
+ * can take before the host's memory runs out (design.md, invariant 5).
+ *
+ * The host's pid space (sentry/pid-space.c): every task of every sandbox
+ * also takes a pid of the host's namespace, and past kernel.pid_max fork
+ * fails for everyone, root included. At 32768 (this host's value before the
+ * mend) 32 default OCI containers (1024 pids each) or 64 default `do`
+ * sandboxes (512) took it all. The mended runtime keeps pid_max above the
+ * thread pool (kernel.threads-max, sized by the kernel from memory), or
+ * refuses the sandbox. The raise and refusal paths use the test build's
+ * BULKHEAD_TEST_PID_MAX and BULKHEAD_TEST_THREADS_MAX (files of the test's
+ * in place of the sysctls); only the first test reads the host's own. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attacks/harness.h"
+#include "error.h"
+#include "pid-space.h"
+
+static char tmp[64] = "";
+static char pid_max_path[96] = "", threads_max_path[96] = "";
+
+static void teardown(void)
+{
+    if (tmp[0] != '\0')
+        h_remove_tree(tmp);
+}
+
+TestSuite(shared_pools, .fini = teardown, .timeout = 240);
+
+static unsigned long long number_in(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    cr_assert_not_null(f, "open %s: %s", path, strerror(errno));
+    unsigned long long v = 0;
+    cr_assert_eq(fscanf(f, "%llu", &v), 1, "%s holds no number", path);
+    fclose(f);
+    return v;
+}
+
+/* The host as a default sandbox leaves it: its pid space outlasts its thread
+ * pool, so no number of capped sandboxes can leave the host without a pid
+ * while it still has memory for their threads. Fails on a host whose
+ * pid_max is below threads-max when the runtime does not mend it. */
+static void pid_space_outlasts_threads(const char *tier)
+{
+    h_require_kernel_tier();
+    struct run_result r = h_do(tier, 180, "--", "/bin/true", NULL);
+    cr_assert_eq(r.status, 0, "a default sandbox: %s", r.err);
+    h_free(&r);
+    unsigned long long pid_max = number_in("/proc/sys/kernel/pid_max");
+    unsigned long long threads = number_in("/proc/sys/kernel/threads-max");
+    unsigned long long needed = bh_pid_space_needed(threads);
+    cr_assert_geq(pid_max, needed,
+                  "after a default %s sandbox the host's kernel.pid_max is %llu, below its "
+                  "thread pool (threads-max %llu + %llu reserved): %llu default OCI containers "
+                  "(1024 pids each) take every pid of the host",
+                  tier, pid_max, threads, BH_PID_RESERVED, (pid_max + 1023) / 1024);
+}
+
+Test(shared_pools, a_default_sandbox_leaves_a_pid_space_that_outlasts_the_thread_pool_kernel)
+{
+    pid_space_outlasts_threads("kernel");
+}
+
+Test(shared_pools, a_default_sandbox_leaves_a_pid_space_that_outlasts_the_thread_pool_container)
+{
+    pid_space_outlasts_threads("container");
+}
+
+/* A fake host: pid_max and threads-max in files of ours; the env entries. */
+static void fake_host(const char *pid_max, const char *threads_max, char env[2][128])
+{
+    snprintf(tmp, sizeof(tmp), "/tmp/bh-e2e-pidmax-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp), "mkdtemp: %s", strerror(errno));
+    h_write_file(tmp, "pid_max", pid_max);
+    h_write_file(tmp, "threads-max", threads_max);
+    snprintf(pid_max_path, sizeof(pid_max_path), "%s/pid_max", tmp);
+    snprintf(threads_max_path, sizeof(threads_max_path), "%s/threads-max", tmp);
+    snprintf(env[0], 128, "BULKHEAD_TEST_PID_MAX=%s", pid_max_path);
+    snprintf(env[1], 128, "BULKHEAD_TEST_THREADS_MAX=%s", threads_max_path);
+}
+
+/* bulkhead do --tier TIER -- /bin/true on the fake host; keep may be NULL. */
+static struct run_result do_on_fake_host(const char *tier, char env[2][128], const char *keep)
+{
+    char *const envv[] = {env[0], env[1], (char *)keep, NULL};
+    char *bh = h_path("bulkhead");
+    char *argv[] = {bh, "do", "--tier", (char *)tier, "--", "/bin/true", NULL};
+    struct run_result r = h_run(argv, envv, NULL, 180);
+    free(bh);
+    return r;
+}
+
+/* pid_max 32768 under a thread pool of 192725 (this host's values before the
+ * mend): raised to the kernel's limit before the sandbox is made. */
+static void small_pid_space_is_raised(const char *tier)
+{
+    h_require_kernel_tier();
+    char env[2][128];
+    fake_host("32768\n", "192725\n", env);
+    struct run_result r = do_on_fake_host(tier, env, NULL);
+    cr_assert_eq(r.status, 0, "a sandbox on a host whose pid_max the runtime may raise: %s", r.err);
+    h_free(&r);
+    cr_assert_eq(number_in(pid_max_path), BH_PID_MAX_RAISED,
+                 "kernel.pid_max (fake) was 32768 and is now %llu, not raised to %llu",
+                 number_in(pid_max_path), BH_PID_MAX_RAISED);
+}
+
+Test(shared_pools, a_pid_space_smaller_than_the_thread_pool_is_raised_kernel)
+{
+    small_pid_space_is_raised("kernel");
+}
+
+Test(shared_pools, a_pid_space_smaller_than_the_thread_pool_is_raised_container)
+{
+    small_pid_space_is_raised("container");
+}
+
+/* A pid space that already outlasts the pool is left as it is. */
+Test(shared_pools, a_pid_space_larger_than_the_thread_pool_is_left_as_it_is)
+{
+    h_require_kernel_tier();
+    char env[2][128];
+    fake_host("200000\n", "192725\n", env);
+    struct run_result r = do_on_fake_host("kernel", env, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_free(&r);
+    cr_assert_eq(number_in(pid_max_path), 200000);
+}
+
+/* BULKHEAD_KEEP_PID_MAX=1: the operator keeps the value, so no sandbox; the
+ * refusal names the sysctl, its value, what the host needs and the fix. */
+static void kept_small_pid_space_refuses(const char *tier)
+{
+    h_require_kernel_tier();
+    char env[2][128];
+    fake_host("32768\n", "192725\n", env);
+    struct run_result r = do_on_fake_host(tier, env, "BULKHEAD_KEEP_PID_MAX=1");
+    cr_assert_eq(r.status, BH_EXIT_REFUSED,
+                 "a sandbox on a host whose pid_max is 32768 and may not be raised ran "
+                 "(exit %d): %s",
+                 r.status, r.err);
+    const char *want[] = {"kernel.pid_max is 32768, below the 193026 pids",
+                          "BULKHEAD_KEEP_PID_MAX=1 forbids raising it",
+                          "sysctl kernel.pid_max=4194304", "unable to fork"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        cr_assert_not_null(strstr(r.err, want[i]), "no `%s` in: %s", want[i], r.err);
+    h_free(&r);
+    cr_assert_eq(number_in(pid_max_path), 32768);
+}
+
+Test(shared_pools, a_kept_small_pid_space_refuses_the_sandbox_with_the_numbers_kernel)
+{
+    kept_small_pid_space_refuses("kernel");
+}
+
+Test(shared_pools, a_kept_small_pid_space_refuses_the_sandbox_with_the_numbers_container)
+{
+    kept_small_pid_space_refuses("container");
+}
