@@ -164,3 +164,31 @@ Test(shared_pools, a_kept_small_pid_space_refuses_the_sandbox_with_the_numbers_c
 {
     kept_small_pid_space_refuses("container");
 }
+
+/* `bulkhead tier` checks the pid space on every verification (a value
+ * lowered after the create shows), and a kept small one fails it. */
+Test(shared_pools, the_tier_report_checks_the_pid_space)
+{
+    h_require_kernel_tier();
+    char *bh = h_path("bulkhead");
+    struct run_result r = h_run((char *const[]){bh, "tier", NULL}, NULL, NULL, 180);
+    cr_assert_eq(r.status, 0, "bulkhead tier: exit %d: %s", r.status, r.err);
+    char want[160];
+    snprintf(want, sizeof(want), "kernel.pid_max %llu, the host's thread pool needs",
+             number_in("/proc/sys/kernel/pid_max"));
+    const char *line = strstr(r.out, "pid_space");
+    cr_assert_not_null(line, "the tier report has no pid_space check: %s", r.out);
+    cr_assert_not_null(strstr(line, want), "no `%s` in: %s", want, line);
+    cr_assert_eq(strncmp(line - 6, "pass", 4), 0, "pid_space did not pass: %.200s", line - 6);
+    h_free(&r);
+
+    char env[2][128];
+    fake_host("32768\n", "192725\n", env);
+    r = h_run((char *const[]){bh, "tier", NULL},
+              (char *const[]){env[0], env[1], "BULKHEAD_KEEP_PID_MAX=1", NULL}, NULL, 180);
+    free(bh);
+    cr_assert_neq(r.status, 0, "bulkhead tier verified a tier with pid_max kept at 32768: %s",
+                  r.out);
+    cr_assert_not_null(strstr(r.err, "kernel.pid_max is 32768"), "%s", r.err);
+    h_free(&r);
+}
