@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 
 #include "cleanup.h"
 #include "host-sysctl.h"
@@ -30,41 +29,22 @@ static const char *file_max_path(void)
     return FILE_MAX_PATH;
 }
 
-static int read_file_max(const char *path, uint64_t *out, struct bh_error *err)
-{
-    return bh_host_sysctl_read(path, "the host's file table", "fs.file-max", out, err);
-}
-
-/* MemTotal, through sysinfo(2): one syscall, where /proc/meminfo costs the
- * kernel a walk of every counter (85 us a check here). */
-static int read_mem_total(uint64_t *out, struct bh_error *err)
-{
-    struct sysinfo si;
-    if (sysinfo(&si) < 0)
-        return bh_error_errno(err, errno, "the host's file table: sysinfo");
-    uint64_t unit = si.mem_unit != 0 ? si.mem_unit : 1;
-    *out = (uint64_t)si.totalram * unit;
-    if (*out == 0)
-        return bh_error_set(err, EINVAL, "the host's file table: sysinfo gives no memory size");
-    return 0;
-}
+#define POOL "the host's file table"
 
 int bh_file_table_state(uint64_t *file_max, uint64_t *needed, struct bh_error *err)
 {
     uint64_t mem = 0;
-    if (read_file_max(file_max_path(), file_max, err) < 0 || read_mem_total(&mem, err) < 0)
-        return -1;
-    *needed = bh_file_table_needed(mem);
-    return 0;
+    return bh_host_mem_pool(file_max_path(), POOL, "fs.file-max", BH_FILE_MIN_BYTES, file_max, &mem,
+                            needed, err);
 }
 
 int bh_file_table_ensure(struct bh_error *err)
 {
     const char *path = file_max_path();
-    uint64_t file_max = 0, mem = 0;
-    if (read_file_max(path, &file_max, err) < 0 || read_mem_total(&mem, err) < 0)
+    uint64_t file_max = 0, mem = 0, needed = 0;
+    if (bh_host_mem_pool(path, POOL, "fs.file-max", BH_FILE_MIN_BYTES, &file_max, &mem, &needed,
+                         err) < 0)
         return -1;
-    uint64_t needed = bh_file_table_needed(mem);
     struct bh_error why = {0};
     if (bh_host_sysctl_ensure(path, "fs.file-max", file_max, needed, BH_FILE_MAX_RAISED,
                               "BULKHEAD_KEEP_FILE_MAX",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -30,6 +31,38 @@ int bh_host_sysctl_read(const char *path, const char *pool, const char *name, ui
         return bh_error_set(err, EINVAL, "%s: %s (`%s`) holds no number: `%.20s`", pool, name, path,
                             buf);
     *out = v;
+    return 0;
+}
+
+#ifdef BH_TEST_HOOKS
+const char *bh_host_sysctl_hooked(const char *env, const char *path)
+{
+    const char *p = getenv(env);
+    return p != NULL && *p != '\0' ? p : path;
+}
+#endif
+
+/* Through sysinfo(2): one syscall, where /proc/meminfo costs the kernel a
+ * walk of every counter (85 us a check here). */
+int bh_host_mem_total(const char *pool, uint64_t *out, struct bh_error *err)
+{
+    struct sysinfo si;
+    if (sysinfo(&si) < 0)
+        return bh_error_errno(err, errno, "%s: sysinfo", pool);
+    uint64_t unit = si.mem_unit != 0 ? si.mem_unit : 1;
+    *out = (uint64_t)si.totalram * unit;
+    if (*out == 0)
+        return bh_error_set(err, EINVAL, "%s: sysinfo gives no memory size", pool);
+    return 0;
+}
+
+int bh_host_mem_pool(const char *path, const char *pool, const char *name, uint64_t unit_bytes,
+                     uint64_t *value, uint64_t *mem, uint64_t *needed, struct bh_error *err)
+{
+    if (bh_host_sysctl_read(path, pool, name, value, err) < 0 ||
+        bh_host_mem_total(pool, mem, err) < 0)
+        return -1;
+    *needed = *mem / unit_bytes;
     return 0;
 }
 
@@ -56,9 +89,10 @@ int bh_host_sysctl_ensure(const char *path, const char *name, uint64_t now, uint
         return bh_error_set(why, EPERM, "%s=1 forbids raising it", keep);
     if (bh_host_sysctl_write(path, raised, why) < 0)
         return -1;
-    bh_host_sysctl_log("raised %s (%s) from %" PRIu64 " to %" PRIu64 ", below the %" PRIu64
-                       " this host needs: %s (%s=1 keeps it and refuses sandboxes instead)",
-                       name, path, now, raised, needed, harm, keep);
+    bh_host_sysctl_log("raised %s (%s) from %" PRIu64 " (below the %" PRIu64
+                       " this host needs) to %" PRIu64 ": %s (%s=1 keeps it and refuses "
+                       "sandboxes instead)",
+                       name, path, now, needed, raised, harm, keep);
     return 0;
 }
 

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdlib.h>
 
 #include "host-sysctl.h"
 
@@ -15,31 +14,18 @@ uint64_t bh_pid_space_needed(uint64_t threads_max)
     return n < BH_PID_MAX_RAISED ? n : BH_PID_MAX_RAISED;
 }
 
-/* The sysctls' paths: the test build can point each at a file of its own,
- * so the refusal and the raise are tested without touching the host's; the
- * production build holds not even the hooks' names. */
-#ifdef BH_TEST_HOOKS
-static const char *hooked(const char *env, const char *path)
-{
-    const char *p = getenv(env);
-    return p != NULL && *p != '\0' ? p : path;
-}
-#define HOOKED(env, path) hooked(env, path)
-#else
-#define HOOKED(env, path) (path)
-#endif
-
 static const char *pid_max_path(void)
 {
-    return HOOKED("BULKHEAD_TEST_PID_MAX", "/proc/sys/kernel/pid_max");
+    return BH_HOST_SYSCTL_PATH("BULKHEAD_TEST_PID_MAX", "/proc/sys/kernel/pid_max");
 }
 
 static int read_both(const char *path, uint64_t *pid_max, uint64_t *needed, struct bh_error *err)
 {
     uint64_t threads = 0;
     if (bh_host_sysctl_read(path, POOL, "kernel.pid_max", pid_max, err) < 0 ||
-        bh_host_sysctl_read(HOOKED("BULKHEAD_TEST_THREADS_MAX", "/proc/sys/kernel/threads-max"),
-                            POOL, "kernel.threads-max", &threads, err) < 0)
+        bh_host_sysctl_read(
+            BH_HOST_SYSCTL_PATH("BULKHEAD_TEST_THREADS_MAX", "/proc/sys/kernel/threads-max"), POOL,
+            "kernel.threads-max", &threads, err) < 0)
         return -1;
     *needed = bh_pid_space_needed(threads);
     return 0;

@@ -35,6 +35,7 @@
 #include "cleanup.h"
 #include "file-table.h"
 #include "pid-space.h"
+#include "aio-pool.h"
 #include "kernel-compat.h"
 #include "paths.h"
 #include "probe-report.h"
@@ -1110,6 +1111,8 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
                     "the host's memory can hold", "files");
     check_host_pool(rep, "pid_space", "kernel.pid_max", bh_pid_space_state,
                     "the host's thread pool needs", "pids");
+    check_host_pool(rep, "aio_pool", "fs.aio-max-nr", bh_aio_pool_state,
+                    "the host's memory can hold", "events");
     check_userns_owner(rep, target->sentry_pid);
     pid_t guests[64];
     size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));
