@@ -34,6 +34,8 @@
 #include "cgroup.h"
 #include "cleanup.h"
 #include "file-table.h"
+#include "pid-space.h"
+#include "aio-pool.h"
 #include "kernel-compat.h"
 #include "paths.h"
 #include "probe-report.h"
@@ -1034,20 +1036,22 @@ static void check_guest_rlimits(struct bh_tier_report *r, pid_t guest)
                        ok ? "" : " (every one must be finite)");
 }
 
-/* The host's file table: every tier needs fs.file-max above what memory can
- * hold, or sandboxes can take it from the host (sentry/file-table.h). The
- * create raised it; this reads it again, so a value lowered since shows. */
-static void check_file_table(struct bh_tier_report *r)
+/* A global pool of the host that every tier needs larger than what all
+ * sandboxes together can take (sentry/file-table.h, sentry/pid-space.h).
+ * The create raised it; this reads it again, so a value lowered since shows.
+ * The detail: "SYSCTL VALUE, NEED NEEDED UNIT". */
+static void check_host_pool(struct bh_tier_report *r, const char *check, const char *sysctl,
+                            int (*state)(uint64_t *, uint64_t *, struct bh_error *),
+                            const char *need, const char *unit)
 {
-    uint64_t file_max = 0, needed = 0;
+    uint64_t value = 0, needed = 0;
     struct bh_error err = {0};
-    if (bh_file_table_state(&file_max, &needed, &err) < 0) {
-        bh_tier_report_add(r, "file_table", BH_CHECK_FAIL, BH_TIER_CONTAINER, "%s", err.msg);
+    if (state(&value, &needed, &err) < 0) {
+        bh_tier_report_add(r, check, BH_CHECK_FAIL, BH_TIER_CONTAINER, "%s", err.msg);
         return;
     }
-    bh_tier_report_add(
-        r, "file_table", file_max >= needed ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
-        "fs.file-max %" PRIu64 ", the host's memory can hold %" PRIu64 " files", file_max, needed);
+    bh_tier_report_add(r, check, value >= needed ? BH_CHECK_PASS : BH_CHECK_FAIL, BH_TIER_CONTAINER,
+                       "%s %" PRIu64 ", %s %" PRIu64 " %s", sysctl, value, need, needed, unit);
 }
 
 /* What the sandbox's network namespace holds, read from the host through
@@ -1103,7 +1107,12 @@ int bh_probe_check_live(const struct bh_live_target *target, struct bh_tier_repo
 
     check_sentry(rep, target->sentry_pid);
     check_net(rep, target->sentry_pid);
-    check_file_table(rep);
+    check_host_pool(rep, "file_table", "fs.file-max", bh_file_table_state,
+                    "the host's memory can hold", "files");
+    check_host_pool(rep, "pid_space", "kernel.pid_max", bh_pid_space_state,
+                    "the host's thread pool needs", "pids");
+    check_host_pool(rep, "aio_pool", "fs.aio-max-nr", bh_aio_pool_state,
+                    "the host's memory can hold", "events");
     check_userns_owner(rep, target->sentry_pid);
     pid_t guests[64];
     size_t n = find_guests(target->sentry_pid, guests, BH_ARRAY_SIZE(guests));

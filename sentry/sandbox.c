@@ -38,6 +38,8 @@
 #include "cleanup.h"
 #include "control.h"
 #include "file-table.h"
+#include "pid-space.h"
+#include "aio-pool.h"
 #include "frame.h"
 #include "kernel-compat.h"
 #include "mounts.h"
@@ -1700,9 +1702,12 @@ int bh_sandbox_create(const struct bh_sandbox_spec *spec, const struct bh_create
         opts = &none;
     if (bh_spec_validate(spec, err) < 0)
         return -1;
-    /* Before anything is made: a host whose file table memory can outgrow
-     * is no place for a sandbox of either tier (invariant 5). */
-    if (bh_file_table_ensure(err) < 0)
+    /* Before anything is made: a host whose file table, pid space or AIO
+     * pool sandboxes can drain before its memory runs out is no place for a
+     * sandbox of either tier (invariant 5; the kernel tier refuses io_setup,
+     * but the tier report checks every pool for both). */
+    if (bh_file_table_ensure(err) < 0 || bh_pid_space_ensure(err) < 0 ||
+        bh_aio_pool_ensure(err) < 0)
         return bh_error_prefix(err, "create sandbox");
     bool detached = (opts->flags & BH_CREATE_DETACHED) != 0;
     if (detached && (opts->state_dir == NULL || opts->state_dir[0] != '/'))
