@@ -153,10 +153,16 @@ static void grant_low_ports(const struct child_args *a)
     if (!a->pre_joined[BH_NS_NET] ||
         !(a->spec->process.cap_effective & (1ULL << CAP_NET_BIND_SERVICE)))
         return;
+    /* Never the host's own namespace (a config may name it by a bound
+     * path): its sysctl would open low ports to every host user. */
+    struct stat joined, host;
+    if (fstat(a->ns_fds[BH_NS_NET], &joined) < 0 || stat("/proc/1/ns/net", &host) < 0 ||
+        (joined.st_dev == host.st_dev && joined.st_ino == host.st_ino))
+        return;
     cleanup_close int fd =
         open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0 && write(fd, "0", 1) != 1)
-        return;
+    if (fd >= 0)
+        (void)!write(fd, "0", 1);
 }
 
 #define CHILD_FAIL(...)                                                                            \

@@ -8,6 +8,7 @@
  * delete leaves nothing. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -353,4 +354,75 @@ Test(pods, a_container_reaches_no_sentry_of_its_pod)
               "the container's own sentry (pod pid %s) was reached:\n%s", b, r.out);
     fprintf(stderr, "pod probe:\n%s", r.out);
     h_free(&r);
+}
+
+static long host_low_port_start(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "re");
+    cr_assert_not_null(f, "%s", strerror(errno));
+    long v = -1;
+    cr_assert_eq(fscanf(f, "%ld", &v), 1);
+    fclose(f);
+    return v;
+}
+
+/* A pod's network namespace is host-owned, so the runtime lets a config
+ * granting CAP_NET_BIND_SERVICE bind low ports there by lowering that
+ * namespace's own ip_unprivileged_port_start. A config naming the *host's*
+ * network namespace must not get that: the sysctl would open ports below
+ * 1024 to every user of the host. On the first version of that grant the
+ * host's value became 0 although the create was then refused. */
+static void host_netns_keeps_its_low_ports(const char *tier)
+{
+    long before = host_low_port_start();
+    cr_assert_neq(before, 0,
+                  "the host's ip_unprivileged_port_start is already 0: the test cannot show "
+                  "that a create leaves it alone");
+    char netns[64];
+    snprintf(netns, sizeof(netns), "/proc/%d/ns/net", (int)getpid());
+    char nss[256];
+    snprintf(nss, sizeof(nss), "[{\"type\": \"network\", \"path\": \"%s\"}, {\"type\": \"mount\"}]",
+             netns);
+    config("[\"/usr/bin/true\"]", nss);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/bundle/config.json", tmp);
+    json_t *c = json_load_file(path, 0, NULL);
+    cr_assert_not_null(c);
+    json_object_set_new(json_object_get(c, "annotations"), "dev.bulkhead.tier", json_string(tier));
+    json_t *caps = json_object();
+    static const char *const sets[] = {"bounding", "effective", "permitted"};
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+        json_object_set_new(caps, sets[i], json_pack("[s]", "CAP_NET_BIND_SERVICE"));
+    json_object_set_new(json_object_get(c, "process"), "capabilities", caps);
+    cr_assert_eq(json_dump_file(c, path, 0), 0);
+    json_decref(c);
+    snprintf(ids[n_ids], sizeof(ids[0]), "hostnet-%s-%d", tier, (int)getpid());
+    const char *id = ids[n_ids++];
+    char bundle[300];
+    snprintf(bundle, sizeof(bundle), "%s/bundle", tmp);
+    struct run_result r;
+    bh((const char *const[]){"create", "--bundle", bundle, id, NULL}, 60, &r);
+    long after = host_low_port_start();
+    if (after != before) {
+        FILE *f = fopen("/proc/sys/net/ipv4/ip_unprivileged_port_start", "we");
+        if (f != NULL) {
+            fprintf(f, "%ld\n", before);
+            fclose(f);
+        }
+    }
+    cr_assert_eq(after, before,
+                 "a %s-tier create naming the host's network namespace changed the host's "
+                 "ip_unprivileged_port_start from %ld to %ld (create: exit %d, %s)",
+                 tier, before, after, r.status, r.err);
+    h_free(&r);
+}
+
+Test(pods, a_config_naming_the_hosts_netns_leaves_its_low_ports_closed_container)
+{
+    host_netns_keeps_its_low_ports("container");
+}
+
+Test(pods, a_config_naming_the_hosts_netns_leaves_its_low_ports_closed_kernel)
+{
+    host_netns_keeps_its_low_ports("kernel");
 }
