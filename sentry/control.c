@@ -66,9 +66,9 @@ int bh_msg_recv(int sock, int64_t deadline_ms, json_t **obj, int *fds, size_t ma
     cleanup_free char *buf = malloc(BH_MSG_MAX + 1);
     if (buf == NULL)
         return bh_error_errno(err, ENOMEM, "message buffer");
-    int tmp[16];
+    int tmp[BH_FDS_PER_MSG];
     size_t got = 0;
-    ssize_t n = bh_recv_fds(sock, buf, BH_MSG_MAX, tmp, 16, &got, err);
+    ssize_t n = bh_recv_fds(sock, buf, BH_MSG_MAX, tmp, BH_FDS_PER_MSG, &got, err);
     if (n < 0)
         return -1;
     for (size_t i = 0; i < got; i++) {

@@ -170,9 +170,9 @@ int bh_send_fds(int sock, const void *data, size_t len, const int *fds, size_t n
     char zero = 0;
     struct iovec iov = {.iov_base = len > 0 ? (void *)data : &zero, .iov_len = len > 0 ? len : 1};
     size_t space = CMSG_SPACE(sizeof(int) * n);
-    char cbuf[CMSG_SPACE(sizeof(int) * 16)];
-    if (n > 16)
-        return bh_error_set(err, E2BIG, "send %zu fds: at most 16 at once", n);
+    char cbuf[CMSG_SPACE(sizeof(int) * BH_FDS_PER_MSG)];
+    if (n > BH_FDS_PER_MSG)
+        return bh_error_set(err, E2BIG, "send %zu fds: at most %d at once", n, BH_FDS_PER_MSG);
     memset(cbuf, 0, sizeof(cbuf));
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
     if (n > 0) {
@@ -199,7 +199,7 @@ int bh_send_fds(int sock, const void *data, size_t len, const int *fds, size_t n
 ssize_t bh_recv_fds(int sock, void *data, size_t len, int *fds, size_t max_fds, size_t *n_fds,
                     struct bh_error *err)
 {
-    char cbuf[CMSG_SPACE(sizeof(int) * 32)];
+    char cbuf[CMSG_SPACE(sizeof(int) * BH_FDS_PER_MSG)];
     struct iovec iov = {.iov_base = data, .iov_len = len};
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -42,7 +43,13 @@ int bh_control_connect(const char *path, const char *hint, struct bh_error *err)
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t bh_now_ms(void);
 
-/* Sends data (at least one byte; len 0 sends one zero byte) with n fds. */
+/* The most fds one message carries: the spec message's fixed slots and
+ * prepared mount trees (spec-fds.h) are the largest user; the kernel allows
+ * 253 (SCM_MAX_FD). */
+#define BH_FDS_PER_MSG 64
+
+/* Sends data (at least one byte; len 0 sends one zero byte) with n fds
+ * (at most BH_FDS_PER_MSG). */
 int bh_send_fds(int sock, const void *data, size_t len, const int *fds, size_t n,
                 struct bh_error *err);
 /* Receives up to len bytes and up to max_fds fds (made O_CLOEXEC); *n_fds

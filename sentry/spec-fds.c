@@ -2,7 +2,10 @@
  * one packer for the front end, one unpacker for the sentry. */
 #include <errno.h>
 
+#include "frame.h"
 #include "spec-fds.h"
+
+_Static_assert(BH_SPEC_FDS_MAX <= BH_FDS_PER_MSG, "the spec message's fds must fit one message");
 
 void bh_spec_fds_init(struct bh_spec_fds *f)
 {
@@ -16,7 +19,10 @@ void bh_spec_fds_init(struct bh_spec_fds *f)
 int bh_spec_fds_add_tree(struct bh_spec_fds *f, int fd, struct bh_error *err)
 {
     if (f->n_trees >= BH_SPEC_MAX_TREES)
-        return bh_error_set(err, E2BIG, "at most %d prepared mounts are supported",
+        return bh_error_set(err, E2BIG,
+                            "at most %d prepared mounts (binds, the device tree, sysfs, the "
+                            "rootfs) are supported: each travels to the sentry as one fd of the "
+                            "spec message, whose fds are bounded",
                             BH_SPEC_MAX_TREES);
     f->tree[f->n_trees] = fd;
     return (int)f->n_trees++;

@@ -22,7 +22,10 @@ enum bh_spec_fd_slot {
     BH_SPEC_FD_N_SLOTS,
 };
 
-#define BH_SPEC_MAX_TREES 12
+/* A privileged pod container (a CRI's default binds, its hostPath volumes,
+ * a device tree and sysfs) needs more than a dozen; the bound is one
+ * message's fds (frame.h), checked at compile time in spec-fds.c. */
+#define BH_SPEC_MAX_TREES 48
 #define BH_SPEC_FDS_MAX (BH_SPEC_FD_N_SLOTS + BH_SPEC_MAX_TREES)
 
 /* Borrowed fds (neither function closes one); -1 marks an absent slot. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -702,6 +703,66 @@ Test(oci_lifecycle, exit_code_and_stdio)
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %#x", st);
     cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
     assert_gone(id, pid);
+}
+
+/* Every bind mount of a config travels to the sentry as a prepared tree,
+ * one fd of the spec message: a container with 40 volumes (docker -v, a
+ * pod's hostPath and projected volumes) was refused at 12 ("at most 12
+ * prepared mounts"), and 11 or 12 with every optional slot failed in the
+ * send itself (16 fds a message). Each bind shows its own file. */
+static void forty_binds_reach_the_guest(const char *tier)
+{
+    enum { N_BINDS = 40 };
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    make_rootfs();
+    live_config_tier("[\"/bin/sh\", \"-c\", \"cat /mnt/b0/f /mnt/b39/f; ls /mnt | wc -l\"]", tier);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/bundle/config.json", tmp);
+    json_t *c = json_load_file(path, 0, NULL);
+    cr_assert_not_null(c);
+    json_t *mounts = json_object_get(c, "mounts");
+    json_array_append_new(mounts, json_pack("{s:s,s:s,s:s}", "destination", "/mnt", "type", "tmpfs",
+                                            "source", "tmpfs"));
+    for (int i = 0; i < N_BINDS; i++) {
+        char src[600], dest[32], file[640], text[16];
+        snprintf(src, sizeof(src), "%s/src-%d", tmp, i);
+        cr_assert_eq(mkdir(src, 0755), 0, "%s: %s", src, strerror(errno));
+        snprintf(file, sizeof(file), "%s/f", src);
+        snprintf(text, sizeof(text), "bind-%d\n", i);
+        FILE *f = fopen(file, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        fclose(f);
+        cr_assert_eq(chmod(file, 0644), 0);
+        snprintf(dest, sizeof(dest), "/mnt/b%d", i);
+        json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[ss]}", "destination", dest, "type",
+                                                "bind", "source", src, "options", "bind", "ro"));
+    }
+    cr_assert_eq(json_dump_file(c, path, 0), 0);
+    json_decref(c);
+    int out = memfd_create("guest-out", MFD_CLOEXEC);
+    cr_assert_geq(out, 0);
+    const char *id = create_container("binds", out);
+    int pid = read_pid_file("pid");
+    cr_assert_eq(RUN0("start", id), 0, "start: %s", last_error());
+    int st = reap(pid, 60);
+    char *text = h_read_fd(out);
+    close(out);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output %s", st, text);
+    cr_expect(strstr(text, "bind-0\nbind-39\n40\n") != NULL, "the guest saw: %s", text);
+    free(text);
+    cr_assert_eq(RUN0("delete", id), 0, "delete: %s", last_error());
+    assert_gone(id, pid);
+}
+
+Test(oci_lifecycle, forty_bind_mounts_reach_the_guest_container_tier)
+{
+    forty_binds_reach_the_guest("container");
+}
+
+Test(oci_lifecycle, forty_bind_mounts_reach_the_guest_kernel_tier)
+{
+    forty_binds_reach_the_guest("kernel");
 }
 
 Test(oci_lifecycle, delete_created_kills_it)

@@ -3,8 +3,15 @@
  * params promise is refused. The numbers stand for fds; none is opened. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "frame.h"
+#include "msg-internal.h"
 #include "spec-fds.h"
 
 static void fill(struct bh_spec_fds *f, bool extra, bool listen, bool console, size_t trees)
@@ -82,4 +89,52 @@ Test(spec_fds, more_trees_than_the_layout_holds_are_refused_by_name)
     cr_assert_eq(bh_spec_fds_unpack(wire, 3 + BH_SPEC_MAX_TREES + 1, false, false, false, &g, &err),
                  -1);
     cr_assert_eq(err.code, EPROTO);
+}
+
+/* A spec message with every slot and the most trees crosses a socket whole:
+ * the layout's bound is what one message carries, so a create never fails
+ * in the send after the trees were prepared. Real fds this time (dups of
+ * one pipe end), each seen on the other side as the same file. */
+Test(spec_fds, the_fullest_spec_message_crosses_a_socket_whole)
+{
+    int sv[2], p[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    struct bh_spec_fds f;
+    bh_spec_fds_init(&f);
+    struct bh_error err = {0};
+    for (int i = 0; i < BH_SPEC_FD_N_SLOTS; i++)
+        f.slot[i] = fcntl(p[0], F_DUPFD_CLOEXEC, 0);
+    for (int i = 0; i < BH_SPEC_MAX_TREES; i++)
+        cr_assert_eq(bh_spec_fds_add_tree(&f, fcntl(p[0], F_DUPFD_CLOEXEC, 0), &err), i, "%s",
+                     err.msg);
+    int wire[BH_SPEC_FDS_MAX];
+    size_t n = bh_spec_fds_pack(&f, wire);
+    cr_assert_eq(n, (size_t)BH_SPEC_FDS_MAX);
+    json_t *m = json_pack("{s:s}", "re", "spec");
+    cr_assert_eq(bh_msg_send(sv[0], m, wire, n, &err), 0, "%s", err.msg);
+    json_decref(m);
+    int got[BH_SPEC_FDS_MAX];
+    size_t n_got = 0;
+    json_t *in = NULL;
+    cr_assert_eq(bh_msg_recv(sv[1], bh_now_ms() + 10000, &in, got, BH_SPEC_FDS_MAX, &n_got, &err),
+                 1, "%s", err.msg);
+    json_decref(in);
+    cr_assert_eq(n_got, n, "%zu of %zu fds arrived", n_got, n);
+    struct bh_spec_fds g;
+    cr_assert_eq(bh_spec_fds_unpack(got, n_got, true, true, true, &g, &err), 0, "%s", err.msg);
+    struct stat want, st;
+    cr_assert_eq(fstat(p[0], &want), 0);
+    for (int k = 0; k < BH_SPEC_MAX_TREES; k++) {
+        cr_assert_eq(fstat(bh_spec_fds_tree(&g, k), &st), 0);
+        cr_assert_eq(st.st_ino, want.st_ino, "tree %d is another file", k);
+    }
+    for (size_t i = 0; i < n; i++) {
+        close(wire[i]);
+        close(got[i]);
+    }
+    close(p[0]);
+    close(p[1]);
+    close(sv[0]);
+    close(sv[1]);
 }
