@@ -96,6 +96,24 @@ int bh_host_sysctl_ensure(const char *path, const char *name, uint64_t now, uint
     return 0;
 }
 
+int bh_host_mem_pool_ensure(const struct bh_mem_pool *p, struct bh_error *err)
+{
+    uint64_t value = 0, mem = 0, needed = 0;
+    if (bh_host_mem_pool(p->path, p->pool, p->name, p->unit_bytes, &value, &mem, &needed, err) < 0)
+        return -1;
+    uint64_t raised = p->raised != 0 ? p->raised : needed;
+    struct bh_error why = {0};
+    if (bh_host_sysctl_ensure(p->path, p->name, value, needed, raised, p->keep, p->harm, &why) == 0)
+        return 0;
+    return bh_error_set(err, why.code,
+                        "%s: %s is %" PRIu64 ", below the %" PRIu64
+                        " %s this host's memory (%" PRIu64 " MiB at %" PRIu64
+                        " bytes each) can hold, so %s; refused: %s. Raise it "
+                        "(`sysctl %s=%" PRIu64 "`) or run as root in the host's user namespace",
+                        p->pool, p->name, value, needed, p->units, mem >> 20, p->unit_bytes,
+                        p->effect, why.msg, p->name, raised);
+}
+
 void bh_host_sysctl_log(const char *fmt, ...)
 {
     cleanup_close int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);

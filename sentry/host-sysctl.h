@@ -46,6 +46,26 @@ int bh_host_sysctl_ensure(const char *path, const char *name, uint64_t now, uint
                           uint64_t raised, const char *keep, const char *harm,
                           struct bh_error *why);
 
+/* A global pool that memory bounds, as every create keeps it (the file
+ * table, the AIO pool): its sysctl must hold at least what MemTotal /
+ * unit_bytes units need, or it is raised (to raised, or to exactly that
+ * when raised is 0) unless the operator keeps it, or the create is refused. */
+struct bh_mem_pool {
+    const char *pool;    /* "the host's file table": words the errors */
+    const char *name;    /* the sysctl, "fs.file-max" */
+    const char *path;    /* where it is read and written */
+    uint64_t unit_bytes; /* the least memory one unit holds */
+    const char *units;   /* "files" */
+    uint64_t raised;     /* the value a raise writes; 0: exactly what is needed */
+    const char *keep;    /* the environment variable that keeps the value */
+    const char *harm;    /* for the log: what sandboxes could take from whom */
+    const char *effect;  /* for the refusal: the same, with the errno they would see */
+};
+
+/* 0 when the pool's sysctl is (now) enough; else -1 and err says the value,
+ * what this host needs, why, and the fix. */
+int bh_host_mem_pool_ensure(const struct bh_mem_pool *p, struct bh_error *err);
+
 /* One notice line in the kernel log, where the host's operator sees a
  * sysctl change (as systemd's are). Best effort: the raise is what counts. */
 void bh_host_sysctl_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
