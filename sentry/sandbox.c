@@ -115,6 +115,10 @@ struct child_args {
     /* Joined by the helper that cloned the child, before the sandbox's user
      * namespace existed (host-owned namespaces need host root to join). */
     bool pre_joined[BH_NS_COUNT];
+    /* The config names the host's network namespace (the front end's own,
+     * or pid 1's where we may look), or we could not tell: see
+     * grant_low_ports. */
+    bool joins_host_netns;
     /* A pod's user namespace, joined by the helper after the others (host
      * root can join host-owned namespaces only from the host's), or -1. */
     int pod_userns_fd;
@@ -148,6 +152,22 @@ struct child_args {
  * bound there instead: the sysctl is the namespace's own, so nothing of the
  * host's changes. Best effort: unwritten, the guest is only refused low ports
  * as before (less than it asked for, never more). */
+static bool same_ns(const struct stat *a, const char *path)
+{
+    struct stat b;
+    return stat(path, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
+}
+
+/* Whether fd is the host's network namespace: the front end's own (it runs
+ * in the host's), or pid 1's where the front end may look (it may not once
+ * its capabilities are dropped). Unknown counts as the host's. */
+static bool is_host_netns(int fd)
+{
+    struct stat joined;
+    return fstat(fd, &joined) < 0 || same_ns(&joined, "/proc/self/ns/net") ||
+           same_ns(&joined, "/proc/1/ns/net");
+}
+
 static void grant_low_ports(const struct child_args *a)
 {
     if (!a->pre_joined[BH_NS_NET] ||
@@ -155,9 +175,7 @@ static void grant_low_ports(const struct child_args *a)
         return;
     /* Never the host's own namespace (a config may name it by a bound
      * path): its sysctl would open low ports to every host user. */
-    struct stat joined, host;
-    if (fstat(a->ns_fds[BH_NS_NET], &joined) < 0 || stat("/proc/1/ns/net", &host) < 0 ||
-        (joined.st_dev == host.st_dev && joined.st_ino == host.st_ino))
+    if (a->joins_host_netns)
         return;
     cleanup_close int fd =
         open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -1349,6 +1367,8 @@ static int create_child_args(struct create_ctx *c, struct child_args *a, unsigne
                 child_args_close(a);
                 return -1;
             }
+            if (i == BH_NS_NET)
+                a->joins_host_netns = is_host_netns(a->ns_fds[i]);
         } else if (i != BH_NS_CGROUP && i != BH_NS_TIME && !(i == BH_NS_USER && c->in_pod)) {
             /* time is unshared by the child, cgroup by the sentry once the
              * spec (sent after the cgroup join) has come */
